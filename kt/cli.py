@@ -1,0 +1,70 @@
+"""The `kt` command-line root: registers every command group of kt/tools.
+
+Commands are imported lazily so `kt --help` and shell completion stay fast and a
+command's heavy dependencies (PySpark, Textual) load only when it runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from kt import __version__
+
+# name -> "module:attribute". One line per command or command group; aliases point
+# at the same object. Keep sorted by name.
+COMMANDS: dict[str, str] = {
+    "checkpoint": "kt.tools.checkpoint_cmd:checkpoint",
+    "dump-log-segments": "kt.tools.dump_log:dump_log_segments",
+    "dump-segment": "kt.tools.dump_log:dump_log_segments",
+    "index": "kt.tools.index_cmd:index",
+}
+
+# Aliases are listed in help once, under their main name.
+ALIASES: dict[str, str] = {"dump-segment": "dump-log-segments"}
+
+
+class LazyGroup(click.Group):
+    """A click group that imports each subcommand's module on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(name for name in COMMANDS if name not in ALIASES)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            # A command whose module is not there yet (or whose optional extra is
+            # missing) must not break every other command.
+            if exc.name and (exc.name == module_name or module_name.startswith(exc.name + ".")):
+                return None
+            raise
+        command: click.Command = getattr(module, attr)
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "-V", "--version", prog_name="kt")
+def cli() -> None:
+    """kt: Kafka administration and forensics, with a Kafka-compatible broker.
+
+    Offline commands read a broker's log directory (ours or Apache Kafka's);
+    online commands talk to any Kafka-compatible broker.
+
+    Exit codes: 0 ok, 1 problems found or the operation failed, 2 usage error.
+    """
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="kt")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Command implementations: thin layers that parse arguments, call the cores and render."""
