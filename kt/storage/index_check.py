@@ -1,0 +1,421 @@
+"""Checking a segment's indexes against its log, and rebuilding them from it.
+
+Verification does what Kafka's index sanity check and `DumpLogSegments
+--verify-index-only` do, and more: every offset-index entry must point at the
+start of a batch whose last offset is the indexed offset; every time-index entry
+must name a batch whose largest timestamp is the indexed one; offsets and
+timestamps must increase; sizes must be whole entries; nothing may point past the
+end of the log.
+
+Rebuilding computes exactly the entries Kafka's recovery writes (the same
+`index.interval.bytes` rule), plus the transaction index from the log's
+COMMIT/ABORT markers, and replaces the files atomically.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kt.storage import record_batch as v2
+from kt.storage.atomic import atomic_write
+from kt.storage.errors import CorruptIndexError, CorruptRecordError, WrongFileKindError
+from kt.storage.file_records import Damage, FileRecords, LogBatch
+from kt.storage.log_files import (
+    PathKind,
+    classify_path,
+    list_segments,
+    parse_partition_dir_name,
+    parse_segment_file_name,
+    segment_file_name,
+)
+from kt.storage.offset_index import OffsetPosition, encode_offset_index, read_offset_index
+from kt.storage.segment import DEFAULT_INDEX_INTERVAL_BYTES, scan_log
+from kt.storage.time_index import TimestampOffset, encode_time_index, read_time_index
+from kt.storage.txn_index import AbortedTxn, encode_txn_index, read_txn_index, txn_index_problems
+
+
+@dataclass(frozen=True, slots=True)
+class IndexProblem:
+    """One inconsistency between an index and its log."""
+
+    path: Path
+    kind: str  # offset-index, time-index, txn-index, log
+    message: str
+    entry: int | None = None
+    index_offset: int | None = None
+    log_offset: int | None = None
+
+    def __str__(self) -> str:
+        at = f" entry {self.entry}:" if self.entry is not None else ""
+        return f"{self.path}:{at} {self.message}"
+
+
+@dataclass(slots=True)
+class SegmentCheck:
+    """The verdict on one segment."""
+
+    log_path: Path
+    problems: list[IndexProblem] = field(default_factory=list)
+    offset_entries: int = 0
+    time_entries: int = 0
+    txn_entries: int = 0
+    batches: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """True when no problem was found."""
+        return not self.problems
+
+
+def find_segment_logs(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """Expand segment files, partition directories and log directories into `.log` paths.
+
+    An index path stands for its segment. Raises WrongFileKindError for paths that
+    are none of these, FileNotFoundError for missing ones.
+    """
+    out: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        kind = classify_path(p)
+        if kind is PathKind.MISSING:
+            raise FileNotFoundError(2, "No such file or directory", str(p))
+        if kind in (
+            PathKind.SEGMENT_LOG,
+            PathKind.OFFSET_INDEX,
+            PathKind.TIME_INDEX,
+            PathKind.TXN_INDEX,
+        ):
+            parsed = parse_segment_file_name(p.name)
+            assert parsed is not None
+            log = p.parent / segment_file_name(parsed.base_offset, ".log", parsed.state)
+            if not log.exists():
+                raise WrongFileKindError(f"no log file {log.name} beside the index", path=str(p))
+            out.append(log)
+        elif kind is PathKind.PARTITION_DIR:
+            out.extend(_logs_in_partition(p))
+        elif kind is PathKind.LOG_DIR:
+            for child in sorted(p.iterdir()):
+                if child.is_dir() and parse_partition_dir_name(child.name) is not None:
+                    out.extend(_logs_in_partition(child))
+        elif p.is_dir() and _logs_in_partition(p):
+            # Segments copied somewhere for an investigation: a directory of
+            # segment files counts as a partition directory whatever its name.
+            out.extend(_logs_in_partition(p))
+        else:
+            raise WrongFileKindError(
+                "not a segment file, partition directory or log directory", path=str(p)
+            )
+    seen: set[Path] = set()
+    unique = []
+    for p in out:
+        if p not in seen:
+            seen.add(p)
+            unique.append(p)
+    return unique
+
+
+def _logs_in_partition(d: Path) -> list[Path]:
+    return [s.log for s in list_segments(d) if s.log is not None]
+
+
+def log_dir_of(segment_log: Path) -> Path:
+    """The log directory (the `.lock` holder) a segment file lives in."""
+    return segment_log.resolve().parent.parent
+
+
+@dataclass(slots=True)
+class _Lite:
+    position: int
+    last_offset: int
+    max_timestamp: int
+    size: int
+
+
+def _lite_batches(records: FileRecords) -> tuple[list[_Lite], Damage | None]:
+    out: list[_Lite] = []
+    damage = None
+    for item in records.batches(0, validate=True):
+        if isinstance(item, Damage):
+            damage = item
+            break
+        out.append(_Lite(item.position, item.last_offset, item.max_timestamp, item.size_in_bytes))
+    return out, damage
+
+
+def verify_segment(
+    log_path: str | os.PathLike[str], *, check_timestamps: bool = True
+) -> SegmentCheck:
+    """Check one segment's offset, time and transaction indexes against its log."""
+    log = Path(log_path)
+    parsed = parse_segment_file_name(log.name)
+    if parsed is None or parsed.kind != "log":
+        raise WrongFileKindError("not a segment .log file", path=str(log))
+    base = parsed.base_offset
+    state = parsed.state
+    result = SegmentCheck(log)
+    with open(log, "rb") as f:
+        records = FileRecords(f)
+        batches, damage = _lite_batches(records)
+        log_size = records.size
+    result.batches = len(batches)
+    if damage is not None:
+        result.problems.append(
+            IndexProblem(log, "log", f"invalid data at position {damage.position}: {damage.reason}")
+        )
+    by_position = {b.position: b for b in batches}
+    by_last_offset = {b.last_offset: b for b in batches}
+    positions = [b.position for b in batches]
+
+    index_path = log.with_name(segment_file_name(base, ".index", state))
+    if index_path.exists():
+        _check_offset_index(index_path, base, by_position, positions, log_size, result)
+    time_path = log.with_name(segment_file_name(base, ".timeindex", state))
+    if time_path.exists():
+        _check_time_index(
+            time_path, base, by_last_offset, batches, log_size, result, check_timestamps
+        )
+    txn_path = log.with_name(segment_file_name(base, ".txnindex", state))
+    if txn_path.exists():
+        try:
+            entries = read_txn_index(txn_path)
+            result.txn_entries = len(entries)
+            for msg in txn_index_problems(entries, base):
+                result.problems.append(IndexProblem(txn_path, "txn-index", msg))
+        except CorruptIndexError as exc:
+            result.problems.append(IndexProblem(txn_path, "txn-index", exc.message))
+    return result
+
+
+def _check_offset_index(
+    path: Path,
+    base: int,
+    by_position: dict[int, _Lite],
+    positions: list[int],
+    log_size: int,
+    result: SegmentCheck,
+) -> None:
+    import bisect
+
+    view = read_offset_index(path, base)
+    result.offset_entries = len(view)
+    for msg in view.problems():
+        result.problems.append(IndexProblem(path, "offset-index", msg))
+    for i, entry in enumerate(view):
+        if entry.offset < base:
+            result.problems.append(
+                IndexProblem(
+                    path,
+                    "offset-index",
+                    f"offset {entry.offset} is below the base offset {base}",
+                    i,
+                )
+            )
+            continue
+        if entry.position >= log_size:
+            result.problems.append(
+                IndexProblem(
+                    path,
+                    "offset-index",
+                    f"position {entry.position} is beyond the end of the log ({log_size} bytes)",
+                    i,
+                    entry.offset,
+                )
+            )
+            continue
+        batch = by_position.get(entry.position)
+        if batch is None:
+            j = bisect.bisect_right(positions, entry.position) - 1
+            inside = by_position[positions[j]] if j >= 0 else None
+            where = (
+                f"inside the batch at position {inside.position}"
+                if inside is not None and entry.position < inside.position + inside.size
+                else "not at a batch boundary"
+            )
+            result.problems.append(
+                IndexProblem(
+                    path,
+                    "offset-index",
+                    f"offset {entry.offset} points at position {entry.position}, {where}",
+                    i,
+                    entry.offset,
+                )
+            )
+            continue
+        if batch.last_offset != entry.offset:
+            result.problems.append(
+                IndexProblem(
+                    path,
+                    "offset-index",
+                    f"index offset {entry.offset} but the batch at position {entry.position} "
+                    f"ends at log offset {batch.last_offset}",
+                    i,
+                    entry.offset,
+                    batch.last_offset,
+                )
+            )
+
+
+def _check_time_index(
+    path: Path,
+    base: int,
+    by_last_offset: dict[int, _Lite],
+    batches: list[_Lite],
+    log_size: int,
+    result: SegmentCheck,
+    check_timestamps: bool,
+) -> None:
+    view = read_time_index(path, base)
+    result.time_entries = len(view)
+    for msg in view.problems():
+        result.problems.append(IndexProblem(path, "time-index", msg))
+    last_offset = batches[-1].last_offset if batches else None
+    for i, entry in enumerate(view):
+        batch = by_last_offset.get(entry.offset)
+        if batch is None:
+            beyond = last_offset is None or entry.offset > last_offset
+            what = "beyond the end of the log" if beyond else "not the last offset of any batch"
+            result.problems.append(
+                IndexProblem(
+                    path,
+                    "time-index",
+                    f"indexed offset {entry.offset} is {what}",
+                    i,
+                    entry.offset,
+                )
+            )
+            continue
+        if check_timestamps and batch.max_timestamp != entry.timestamp:
+            result.problems.append(
+                IndexProblem(
+                    path,
+                    "time-index",
+                    f"index timestamp {entry.timestamp} but the batch ending at offset "
+                    f"{entry.offset} has largest timestamp {batch.max_timestamp}",
+                    i,
+                    entry.offset,
+                )
+            )
+
+
+# --- rebuilding ---------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class RebuildPlan:
+    """What rebuilding one segment's indexes writes, next to what is there now."""
+
+    log_path: Path
+    offset_entries: list[OffsetPosition]
+    time_entries: list[TimestampOffset]
+    txn_entries: list[AbortedTxn]
+    valid_bytes: int
+    invalid_bytes: int
+    invalid_reason: str | None
+    files: dict[str, tuple[bytes | None, bytes]] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> list[str]:
+        """Names of the index files whose content would change."""
+        return sorted(name for name, (old, new) in self.files.items() if old != new)
+
+
+def plan_rebuild(
+    log_path: str | os.PathLike[str],
+    *,
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+    prior_segments: Iterable[Path] = (),
+) -> RebuildPlan:
+    """Compute a segment's indexes from its log without writing anything.
+
+    `prior_segments` are the partition's earlier `.log` files, read shallowly to
+    learn transactions still open when this segment starts (for `.txnindex`).
+    """
+    log = Path(log_path)
+    parsed = parse_segment_file_name(log.name)
+    if parsed is None or parsed.kind != "log":
+        raise WrongFileKindError("not a segment .log file", path=str(log))
+    base = parsed.base_offset
+    with open(log, "rb") as f:
+        records = FileRecords(f)
+        scan = scan_log(records, base, index_interval_bytes)
+        ongoing: dict[int, int] = {}
+        for prior in prior_segments:
+            with open(prior, "rb") as pf:
+                for _ in _aborted_txns(FileRecords(pf).batches(0, validate=True), ongoing):
+                    pass
+        txns = list(_aborted_txns(records.batches(0, scan.valid_bytes, validate=True), ongoing))
+    plan = RebuildPlan(
+        log,
+        scan.offset_entries,
+        scan.time_entries,
+        txns,
+        scan.valid_bytes,
+        scan.invalid_bytes,
+        scan.reason,
+    )
+    new_files = {
+        segment_file_name(base, ".index", parsed.state): encode_offset_index(
+            base, scan.offset_entries
+        ),
+        segment_file_name(base, ".timeindex", parsed.state): encode_time_index(
+            base, scan.time_entries
+        ),
+    }
+    txn_name = segment_file_name(base, ".txnindex", parsed.state)
+    if txns or (log.parent / txn_name).exists():
+        new_files[txn_name] = encode_txn_index(txns)
+    for name, content in new_files.items():
+        existing = log.parent / name
+        old = existing.read_bytes() if existing.exists() else None
+        plan.files[name] = (old, content)
+    return plan
+
+
+def apply_rebuild(plan: RebuildPlan) -> list[Path]:
+    """Write the plan's changed index files atomically; return what was written."""
+    written = []
+    for name in plan.changed:
+        path = plan.log_path.parent / name
+        atomic_write(path, plan.files[name][1])
+        written.append(path)
+    return written
+
+
+def _aborted_txns(
+    items: Iterator[LogBatch | Damage], ongoing: dict[int, int]
+) -> Iterator[AbortedTxn]:
+    """Aborted transactions as Kafka's producer state records them.
+
+    `ongoing` maps producer id → first offset of its open transaction and is
+    updated as batches go by. The last stable offset of an aborted transaction is
+    the first offset of the earliest other open transaction, or the marker's
+    offset + 1 when none is open.
+    """
+    for item in items:
+        if isinstance(item, Damage):
+            return
+        if item.header is None or not item.header.is_transactional:
+            continue
+        pid = item.header.producer_id
+        if not item.header.is_control:
+            ongoing.setdefault(pid, item.base_offset)
+            continue
+        try:
+            records = list(item.records())
+        except CorruptRecordError:
+            continue
+        for rec in records:
+            try:
+                _version, control_type = v2.parse_control_key(rec.key)
+            except CorruptRecordError:
+                continue
+            if control_type not in (v2.CONTROL_ABORT, v2.CONTROL_COMMIT):
+                continue
+            first = ongoing.pop(pid, None)
+            if control_type == v2.CONTROL_ABORT:
+                others = [o for p, o in ongoing.items() if p != pid]
+                lso = min(others) if others else rec.offset + 1
+                yield AbortedTxn(pid, rec.offset if first is None else first, rec.offset, lso)
