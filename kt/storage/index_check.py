@@ -15,7 +15,7 @@ COMMIT/ABORT markers, and replaces the files atomically.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -338,15 +338,17 @@ def plan_rebuild(
     if parsed is None or parsed.kind != "log":
         raise WrongFileKindError("not a segment .log file", path=str(log))
     base = parsed.base_offset
+    tracker = TxnTracker()
+    for prior in prior_segments:
+        with open(prior, "rb") as pf:
+            for item in FileRecords(pf).batches(0, validate=True):
+                if isinstance(item, Damage):
+                    break
+                tracker.feed(item)
+    tracker.aborted.clear()
     with open(log, "rb") as f:
-        records = FileRecords(f)
-        scan = scan_log(records, base, index_interval_bytes)
-        ongoing: dict[int, int] = {}
-        for prior in prior_segments:
-            with open(prior, "rb") as pf:
-                for _ in _aborted_txns(FileRecords(pf).batches(0, validate=True), ongoing):
-                    pass
-        txns = list(_aborted_txns(records.batches(0, scan.valid_bytes, validate=True), ongoing))
+        scan = scan_log(FileRecords(f), base, index_interval_bytes, on_batch=tracker.feed)
+    txns = tracker.aborted
     plan = RebuildPlan(
         log,
         scan.offset_entries,
@@ -384,29 +386,31 @@ def apply_rebuild(plan: RebuildPlan) -> list[Path]:
     return written
 
 
-def _aborted_txns(
-    items: Iterator[LogBatch | Damage], ongoing: dict[int, int]
-) -> Iterator[AbortedTxn]:
-    """Aborted transactions as Kafka's producer state records them.
+class TxnTracker:
+    """Follows transactions through a partition's batches, recording aborted ones
+    the way Kafka's producer state does for the `.txnindex`.
 
-    `ongoing` maps producer id → first offset of its open transaction and is
-    updated as batches go by. The last stable offset of an aborted transaction is
-    the first offset of the earliest other open transaction, or the marker's
-    offset + 1 when none is open.
+    The last stable offset of an aborted transaction is the first offset of the
+    earliest other transaction still open, or the marker's offset + 1 when none is.
     """
-    for item in items:
-        if isinstance(item, Damage):
+
+    def __init__(self) -> None:
+        self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open txn
+        self.aborted: list[AbortedTxn] = []
+
+    def feed(self, batch: LogBatch) -> None:
+        """Account for one batch (called in offset order)."""
+        header = batch.header
+        if header is None or not header.is_transactional:
             return
-        if item.header is None or not item.header.is_transactional:
-            continue
-        pid = item.header.producer_id
-        if not item.header.is_control:
-            ongoing.setdefault(pid, item.base_offset)
-            continue
+        pid = header.producer_id
+        if not header.is_control:
+            self.ongoing.setdefault(pid, header.base_offset)
+            return
         try:
-            records = list(item.records())
+            records = list(batch.records())
         except CorruptRecordError:
-            continue
+            return
         for rec in records:
             try:
                 _version, control_type = v2.parse_control_key(rec.key)
@@ -414,8 +418,10 @@ def _aborted_txns(
                 continue
             if control_type not in (v2.CONTROL_ABORT, v2.CONTROL_COMMIT):
                 continue
-            first = ongoing.pop(pid, None)
+            first = self.ongoing.pop(pid, None)
             if control_type == v2.CONTROL_ABORT:
-                others = [o for p, o in ongoing.items() if p != pid]
+                others = [o for p, o in self.ongoing.items() if p != pid]
                 lso = min(others) if others else rec.offset + 1
-                yield AbortedTxn(pid, rec.offset if first is None else first, rec.offset, lso)
+                self.aborted.append(
+                    AbortedTxn(pid, rec.offset if first is None else first, rec.offset, lso)
+                )
