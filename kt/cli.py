@@ -7,7 +7,6 @@ command's heavy dependencies (PySpark, Textual) load only when it runs.
 from __future__ import annotations
 
 import importlib
-import sys
 
 import click
 
@@ -67,4 +66,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    main()

@@ -66,7 +66,9 @@ def handle_errors(func: F) -> F:
             _silence_stdout()
             sys.exit(EXIT_OK)
         except FileNotFoundError as exc:
-            raise CommandError(f"{exc.filename or exc}: no such file or directory", EXIT_USAGE) from exc
+            raise CommandError(
+                f"{exc.filename or exc}: no such file or directory", EXIT_USAGE
+            ) from exc
         except IsADirectoryError as exc:
             raise CommandError(f"{exc.filename}: is a directory", EXIT_USAGE) from exc
         except PermissionError as exc:
