@@ -232,7 +232,6 @@ class LogBatch:
                 [],
                 v2.NO_SEQUENCE,
                 msg.attributes,
-                msg.size_in_bytes,
             )
 
     def legacy_messages(self) -> Iterator[legacy_format.LegacyMessage]:

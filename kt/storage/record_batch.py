@@ -36,7 +36,6 @@ from kt.storage.errors import CorruptRecordError
 from kt.storage.varint import (
     read_varint,
     read_varlong,
-    varint_size,
     write_varint,
 )
 
@@ -228,8 +227,8 @@ class Record:
     value: bytes | None
     headers: list[tuple[str, bytes | None]] = field(default_factory=list)
     sequence: int = NO_SEQUENCE
+    # Legacy messages keep their attributes here; v2 record attributes are always 0.
     attributes: int = 0
-    size_in_bytes: int = 0
 
     @property
     def key_size(self) -> int:
@@ -242,23 +241,46 @@ class Record:
         return -1 if self.value is None else len(self.value)
 
 
-def iter_records(header: BatchHeader, batch: bytes | bytearray | memoryview) -> Iterator[Record]:
-    """Decode the records of one whole v2 batch (decompressing if needed).
+RecordTuple = tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]], int]
+_SEQUENCE_WRAP = 2**31
 
-    Raises CorruptRecordError when the records section does not decode, or holds
-    more or fewer records than the header says.
+
+def iter_record_tuples(
+    header: BatchHeader, batch: bytes | bytearray | memoryview
+) -> Iterator[RecordTuple]:
+    """Decode the records of one whole v2 batch as plain tuples, the fast path.
+
+    Yields `(offset, timestamp, key, value, headers, sequence)`; records without
+    headers share one empty list, which callers must not mutate. Raises
+    CorruptRecordError when the records section does not decode, or holds more or
+    fewer records than the header says.
     """
     payload: bytes | memoryview = memoryview(batch)[HEADER_SIZE : header.size_in_bytes]
     codec_id = header.attributes & CODEC_MASK
-    if codec_id != 0:
-        payload = decompress(codec_from_id(codec_id), payload)
-    return _decode_records(header, payload)
+    # An empty records section holds no compressed stream at all (Kafka does not
+    # decompress record-less batches); the record count check still applies.
+    if codec_id != 0 and len(payload) > 0:
+        buf = decompress(codec_from_id(codec_id), payload)
+    else:
+        buf = bytes(payload)
+    count = header.record_count
+    if count < 0:
+        raise CorruptRecordError(f"negative record count {count}")
+    return _decode_tuples(header, buf, count)
 
 
-def _decode_records(header: BatchHeader, data: bytes | memoryview) -> Iterator[Record]:
-    # Hot loop for deep iteration: varints decoded inline for the common one-byte
-    # case, the general decoder only for longer ones.
-    buf = data if isinstance(data, bytes) else bytes(data)
+def iter_records(header: BatchHeader, batch: bytes | bytearray | memoryview) -> Iterator[Record]:
+    """Decode the records of one whole v2 batch (decompressing if needed) as Record objects.
+
+    Raises CorruptRecordError like `iter_record_tuples`.
+    """
+    for offset, timestamp, key, value, headers, sequence in iter_record_tuples(header, batch):
+        yield Record(offset, timestamp, key, value, list(headers), sequence)
+
+
+def _decode_tuples(header: BatchHeader, buf: bytes, count: int) -> Iterator[RecordTuple]:
+    # The hot loop of deep iteration: one- and two-byte varints (record lengths of
+    # a few hundred bytes and more) are decoded inline, longer ones by a call.
     end = len(buf)
     pos = 0
     base_offset = header.base_offset
@@ -266,41 +288,62 @@ def _decode_records(header: BatchHeader, data: bytes | memoryview) -> Iterator[R
     log_append = header.attributes & TIMESTAMP_TYPE_MASK
     max_ts = header.max_timestamp
     base_seq = header.base_sequence
-    count = header.record_count
-    if count < 0:
-        raise CorruptRecordError(f"negative record count {count}")
+    no_headers: list[tuple[str, bytes | None]] = []
     try:
         for _ in range(count):
+            # Each varint: one byte, two bytes, or the general decoder.
             b = buf[pos]
             if b < 0x80:
                 length = (b >> 1) ^ -(b & 1)
                 pos += 1
             else:
-                length, pos = read_varint(buf, pos)
-            start = pos
+                b2 = buf[pos + 1]
+                if b2 < 0x80:
+                    raw = (b & 0x7F) | (b2 << 7)
+                    length = (raw >> 1) ^ -(raw & 1)
+                    pos += 2
+                else:
+                    length, pos = read_varint(buf, pos)
             rec_end = pos + length
             if length < 0 or rec_end > end:
                 raise CorruptRecordError(f"record length {length} runs past the batch")
-            attrs = buf[pos]
-            pos += 1
+            pos += 1  # record attributes, unused
             b = buf[pos]
             if b < 0x80:
                 ts_delta = (b >> 1) ^ -(b & 1)
                 pos += 1
             else:
-                ts_delta, pos = read_varlong(buf, pos)
+                b2 = buf[pos + 1]
+                if b2 < 0x80:
+                    raw = (b & 0x7F) | (b2 << 7)
+                    ts_delta = (raw >> 1) ^ -(raw & 1)
+                    pos += 2
+                else:
+                    ts_delta, pos = read_varlong(buf, pos)
             b = buf[pos]
             if b < 0x80:
                 off_delta = (b >> 1) ^ -(b & 1)
                 pos += 1
             else:
-                off_delta, pos = read_varint(buf, pos)
+                b2 = buf[pos + 1]
+                if b2 < 0x80:
+                    raw = (b & 0x7F) | (b2 << 7)
+                    off_delta = (raw >> 1) ^ -(raw & 1)
+                    pos += 2
+                else:
+                    off_delta, pos = read_varint(buf, pos)
             b = buf[pos]
             if b < 0x80:
                 klen = (b >> 1) ^ -(b & 1)
                 pos += 1
             else:
-                klen, pos = read_varint(buf, pos)
+                b2 = buf[pos + 1]
+                if b2 < 0x80:
+                    raw = (b & 0x7F) | (b2 << 7)
+                    klen = (raw >> 1) ^ -(raw & 1)
+                    pos += 2
+                else:
+                    klen, pos = read_varint(buf, pos)
             if klen < 0:
                 key = None
             else:
@@ -311,22 +354,27 @@ def _decode_records(header: BatchHeader, data: bytes | memoryview) -> Iterator[R
                 vlen = (b >> 1) ^ -(b & 1)
                 pos += 1
             else:
-                vlen, pos = read_varint(buf, pos)
+                b2 = buf[pos + 1]
+                if b2 < 0x80:
+                    raw = (b & 0x7F) | (b2 << 7)
+                    vlen = (raw >> 1) ^ -(raw & 1)
+                    pos += 2
+                else:
+                    vlen, pos = read_varint(buf, pos)
             if vlen < 0:
                 value = None
             else:
                 value = buf[pos : pos + vlen]
                 pos += vlen
             b = buf[pos]
-            if b < 0x80:
-                nheaders = (b >> 1) ^ -(b & 1)
+            if b == 0:
+                headers = no_headers
                 pos += 1
             else:
                 nheaders, pos = read_varint(buf, pos)
-            headers: list[tuple[str, bytes | None]] = []
-            if nheaders:
                 if nheaders < 0:
                     raise CorruptRecordError(f"negative header count {nheaders}")
+                headers = []
                 for _h in range(nheaders):
                     hklen, pos = read_varint(buf, pos)
                     if hklen < 0:
@@ -344,16 +392,19 @@ def _decode_records(header: BatchHeader, data: bytes | memoryview) -> Iterator[R
                 raise CorruptRecordError(
                     f"record at offset delta {off_delta} has {rec_end - pos} bytes unaccounted for"
                 )
-            seq = increment_sequence(base_seq, off_delta) if base_seq >= 0 else NO_SEQUENCE
-            yield Record(
+            if base_seq >= 0:
+                seq = base_seq + off_delta
+                if seq >= _SEQUENCE_WRAP:
+                    seq -= _SEQUENCE_WRAP
+            else:
+                seq = -1
+            yield (
                 base_offset + off_delta,
                 max_ts if log_append else base_ts + ts_delta,
                 key,
                 value,
                 headers,
                 seq,
-                attrs,
-                rec_end - start + varint_size(length),
             )
     except IndexError:
         raise CorruptRecordError("records section is truncated") from None
