@@ -81,6 +81,8 @@ def _snappy_decompress(data: bytes | memoryview) -> bytes:
     view = memoryview(data)
     if bytes(view[:8]) != _XERIAL_MAGIC:
         return bytes(cramjam.snappy.decompress_raw(view))
+    if len(view) < len(_XERIAL_HEADER):
+        raise CorruptRecordError("truncated xerial snappy header")
     pos = 16
     out = []
     end = len(view)
@@ -144,6 +146,15 @@ def _lz4_decompress_frame_lenient(data: bytes | memoryview) -> bytes:
 def _lz4_decompress(data: bytes | memoryview, magic: int) -> bytes:
     if magic == 0:
         return _lz4_decompress_frame_lenient(data)
+    # lz4.frame allocates its output from the frame's content size field, so a
+    # corrupt one could ask for any amount of memory. LZ4 expands at most ~255-fold.
+    view = memoryview(data)
+    if len(view) >= 14 and struct.unpack_from("<I", view, 0)[0] == _LZ4_MAGIC and view[4] & 0x08:
+        (content_size,) = struct.unpack_from("<Q", view, 6)
+        if content_size > 256 * len(view):
+            raise CorruptRecordError(
+                f"LZ4 frame claims {content_size} bytes from {len(view)} compressed"
+            )
     result: bytes = lz4.frame.decompress(bytes(data))
     return result
 
@@ -156,10 +167,19 @@ _ZSTD_COMPRESSOR = zstandard.ZstdCompressor(level=3)
 
 def _zstd_decompress(data: bytes | memoryview) -> bytes:
     # Java's streaming encoder leaves out the content size, so the one-shot API
-    # cannot size its output; the streaming decoder can.
-    dobj = _ZSTD_DECOMPRESSOR.decompressobj()
-    result: bytes = dobj.decompress(bytes(data))
-    return result
+    # cannot size its output; the streaming decoder can. A decompressobj stops at
+    # the end of one frame and returns what it has for a cut one, so check that
+    # every frame ends, and go on with the next as Java's stream decoder does.
+    out = []
+    rest = bytes(data)
+    while True:
+        dobj = _ZSTD_DECOMPRESSOR.decompressobj()
+        out.append(dobj.decompress(rest))
+        if not dobj.eof:
+            raise CorruptRecordError("truncated zstd frame")
+        rest = dobj.unused_data
+        if not rest:
+            return b"".join(out)
 
 
 # --- public API --------------------------------------------------------------
@@ -174,6 +194,8 @@ def decompress(codec: Codec | int, data: bytes | memoryview, magic: int = 2) -> 
         if codec == Codec.NONE:
             return bytes(data)
         if codec == Codec.GZIP:
+            if not data:  # gzip.decompress takes no bytes as zero members
+                raise CorruptRecordError("gzip payload is empty")
             return gzip.decompress(bytes(data))
         if codec == Codec.SNAPPY:
             return _snappy_decompress(data)
@@ -183,7 +205,15 @@ def decompress(codec: Codec | int, data: bytes | memoryview, magic: int = 2) -> 
             return _zstd_decompress(data)
     except CorruptRecordError:
         raise
-    except (OSError, EOFError, ValueError, RuntimeError, zlib.error, zstandard.ZstdError) as exc:
+    except (
+        OSError,
+        EOFError,
+        ValueError,
+        RuntimeError,
+        zlib.error,
+        zstandard.ZstdError,
+        lz4.block.LZ4BlockError,
+    ) as exc:
         name = codec_from_id(int(codec)).label
         raise CorruptRecordError(f"{name} payload does not decompress: {exc}") from None
     except Exception as exc:  # cramjam raises its own error types
