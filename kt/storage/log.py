@@ -17,6 +17,7 @@ Not thread-safe: the broker serialises calls per partition.
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from collections.abc import Iterator
@@ -181,8 +182,10 @@ class PartitionLog:
         cache.truncate_from_end(log.log_end_offset)
         cache.truncate_from_start(log.log_start_offset)
         log.recovery_point = min(max(recovery_point, start), log.log_end_offset)
-        if not had_clean_shutdown:
+        if had_clean_shutdown:
             log.recovery_point = log.log_end_offset
+        # After recovery the point stays put: what recovery read and truncated is not
+        # fsynced yet, and only a flush may advance it (as Kafka's LogLoader).
         return log
 
     # --- offsets ---------------------------------------------------------
@@ -267,6 +270,13 @@ class PartitionLog:
                 f"batch at offset {headers[0].base_offset} is below the log end offset "
                 f"{self.log_end_offset}"
             )
+        for prev, h in itertools.pairwise(headers):
+            if h.base_offset <= prev.last_offset:
+                # Kafka's OffsetsOutOfOrderException: refuse before writing anything.
+                raise CorruptRecordError(
+                    f"out of order offsets: batch at offset {h.base_offset} follows one "
+                    f"ending at {prev.last_offset}"
+                )
         infos = [BatchInfo(h.last_offset, h.max_timestamp, h.size_in_bytes) for h in headers]
         epoch = headers[0].partition_leader_epoch if headers else -1
         first = headers[0].base_offset if headers else self.log_end_offset
@@ -416,8 +426,10 @@ class PartitionLog:
                 if loc is not None:
                     max_position = loc.position
             got = seg.read(start_offset, max_bytes, max_position, min_one_message)
-            if got is not None and got[1] > 0:
-                return FetchSlice(seg, got[0], got[1], start_offset)
+            if got is not None:
+                # The segment holds `start_offset`: an empty read (the first batch is
+                # over `max_bytes`) must not skip ahead to a later segment's batches.
+                return FetchSlice(seg, got[0], got[1], start_offset) if got[1] > 0 else None
             idx += 1
         return None
 

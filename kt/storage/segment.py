@@ -180,7 +180,11 @@ class LogSegment:
     ) -> tuple[LogSegment, RecoveryResult | None]:
         """Open a segment; if an index is missing or corrupt, rebuild it from the log."""
         d = Path(directory)
-        missing = not (d / segment_file_name(base_offset, ".index")).exists()
+        # A missing time index is rebuilt too: the segment's largest timestamp (time
+        # rolling, lookups by timestamp) is read back from its last entry.
+        missing = not all(
+            (d / segment_file_name(base_offset, ext)).exists() for ext in (".index", ".timeindex")
+        )
         try:
             seg = cls.open(
                 d,
@@ -319,10 +323,18 @@ class LogSegment:
 
     def on_become_inactive(self) -> None:
         """Seal the segment at roll: record its final largest timestamp, make it durable."""
-        self.time_index.maybe_append(
-            self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
-        )
+        self._append_final_time_entry()
         self.flush()
+
+    def _append_final_time_entry(self) -> None:
+        # The slot a time index reserves for this entry does not exist when
+        # segment.index.bytes is below one entry (KAFKA-6388's zero-capacity case).
+        if len(self.time_index) < self.time_index.max_entries:
+            self.time_index.maybe_append(
+                self.max_timestamp_so_far,
+                self.offset_of_max_timestamp_so_far,
+                skip_full_check=True,
+            )
 
     # --- reading ---------------------------------------------------------
 
@@ -417,8 +429,7 @@ class LogSegment:
             on_batch=on_batch,
         )
         if scan.valid_bytes < self._size:
-            os.ftruncate(self._fd, scan.valid_bytes)
-            self._size = scan.valid_bytes
+            self._truncate_file(scan.valid_bytes)
         self.offset_index.reset()
         self.time_index.reset()
         self.txn_index.reset()
@@ -440,21 +451,24 @@ class LogSegment:
         self.txn_index.truncate_to(offset)
         if mapping is None:
             return 0
-        # Keep a batch that straddles `offset` (its base is below): Kafka truncates
-        # at batch boundaries only.
-        first = next(iter(self.records.batches(mapping.position)), None)
+        # As Kafka: cut at the start of the batch holding `offset`, so a batch that
+        # straddles it goes too (nothing at or after `offset` may survive).
         position = mapping.position
-        if isinstance(first, LogBatch) and first.base_offset < offset:
-            position = first.next_position
         removed = self._size - position
         if removed > 0:
-            os.ftruncate(self._fd, position)
-            self._size = position
+            self._truncate_file(position)
         if self._size == 0:
             self.rolling_based_timestamp = None
         self.bytes_since_last_index_entry = 0
         self._reload_largest_timestamp()
         return removed
+
+    def _truncate_file(self, size: int) -> None:
+        os.ftruncate(self._fd, size)
+        self._size = size
+        # A fresh reader: the old one's read-ahead chunk would serve the cut bytes
+        # again once new batches are written over them.
+        self._records = FileRecords(self._fd, size)
 
     def _reload_largest_timestamp(self) -> None:
         last = self.time_index.last_entry
@@ -478,7 +492,14 @@ class LogSegment:
         self.txn_index.flush()
 
     def close(self) -> None:
-        """Close every file of the segment."""
+        """Close every file of the segment.
+
+        Like Kafka's LogSegment.close, the largest timestamp is recorded in the time
+        index first: a cleanly closed segment is reopened without recovery, and its
+        largest timestamp is read back from the time index's last entry.
+        """
+        if self._fd >= 0 and self.max_timestamp_so_far >= 0:
+            self._append_final_time_entry()
         self.offset_index.close()
         self.time_index.close()
         self.txn_index.close()

@@ -429,7 +429,13 @@ def test_truncated_or_extended_batches_raise_only_corrupt_record_errors(
     batch = bytearray(base[: v2.HEADER_SIZE + cut % (len(base) - v2.HEADER_SIZE)] + tail)
     struct.pack_into(">i", batch, 8, len(batch) - 12)
     fix_crc(batch)
-    if bytes(batch) == base:
+    if len(batch) == len(base):
+        # The tail replaced exactly the bytes cut: that can be another valid batch
+        # (say, a header value 'x' becoming '\x00'), so only a change of length must fail.
+        try:
+            decode(batch)
+        except CorruptRecordError:
+            pass
         return
     with pytest.raises(CorruptRecordError):
         decode(batch)
