@@ -14,6 +14,11 @@ Typical use (broker side)::
 Client side: `ClientConnection.send_request(api_key, version, body)` returns the bytes
 to send; `receive_data` returns decoded `Response`s. Lower level: `encode_request`,
 `decode_request`, `encode_response`, `decode_response`, `FrameDecoder`.
+
+Zero-copy fetch: put `ExternalRecords(length, source)` in a response's `records`
+fields and send with `send_response_parts`, which returns bytes chunks and those
+placeholders in wire order; the transport sends each placeholder's bytes from its
+`source` (e.g. `os.sendfile`).
 """
 
 from kt.protocol import apis
@@ -40,7 +45,9 @@ from kt.protocol.headers import (
     decode_response,
     encode_request,
     encode_response,
+    encode_response_parts,
 )
+from kt.protocol.regions import ExternalRecords, join_parts
 from kt.protocol.schema import Struct
 
 __all__ = [
@@ -55,6 +62,7 @@ __all__ = [
     "DecodeError",
     "EncodeError",
     "ErrorCode",
+    "ExternalRecords",
     "FrameDecoder",
     "FrameSizeError",
     "MessageSchema",
@@ -73,7 +81,9 @@ __all__ = [
     "decode_response",
     "encode_request",
     "encode_response",
+    "encode_response_parts",
     "error_for_code",
     "error_for_name",
     "frame",
+    "join_parts",
 ]

@@ -9,7 +9,8 @@ Produce with acks=0 gets no response.
 responses with the right header for the request they answer.
 
 The caller owns the socket: feed what you read to `receive_data`, write what the
-`send_*` methods return.
+`send_*` methods return (`send_response_parts`: bytes chunks and ExternalRecords
+placeholders whose bytes the caller sends from their source).
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ from kt.protocol.headers import (
     decode_response,
     encode_request,
     encode_response,
+    encode_response_parts,
     peek_correlation_id,
 )
+from kt.protocol.regions import Part
 from kt.protocol.schema import Struct
 
 
@@ -139,3 +142,11 @@ class ServerConnection:
         """Encode `body` as the response to `request`; returns the bytes to send."""
         header = request.header if isinstance(request, Request) else request
         return encode_response(header.api_key, header.api_version, header.correlation_id, body)
+
+    def send_response_parts(self, request: RequestHeader | Request, body: Any) -> list[Part]:
+        """Like send_response, for a body holding ExternalRecords placeholders: returns
+        the frame as bytes chunks and placeholders, to be written in order."""
+        header = request.header if isinstance(request, Request) else request
+        return encode_response_parts(
+            header.api_key, header.api_version, header.correlation_id, body
+        )

@@ -7,8 +7,9 @@ Flexible API versions use the newer header versions, except that ApiVersions
 responses always use header v0 so that any client can read them.
 
 `encode_*` return bytes ready to write to a socket, 4-byte size prefix included
-(pass `size_prefix=False` to leave it out); `decode_*` take one frame *without* the
-prefix, as `FrameDecoder` yields them.
+(pass `size_prefix=False` to leave it out); `encode_response_parts` returns them in
+parts around ExternalRecords placeholders (see regions.py). `decode_*` take one
+frame *without* the prefix, as `FrameDecoder` yields them.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kt.protocol import primitives as p
+from kt.protocol import regions
 from kt.protocol.apis import API_VERSIONS, APIS_BY_KEY
 from kt.protocol.codec import Api
-from kt.protocol.errors import DecodeError, UnsupportedVersionError
+from kt.protocol.errors import DecodeError, EncodeError, UnsupportedVersionError
 from kt.protocol.schema import Struct
 
 _API_VERSIONS_KEY = API_VERSIONS.key
@@ -167,6 +169,37 @@ def encode_response(
         out.append(0)
     api.response.encode_into(out, body, api_version)
     return _finish(out, size_prefix)
+
+
+def encode_response_parts(
+    api_key: int,
+    api_version: int,
+    correlation_id: int,
+    body: Any,
+    *,
+    size_prefix: bool = True,
+) -> list[regions.Part]:
+    """Encode a response whose `records` fields may hold ExternalRecords placeholders.
+
+    Returns the frame as parts in wire order: bytes chunks and the placeholders,
+    whose bytes the transport sends itself (e.g. `os.sendfile`); the size prefix
+    counts them. Without placeholders the result is `[encode_response(...)]`.
+    """
+    api = _api(api_key, api_version)
+    out = _start(size_prefix)
+    out += p.INT32.pack(correlation_id)
+    if api.response_header_version(api_version) >= 1:
+        out.append(0)
+    response = api.response
+    marks = regions.encode_collecting(lambda buf: response.encode_into(buf, body, api_version), out)
+    if not marks:
+        return [_finish(out, size_prefix)]
+    if size_prefix:
+        size = len(out) - 4 + sum(ext.length for _, ext in marks)
+        if size > 0x7FFFFFFF:
+            raise EncodeError(f"response of {size} bytes does not fit a frame")
+        p.INT32.pack_into(out, 0, size)
+    return regions.split(out, marks)
 
 
 def decode_response_header(

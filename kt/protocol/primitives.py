@@ -8,6 +8,8 @@ looks at versions or schemas.
 
 `records` fields are deliberately opaque: the reader returns a memoryview slice of
 the frame, so produce and fetch move record batches without copying or parsing.
+Their writers also take an `ExternalRecords` placeholder, whose bytes the transport
+sends itself (see regions.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from uuid import UUID
 
 from kt.protocol.errors import DecodeError, EncodeError
+from kt.protocol.regions import ExternalRecords, mark
 
 Reader = Callable[[memoryview, int], tuple[Any, int]]
 Writer = Callable[[bytearray, Any], None]
@@ -330,8 +333,42 @@ write_bytes = _bytes_writer(False, False)
 write_nullable_bytes = _bytes_writer(False, True)
 write_compact_bytes = _bytes_writer(True, False)
 write_compact_nullable_bytes = _bytes_writer(True, True)
-write_records = write_nullable_bytes
-write_compact_records = write_compact_nullable_bytes
+
+
+def _records_writer(compact: bool, nullable: bool) -> Writer:
+    """Like the bytes writer, but also takes an ExternalRecords placeholder (see
+    regions.py): its length prefix is written and its bytes are left to the transport."""
+
+    def write(out: bytearray, value: Any) -> None:
+        if _null_check(value, nullable):
+            if compact:
+                out.append(0)
+            else:
+                out += b"\xff\xff\xff\xff"
+            return
+        try:
+            n = len(value) if not isinstance(value, memoryview) else value.nbytes
+        except TypeError:
+            # Only a value without len() gets here, so bytes pay nothing for this.
+            if not isinstance(value, ExternalRecords):
+                raise
+            if compact:
+                write_uvarint(out, value.length + 1)
+            else:
+                out += INT32.pack(value.length)
+            mark(out, value)
+            return
+        if compact:
+            write_uvarint(out, n + 1)
+        else:
+            out += INT32.pack(n)
+        out += value
+
+    return write
+
+
+write_records = _records_writer(False, True)
+write_compact_records = _records_writer(True, True)
 
 
 # --- arrays --------------------------------------------------------------------
@@ -433,9 +470,9 @@ WRITERS: dict[tuple[str, bool, bool], Writer] = {
     ("bytes", False, True): write_nullable_bytes,
     ("bytes", True, False): write_compact_bytes,
     ("bytes", True, True): write_compact_nullable_bytes,
-    ("records", False, False): _bytes_writer(False, False),
+    ("records", False, False): _records_writer(False, False),
     ("records", False, True): write_records,
-    ("records", True, False): _bytes_writer(True, False),
+    ("records", True, False): _records_writer(True, False),
     ("records", True, True): write_compact_records,
 }
 
