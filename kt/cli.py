@@ -15,6 +15,7 @@ from kt import __version__
 # name -> "module:attribute". One line per command or command group; aliases point
 # at the same object. Keep sorted by name.
 COMMANDS: dict[str, str] = {
+    "broker": "kt.tools.broker_cmd:broker",
     "checkpoint": "kt.tools.checkpoint_cmd:checkpoint",
     "dump-log-segments": "kt.tools.dump_log:dump_log_segments",
     "dump-segment": "kt.tools.dump_log:dump_log_segments",

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHARED = REPO_ROOT.parent / "shared"
 REAL_KAFKA = SHARED / "fixtures" / "real-kafka"
+# Test helpers importable by bare name (broker_harness, ...).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 @pytest.fixture(scope="session")
@@ -34,3 +38,30 @@ def fixture_copy(tmp_path: Path, fixtures_dir: Path):
         return dst
 
     return copy
+
+
+@pytest.fixture
+def kt_broker(tmp_path: Path):
+    """A running `kt broker` on a free port with its data in tmp_path (stopped after)."""
+    from broker_harness import BrokerProcess, free_port
+
+    broker = BrokerProcess(tmp_path / "data", free_port()).start()
+    yield broker
+    broker.kill()
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path):
+    """Make brokers with overrides: `broker_factory(**{"num.partitions": "3"})`."""
+    from broker_harness import BrokerProcess, free_port
+
+    made = []
+
+    def make(**overrides: str) -> Any:
+        b = BrokerProcess(tmp_path / f"data{len(made)}", free_port(), overrides).start()
+        made.append(b)
+        return b
+
+    yield make
+    for b in made:
+        b.kill()

@@ -1,0 +1,1 @@
+"""The broker: network, request handlers, partition state, group coordinator, log manager."""

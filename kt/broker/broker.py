@@ -1,0 +1,318 @@
+"""The Broker: wires configuration, logs, partitions, coordinators and the network.
+
+Everything runs on one asyncio event loop; partition operations are synchronous
+file I/O on page-cached files, so no locks are needed between requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kt.broker.config import BrokerConfig, Listener
+from kt.broker.log_manager import LogManager
+from kt.broker.metadata_store import MetadataStore, TopicInfo, topic_name_problem
+from kt.broker.partition import Partition
+from kt.protocol import ErrorCode
+from kt.storage.checkpoint import TopicPartition
+from kt.storage.log_config import LogConfig
+from kt.storage.partition_metadata import random_uuid, uuid_from_str
+
+log = logging.getLogger("kt.broker")
+
+CONSUMER_OFFSETS = "__consumer_offsets"
+
+
+@dataclass(slots=True)
+class TopicError(Exception):
+    """A topic operation refused with a Kafka error code."""
+
+    code: ErrorCode
+    message: str
+
+
+class Broker:
+    """One broker: its partitions, topics and background tasks."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.logs = LogManager(config.log_dirs, config.node_id, config.log_config)
+        self.metadata = MetadataStore.load(self.logs.log_dirs[0])
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.cluster_id = ""
+        self.started_ms = int(time.time() * 1000)
+        self._tasks: list[asyncio.Task[None]] = []
+        # Services that later parts plug in (group coordinator, producer ids, ...).
+        self.services: dict[str, object] = {}
+        self._on_topic_deleted: list[Callable[[str], None]] = []
+        self.stopping = False
+        # Listeners as bound (port 0 resolved), set by the server once listening.
+        self.bound_listeners: list[Listener] = []
+
+    # --- lifecycle -------------------------------------------------------
+
+    def open(self) -> None:
+        """Lock the log dirs, load every partition (recovering if needed)."""
+        self.cluster_id = self.logs.lock_and_validate(
+            self.config.cluster_id or self.metadata.cluster_id
+        )
+        if self.metadata.cluster_id != self.cluster_id:
+            self.metadata.cluster_id = self.cluster_id
+            self.metadata.save()
+        configs = {name: t.configs for name, t in self.metadata.topics.items()}
+        self.logs.load_logs(configs, self.config.get_int("num.recovery.threads.per.data.dir"))
+        for tp, plog in self.logs.logs.items():
+            info = self.metadata.topics.get(tp.topic)
+            if info is None:
+                info = self._adopt_topic_from_disk(tp)
+            self.partitions[tp] = self._partition(tp, info.topic_id, plog)
+        # Partitions the metadata knows but whose directory is missing are recreated.
+        for info in self.metadata.topics.values():
+            for p in range(info.partitions):
+                tp = TopicPartition(info.name, p)
+                if tp not in self.partitions:
+                    self._create_partition(info, p)
+
+    def _adopt_topic_from_disk(self, tp: TopicPartition) -> TopicInfo:
+        """A partition directory without metadata (e.g. a copied Kafka log dir)."""
+        stored = self.logs.topic_id_on_disk(tp)
+        topic_id = uuid_from_str(stored) if stored else random_uuid()
+        count = 1 + max(t.partition for t in self.logs.logs if t.topic == tp.topic)
+        info = TopicInfo(
+            tp.topic, topic_id, count, 1, {}, {p: [self.node_id] for p in range(count)}
+        )
+        self.metadata.add(info)
+        return info
+
+    def _partition(self, tp: TopicPartition, topic_id: bytes, plog: object) -> Partition:
+        from kt.storage.log import PartitionLog
+
+        assert isinstance(plog, PartitionLog)
+        epoch = plog.leader_epoch_cache.latest_epoch or 0
+        return Partition(tp, topic_id, plog, self.node_id, epoch, [self.node_id], [self.node_id])
+
+    def close(self) -> None:
+        """Clean shutdown: flush, checkpoints, the clean-shutdown marker, unlock."""
+        self.logs.shutdown()
+
+    def advertised_listeners(self) -> list[Listener]:
+        """What clients are told to connect to: advertised.listeners if set, else the
+        bound listeners (wildcard hosts advertised as this host's name)."""
+        if self.config.props.get("advertised.listeners"):
+            return self.config.advertised
+        out = []
+        for bound, adv in zip(self.bound_listeners, self.config.advertised):
+            out.append(Listener(adv.name, adv.host, bound.port))
+        return out or self.config.advertised
+
+    def on_storage_error(self, part: Partition, exc: BaseException) -> None:
+        """An I/O error in a partition's log: take it offline, keep serving the rest."""
+        log.error("storage error on %s, taking it offline: %s", part.tp, exc)
+        part.offline = True
+        part.notify()
+
+    # --- topics ----------------------------------------------------------
+
+    def topic_log_config(self, name: str) -> LogConfig:
+        """The effective log config of a topic."""
+        info = self.metadata.topics.get(name)
+        return self.config.log_config.with_overrides(info.configs if info else {})
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int = 1,
+        configs: dict[str, str] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        """Create a topic (TopicError on a bad name, count, factor or config)."""
+        problem = topic_name_problem(name)
+        if problem:
+            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+        if name in self.metadata.topics:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if partitions <= 0:
+            raise TopicError(
+                ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
+            )
+        if replication_factor <= 0:
+            raise TopicError(
+                ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
+            )
+        if replication_factor > 1:
+            raise TopicError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Replication factor: {replication_factor} larger than available brokers: 1.",
+            )
+        configs = dict(configs or {})
+        try:
+            self.config.log_config.with_overrides(configs)
+        except Exception as exc:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        info = TopicInfo(
+            name,
+            random_uuid(),
+            partitions,
+            replication_factor,
+            configs,
+            {p: [self.node_id] for p in range(partitions)},
+        )
+        if validate_only:
+            return info
+        self.metadata.add(info)
+        for p in range(partitions):
+            self._create_partition(info, p)
+        log.info("created topic %s with %d partitions", name, partitions)
+        return info
+
+    def _create_partition(self, info: TopicInfo, p: int) -> Partition:
+        tp = TopicPartition(info.name, p)
+        plog = self.logs.create(tp, info.topic_id, info.configs)
+        part = self._partition(tp, info.topic_id, plog)
+        self.partitions[tp] = part
+        return part
+
+    def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
+        """Grow a topic to `total` partitions."""
+        info = self.metadata.topics.get(name)
+        if info is None:
+            raise TopicError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist."
+            )
+        if total <= info.partitions:
+            raise TopicError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"Topic currently has {info.partitions} partitions, which is higher than or "
+                f"equal to the requested {total}.",
+            )
+        if validate_only:
+            return
+        old = info.partitions
+        info.partitions = total
+        for p in range(old, total):
+            info.assignment[p] = [self.node_id]
+        self.metadata.save()
+        for p in range(old, total):
+            self._create_partition(info, p)
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic and its partitions' data."""
+        info = self.metadata.topics.get(name)
+        if info is None:
+            raise TopicError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist."
+            )
+        if info.internal:
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"Topic '{name}' is internal.")
+        self.metadata.remove(name)
+        for p in range(info.partitions):
+            tp = TopicPartition(name, p)
+            part = self.partitions.pop(tp, None)
+            if part is not None:
+                part.offline = True
+                part.notify()
+            self.logs.delete(tp)
+        for callback in self._on_topic_deleted:
+            callback(name)
+
+    def on_topic_deleted(self, callback: Callable[[str], None]) -> None:
+        """Register a callback run after a topic is deleted (coordinators clean up)."""
+        self._on_topic_deleted.append(callback)
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace a topic's config overrides (validated) and apply them to its logs."""
+        info = self.metadata.topics.get(name)
+        if info is None:
+            raise TopicError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist."
+            )
+        try:
+            self.config.log_config.with_overrides(configs)
+        except Exception as exc:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        info.configs = dict(configs)
+        self.metadata.save()
+        self.logs.update_config(name, info.configs)
+
+    def auto_create_enabled(self) -> bool:
+        """True when producers and metadata requests may create topics."""
+        return self.config.get_bool("auto.create.topics.enable")
+
+    def maybe_auto_create(self, name: str) -> TopicInfo | None:
+        """Create `name` with the default partition count if auto-creation is on."""
+        if name in self.metadata.topics:
+            return self.metadata.topics[name]
+        if not self.auto_create_enabled() or topic_name_problem(name):
+            return None
+        try:
+            return self.create_topic(name, self.config.get_int("num.partitions"))
+        except TopicError:
+            return None
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        """A partition hosted here, if it exists."""
+        return self.partitions.get(TopicPartition(topic, index))
+
+    def ensure_internal_topic(
+        self, name: str, partitions: int, configs: dict[str, str]
+    ) -> TopicInfo:
+        """Create an internal topic (e.g. __consumer_offsets) on first use."""
+        info = self.metadata.topics.get(name)
+        if info is not None:
+            return info
+        info = TopicInfo(name, random_uuid(), partitions, 1, dict(configs),
+                         {p: [self.node_id] for p in range(partitions)})  # fmt: skip
+        self.metadata.add(info)
+        for p in range(partitions):
+            self._create_partition(info, p)
+        return info
+
+    # --- background tasks ------------------------------------------------
+
+    def start_background_tasks(self) -> None:
+        """Periodic checkpoints (recovery points, log start offsets, high watermarks)."""
+        loop = asyncio.get_running_loop()
+        cfg = self.config
+        for interval_key, job in (
+            ("log.flush.offset.checkpoint.interval.ms", self.logs.checkpoint_recovery_points),
+            (
+                "log.flush.start.offset.checkpoint.interval.ms",
+                self.logs.checkpoint_log_start_offsets,
+            ),
+            ("replica.high.watermark.checkpoint.interval.ms", self.logs.checkpoint_high_watermarks),
+        ):
+            self._tasks.append(loop.create_task(_every(cfg.get_int(interval_key) / 1000, job)))
+        self._tasks.append(loop.create_task(_every(1.0, self._flush_by_time)))
+
+    def _flush_by_time(self) -> None:
+        now = int(time.time() * 1000)
+        for part in self.partitions.values():
+            plog = part.log
+            if now - plog.last_flush_ms >= plog.config.flush_ms:
+                plog.flush()
+
+    async def stop_background_tasks(self) -> None:
+        """Cancel the periodic tasks."""
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._tasks.clear()
+
+
+async def _every(seconds: float, job: Callable[[], None]) -> None:
+    while True:
+        await asyncio.sleep(seconds)
+        try:
+            job()
+        except Exception:
+            log.exception("background task %s failed", getattr(job, "__name__", job))

@@ -1,0 +1,219 @@
+"""Broker configuration with Apache Kafka's server.properties key names.
+
+`kt broker start` with no arguments is the embedded default: one broker, data in
+./kt-data, listener 127.0.0.1:9092, topics auto-created. `--config FILE` reads a
+Kafka server.properties; `--override key=value` wins over both.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kt.storage.log_config import LogConfig
+
+DEFAULTS: dict[str, str] = {
+    "node.id": "1",
+    "log.dirs": "./kt-data",
+    "listeners": "PLAINTEXT://127.0.0.1:9092",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "auto.create.topics.enable": "true",
+    "socket.request.max.bytes": str(100 * 1024 * 1024),
+    "connections.max.idle.ms": str(10 * 60 * 1000),
+    "offsets.topic.num.partitions": "50",
+    "offsets.topic.replication.factor": "1",
+    "offsets.retention.minutes": str(7 * 24 * 60),
+    "group.initial.rebalance.delay.ms": "3000",
+    "group.min.session.timeout.ms": "6000",
+    "group.max.session.timeout.ms": "1800000",
+    "group.max.size": str(2**31 - 1),
+    "transaction.max.timeout.ms": "900000",
+    "delete.topic.enable": "true",
+    "log.flush.offset.checkpoint.interval.ms": "60000",
+    "log.flush.start.offset.checkpoint.interval.ms": "60000",
+    "replica.high.watermark.checkpoint.interval.ms": "5000",
+    "log.retention.check.interval.ms": "300000",
+    "log.initial.task.delay.ms": "30000",
+    "num.recovery.threads.per.data.dir": "2",
+}
+
+# Keys a broker accepts but kt does not act on yet are still validated as known, so a
+# typo does not pass silently; anything else is reported as unknown (a warning).
+_KNOWN_PREFIXES = ("log.", "num.", "socket.", "offsets.", "group.", "transaction", "replica.",
+                   "zookeeper.", "ssl.", "sasl.", "security.", "controller.", "process.",
+                   "metadata.", "queued.", "background.", "message.", "compression.",
+                   "unclean.", "min.insync", "inter.broker", "auto.", "delete.", "default.",
+                   "broker.", "node.", "listener", "advertised.", "cluster.", "connections.",
+                   "fetch.", "producer.", "quota.", "reserved.", "request.", "share.",
+                   "authorizer.", "super.", "control.", "alter.", "create.")  # fmt: skip
+
+
+class ConfigError(ValueError):
+    """An invalid broker setting (reported as one line, exit 2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """One listener: name (security protocol for now), host and port."""
+
+    name: str
+    host: str
+    port: int
+
+
+@dataclass(slots=True)
+class BrokerConfig:
+    """Resolved broker settings."""
+
+    props: dict[str, str]
+    node_id: int
+    log_dirs: list[Path]
+    listeners: list[Listener]
+    advertised: list[Listener]
+    log_config: LogConfig
+    unknown_keys: list[str] = field(default_factory=list)
+
+    def get_int(self, key: str) -> int:
+        """An integer setting (ConfigError when malformed)."""
+        return _int(key, self.props[key])
+
+    def get_bool(self, key: str) -> bool:
+        """A boolean setting."""
+        value = self.props[key].strip().lower()
+        if value not in ("true", "false"):
+            raise ConfigError(f"{key}={self.props[key]!r} is not true or false")
+        return value == "true"
+
+    @property
+    def cluster_id(self) -> str | None:
+        """The configured cluster id, if any (else meta.properties decides)."""
+        return self.props.get("cluster.id")
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java-properties subset Kafka configs use: `key=value` or `key: value`, `#`/`!`
+    comments, backslash line continuations."""
+    out: dict[str, str] = {}
+    logical = ""
+    for raw in text.splitlines():
+        line = raw.strip() if not logical else raw.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            logical += line[:-1]
+            continue
+        logical += line
+        m = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", logical)
+        if m:
+            out[m.group(1)] = m.group(2).strip()
+        elif logical:
+            out[logical] = ""
+        logical = ""
+    return out
+
+
+def load_config(
+    config_file: str | Path | None = None, overrides: Mapping[str, str] | None = None
+) -> BrokerConfig:
+    """Resolve defaults, a server.properties file and overrides into a BrokerConfig."""
+    file_props: dict[str, str] = {}
+    if config_file is not None:
+        try:
+            text = Path(config_file).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read {config_file}: {exc.strerror or exc}") from None
+        file_props = parse_properties(text)
+    given = {**file_props, **(overrides or {})}
+    props = {**DEFAULTS, **given}
+    # broker.id is the ZooKeeper-era name of node.id; take whichever was given.
+    if "broker.id" in given and "node.id" not in given:
+        props["node.id"] = given["broker.id"]
+    node_id = _int("node.id", props["node.id"])
+    if node_id < 0:
+        raise ConfigError(f"node.id must be >= 0, got {node_id}")
+    dirs_value = props.get("log.dirs") or props.get("log.dir") or DEFAULTS["log.dirs"]
+    if "log.dir" in given and "log.dirs" not in given:
+        dirs_value = given["log.dir"]
+    log_dirs = [Path(d.strip()) for d in dirs_value.split(",") if d.strip()]
+    if not log_dirs:
+        raise ConfigError("log.dirs is empty")
+    if len({d.resolve() for d in log_dirs}) != len(log_dirs):
+        raise ConfigError(f"log.dirs lists a directory twice: {dirs_value}")
+    listeners = parse_listeners(props["listeners"], "listeners")
+    advertised = (
+        parse_listeners(props["advertised.listeners"], "advertised.listeners")
+        if props.get("advertised.listeners")
+        else [_advertise(lst) for lst in listeners]
+    )
+    log_props = _log_properties(props)
+    try:
+        log_config = LogConfig.from_properties(log_props)
+    except Exception as exc:  # StorageError from a malformed value
+        raise ConfigError(str(exc)) from None
+    unknown = sorted(k for k in given if not k.startswith(_KNOWN_PREFIXES))
+    cfg = BrokerConfig(props, node_id, log_dirs, listeners, advertised, log_config, unknown)
+    for key in ("num.partitions", "socket.request.max.bytes", "offsets.topic.num.partitions"):
+        if cfg.get_int(key) <= 0:
+            raise ConfigError(f"{key} must be > 0")
+    cfg.get_bool("auto.create.topics.enable")
+    return cfg
+
+
+def _log_properties(props: Mapping[str, str]) -> dict[str, str]:
+    """Broker `log.*` keys as LogConfig understands them, hours/minutes resolved."""
+    out = dict(props)
+    for unit_key, ms_key, factor in (
+        ("log.retention.hours", "log.retention.ms", 3_600_000),
+        ("log.retention.minutes", "log.retention.ms", 60_000),
+        ("log.roll.hours", "log.roll.ms", 3_600_000),
+    ):
+        if unit_key in props and ms_key not in props:
+            out[ms_key] = str(_int(unit_key, props[unit_key]) * factor)
+    return out
+
+
+def parse_listeners(value: str, key: str) -> list[Listener]:
+    """`PLAINTEXT://host:port,...` (an empty host means all interfaces)."""
+    out = []
+    for part in value.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        m = re.fullmatch(r"([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:]*):(\d+)", part)
+        if not m:
+            raise ConfigError(f"{key}: {part!r} is not NAME://host:port")
+        host = m.group(2).strip("[]")
+        port = int(m.group(3))
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"{key}: port {port} out of range")
+        out.append(Listener(m.group(1).upper(), host, port))
+    if not out:
+        raise ConfigError(f"{key} is empty")
+    return out
+
+
+def _advertise(listener: Listener) -> Listener:
+    host = listener.host
+    if host in ("", "0.0.0.0", "::"):
+        import socket
+
+        host = socket.getfqdn()
+    return Listener(listener.name, host, listener.port)
+
+
+def _int(key: str, value: str) -> int:
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise ConfigError(f"{key}={value!r} is not an integer") from None
+
+
+def new_cluster_id() -> str:
+    """A Kafka-style cluster id: a random UUID in URL-safe base64 without padding."""
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()

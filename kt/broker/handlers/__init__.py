@@ -1,0 +1,71 @@
+"""Request handlers: one module per API family, registered by API key.
+
+A handler is `async def handle(ctx: RequestContext, request: Struct) -> Struct`:
+it gets the decoded request body and returns the response body (a Struct of the
+API's response class or a dict). The network layer encodes it in the request's
+version, so handlers only fill fields; fields a version lacks are dropped.
+
+`SERVED` lists, per API key, the version range advertised in ApiVersions. Like
+Apache Kafka 4.0, Produce and Fetch are advertised from version 0 (librdkafka
+before 2.11 enables compression and the v2 format only when the advertised range
+includes the old versions) but versions below 3 / 4 are answered with
+UNSUPPORTED_VERSION.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kt.protocol import RequestHeader, Struct
+
+if TYPE_CHECKING:
+    from kt.broker.broker import Broker
+
+Handler = Callable[["RequestContext", Struct], Awaitable[Any]]
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """What a handler knows about the request besides its body."""
+
+    broker: Broker
+    header: RequestHeader
+    client_host: str
+    connection_id: int
+
+    @property
+    def version(self) -> int:
+        """The request's API version."""
+        return self.header.api_version
+
+    @property
+    def client_id(self) -> str:
+        """The client id from the request header ('' when null)."""
+        return self.header.client_id or ""
+
+
+# api key -> (min version, max version) advertised in ApiVersions.
+SERVED: dict[int, tuple[int, int]] = {}
+HANDLERS: dict[int, Handler] = {}
+
+
+def handles(api_key: int, versions: tuple[int, int]) -> Callable[[Handler], Handler]:
+    """Register a handler for `api_key`, advertised over `versions` (inclusive)."""
+
+    def register(func: Handler) -> Handler:
+        SERVED[api_key] = versions
+        HANDLERS[api_key] = func
+        return func
+
+    return register
+
+
+def load_all() -> None:
+    """Import every handler module so they register themselves."""
+    import importlib
+    import pkgutil
+
+    for info in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{info.name}")

@@ -1,0 +1,154 @@
+"""Fetch: record batches from partition logs, with long polling.
+
+The response's records are slices of segment files, sent with sendfile; nothing
+is decoded. A fetch waits up to `max_wait_ms` until `min_bytes` are available and
+answers as soon as an append makes them so. `max_bytes` and each partition's
+`partition_max_bytes` bound the response, except that the first batch of the
+first partition with data is always returned whole (so a consumer can never get
+stuck behind a batch larger than its limits). Versions below 4 are answered with
+UNSUPPORTED_VERSION, as Apache Kafka 4.0 does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from kt.broker.handlers import RequestContext, handles
+from kt.broker.partition import Partition
+from kt.protocol import ErrorCode, Struct, apis
+from kt.protocol.regions import ExternalRecords
+from kt.storage.errors import OffsetOutOfRangeError, StorageError
+
+MIN_VERSION = 4
+READ_COMMITTED = 1
+
+
+@handles(apis.FETCH.key, (0, 16))
+async def fetch(ctx: RequestContext, request: Struct) -> Any:
+    """Read from each requested partition, waiting for data when asked to."""
+    broker = ctx.broker
+    version = ctx.version
+    if version < MIN_VERSION:
+        return _all_errors(request, version, ErrorCode.UNSUPPORTED_VERSION)
+    deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000
+    while True:
+        responses, total, parts = _read_all(ctx, request)
+        remaining = deadline - time.monotonic()
+        if total >= request.min_bytes or remaining <= 0 or not parts or _has_error(responses):
+            break
+        events = [p.data_arrived() for p in parts]
+        waiters = [asyncio.ensure_future(e.wait()) for e in events]
+        try:
+            await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waiters:
+                w.cancel()
+        if broker.stopping:
+            break
+    return apis.FETCH.response(
+        throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses
+    )
+
+
+def _has_error(responses: list[dict[str, Any]]) -> bool:
+    return any(p["error_code"] != ErrorCode.NONE for t in responses for p in t["partitions"])
+
+
+def _read_all(
+    ctx: RequestContext, request: Struct
+) -> tuple[list[dict[str, Any]], int, list[Partition]]:
+    broker = ctx.broker
+    version = ctx.version
+    budget = request.max_bytes if version >= 3 else 2**31 - 1
+    committed = version >= 4 and request.isolation_level == READ_COMMITTED
+    total = 0
+    first_data = True
+    responses = []
+    watched: list[Partition] = []
+    for topic in request.topics:
+        if version >= 13:
+            info = broker.metadata.by_id(topic.topic_id.bytes)
+            name = info.name if info else None
+        else:
+            name = topic.topic
+        out_parts = []
+        for p in topic.partitions:
+            entry: dict[str, Any] = {
+                "partition_index": p.partition,
+                "error_code": ErrorCode.NONE,
+                "high_watermark": -1,
+                "last_stable_offset": -1,
+                "log_start_offset": -1,
+                "aborted_transactions": None,
+                "records": b"",
+            }
+            out_parts.append(entry)
+            if name is None:
+                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
+                continue
+            part = broker.partition(name, p.partition)
+            if part is None:
+                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if part.offline:
+                entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
+            if version >= 9 and p.current_leader_epoch >= 0:
+                if p.current_leader_epoch < part.leader_epoch:
+                    entry["error_code"] = ErrorCode.FENCED_LEADER_EPOCH
+                    continue
+                if p.current_leader_epoch > part.leader_epoch:
+                    entry["error_code"] = ErrorCode.UNKNOWN_LEADER_EPOCH
+                    continue
+            hw = part.high_watermark
+            lso = part.last_stable_offset()
+            entry.update(high_watermark=hw, last_stable_offset=lso,
+                         log_start_offset=part.log_start_offset)  # fmt: skip
+            if committed:
+                entry["aborted_transactions"] = []
+            upper = lso if committed else hw
+            limit = min(p.partition_max_bytes, budget)
+            if limit <= 0 and not first_data:
+                watched.append(part)
+                continue
+            try:
+                sl = part.log.read(
+                    p.fetch_offset, max(limit, 0), upper_bound=upper, min_one_message=first_data
+                )
+            except OffsetOutOfRangeError:
+                entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                continue
+            except (StorageError, OSError) as exc:
+                entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                broker.on_storage_error(part, exc)
+                continue
+            watched.append(part)
+            if sl is None or sl.length == 0:
+                continue
+            entry["records"] = ExternalRecords(sl.length, (sl.segment.fd, sl.position))
+            total += sl.length
+            budget -= sl.length
+            first_data = False
+        if version >= 13:
+            responses.append({"topic_id": topic.topic_id, "partitions": out_parts})
+        else:
+            responses.append({"topic": name, "partitions": out_parts})
+    return responses, total, watched
+
+
+def _all_errors(request: Struct, version: int, code: ErrorCode) -> Any:
+    responses = []
+    for topic in request.topics:
+        parts = [
+            {
+                "partition_index": p.partition,
+                "error_code": code,
+                "high_watermark": -1,
+                "records": b"",
+            }
+            for p in topic.partitions
+        ]
+        responses.append({"topic": topic.topic, "partitions": parts})
+    return apis.FETCH.response(throttle_time_ms=0, responses=responses)

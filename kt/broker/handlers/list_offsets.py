@@ -1,0 +1,77 @@
+"""ListOffsets: earliest, latest, max-timestamp and by-timestamp offset lookups."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kt.broker.handlers import RequestContext, handles
+from kt.broker.partition import Partition
+from kt.protocol import ErrorCode, Struct, apis
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+READ_COMMITTED = 1
+
+
+@handles(apis.LIST_OFFSETS.key, (0, 8))
+async def list_offsets(ctx: RequestContext, request: Struct) -> Any:
+    """Answer each partition's timestamp query with an offset (and its timestamp/epoch)."""
+    broker = ctx.broker
+    committed = ctx.version >= 2 and request.isolation_level == READ_COMMITTED
+    topics = []
+    for topic in request.topics:
+        parts = []
+        for p in topic.partitions:
+            part = broker.partition(topic.name, p.partition_index)
+            entry: dict[str, Any] = {"partition_index": p.partition_index,
+                                     "error_code": ErrorCode.NONE}  # fmt: skip
+            if part is None:
+                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif part.offline:
+                entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+            elif (
+                ctx.version >= 4
+                and p.current_leader_epoch >= 0
+                and (p.current_leader_epoch != part.leader_epoch)
+            ):
+                entry["error_code"] = (
+                    ErrorCode.FENCED_LEADER_EPOCH
+                    if p.current_leader_epoch < part.leader_epoch
+                    else ErrorCode.UNKNOWN_LEADER_EPOCH
+                )
+            else:
+                offset, timestamp, epoch = lookup(part, p.timestamp, committed)
+                entry.update(offset=offset, timestamp=timestamp, leader_epoch=epoch)
+                if ctx.version == 0:
+                    entry["old_style_offsets"] = [offset] if offset >= 0 else []
+            parts.append(entry)
+        topics.append({"name": topic.name, "partitions": parts})
+    return apis.LIST_OFFSETS.response(throttle_time_ms=0, topics=topics)
+
+
+def lookup(part: Partition, timestamp: int, committed: bool = False) -> tuple[int, int, int]:
+    """(offset, timestamp, leader epoch) for a ListOffsets query; offset -1 when none."""
+    log = part.log
+    upper = part.last_stable_offset() if committed else part.high_watermark
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        off = log.log_start_offset
+        return off, -1, _epoch_for(part, off)
+    if timestamp in (LATEST, LATEST_TIERED):
+        return upper, -1, _epoch_for(part, upper)
+    if timestamp == MAX_TIMESTAMP:
+        ts, off = log.max_timestamp_and_offset()
+        if off < 0 or off >= upper:
+            return -1, -1, -1
+        return off, ts, _epoch_for(part, off)
+    found = log.fetch_offset_by_timestamp(timestamp)
+    if found is None or found[0] >= upper:
+        return -1, -1, -1
+    return found[0], found[1], _epoch_for(part, found[0])
+
+
+def _epoch_for(part: Partition, offset: int) -> int:
+    epoch = part.log.leader_epoch_cache.epoch_for_offset(offset)
+    return part.leader_epoch if epoch is None else epoch
