@@ -93,10 +93,15 @@ class Broker:
 
         assert isinstance(plog, PartitionLog)
         epoch = plog.leader_epoch_cache.latest_epoch or 0
-        return Partition(tp, topic_id, plog, self.node_id, epoch, [self.node_id], [self.node_id])
+        part = Partition(tp, topic_id, plog, self.node_id, epoch, [self.node_id], [self.node_id])
+        part.load_producer_state()
+        return part
 
     def close(self) -> None:
-        """Clean shutdown: flush, checkpoints, the clean-shutdown marker, unlock."""
+        """Clean shutdown: producer snapshots, flush, checkpoints, the clean-shutdown
+        marker, unlock."""
+        for part in self.partitions.values():
+            part.close()
         self.logs.shutdown()
 
     def advertised_listeners(self) -> list[Listener]:

@@ -20,6 +20,9 @@ MIN_VERSION = 3
 
 def error_for_append(exc: Exception) -> ErrorCode:
     """The Kafka error code for a refused append."""
+    code = getattr(exc, "error_code", None)
+    if isinstance(code, int):
+        return ErrorCode(code)
     name = type(exc).__name__
     mapping = {
         "RecordTooLargeError": ErrorCode.MESSAGE_TOO_LARGE,
