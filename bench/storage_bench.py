@@ -143,8 +143,10 @@ def main() -> None:
     row("kt decoder in-process (records only)", f"{n / t / 1e3:.0f}k rec/s")
     t, n = kafka_python_decode(seg)
     row("baseline: kafka-python reader in-process", f"{n / t / 1e3:.0f}k rec/s")
-    print(f"(python {sys.version.split()[0]}, {os.cpu_count()} cores, max RSS self "
-          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB)")
+    print(
+        f"(python {sys.version.split()[0]}, {os.cpu_count()} cores, max RSS self "
+        f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB)"
+    )
 
 
 if __name__ == "__main__":

@@ -31,7 +31,10 @@ LOG_OVERHEAD = 12
 # offset, size, and the fields up to the magic byte (Kafka's HEADER_SIZE_UP_TO_MAGIC).
 HEADER_UP_TO_MAGIC = 17
 CHUNK_SIZE = 4 * 1024 * 1024
+# Read size of header-only scans: a few small batches per read, large ones skipped.
+HEADER_WINDOW = 8 * 1024
 _ENTRY = struct.Struct(">qi")
+_I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
 
 
@@ -258,28 +261,69 @@ def _check_entry(magic: int, size: int, max_size: int | None) -> str | None:
 
 
 class FileRecords:
-    """Positional, chunked reading of one `.log` file."""
+    """Positional, chunked reading of one `.log` file.
+
+    Holds no buffers between calls: each `batches()` iteration owns its read-ahead
+    chunk, so idle segments cost no memory and concurrent iterations over the same
+    file cannot disturb each other.
+    """
 
     def __init__(self, file: BinaryIO | int, size: int | None = None) -> None:
         self._fd = file if isinstance(file, int) else file.fileno()
         self.size = os.fstat(self._fd).st_size if size is None else size
-        self._buf = b""
-        self._buf_start = 0
 
     def read(self, position: int, length: int) -> bytes:
         """Up to `length` bytes at `position` (fewer at the end of the file)."""
         return os.pread(self._fd, length, position)
 
-    def _view(self, position: int, length: int) -> memoryview:
-        """`length` bytes at `position` through the chunk cache (may be short at EOF)."""
-        start = position - self._buf_start
-        if start < 0 or start + length > len(self._buf):
-            if length > CHUNK_SIZE:
-                return memoryview(self.read(position, length))
-            self._buf = self.read(position, max(CHUNK_SIZE, length))
-            self._buf_start = position
-            start = 0
-        return memoryview(self._buf)[start : start + length]
+    def headers(self, start: int = 0, end: int | None = None) -> Iterator[BatchHead | Damage]:
+        """Yield the headers of the batches from byte `start` up to `end`, reading
+        only each entry's first bytes (61 for v2) and skipping its body by size.
+
+        Checks framing (sizes, magic) but not CRCs; stops after the first Damage.
+        Reads go through a small window so runs of small batches cost one `pread`,
+        while a large batch is never read just for its header.
+        """
+        limit = self.size if end is None else min(end, self.size)
+        window = b""
+        window_start = 0
+        pos = start
+        while pos < limit:
+            remaining = limit - pos
+            if remaining < HEADER_UP_TO_MAGIC:
+                yield Damage(
+                    pos, remaining, f"{remaining} bytes are too few for a batch header", True
+                )
+                return
+            rel = pos - window_start
+            want = min(v2.HEADER_SIZE, remaining)
+            if rel < 0 or rel + want > len(window):
+                window = self.read(pos, min(HEADER_WINDOW, remaining))
+                window_start, rel = pos, 0
+            offset, size = _ENTRY.unpack_from(window, rel)
+            magic = window[rel + 16]
+            reason = _check_entry(magic, size, None)
+            if reason is None and size + LOG_OVERHEAD > remaining:
+                yield Damage(
+                    pos,
+                    remaining,
+                    f"batch of {size + LOG_OVERHEAD} bytes is truncated: only {remaining} "
+                    "bytes left",
+                    True,
+                )
+                return
+            if reason is not None:
+                yield Damage(pos, 0, reason)
+                return
+            header = None
+            max_ts = -1
+            if magic == 2:
+                header = v2.BatchHeader(*v2._HEADER.unpack_from(window, rel))
+                max_ts = header.max_timestamp
+            elif magic == 1 and len(window) - rel >= 26:
+                (max_ts,) = _I64.unpack_from(window, rel + 18)
+            yield BatchHead(pos, size + LOG_OVERHEAD, magic, offset, max_ts, header)
+            pos += size + LOG_OVERHEAD
 
     def batches(
         self,
@@ -298,6 +342,7 @@ class FileRecords:
         first Damage.
         """
         limit = self.size if end is None else min(end, self.size)
+        chunks = _ChunkReader(self)
         pos = start
         while pos < limit:
             remaining = limit - pos
@@ -307,7 +352,7 @@ class FileRecords:
                 reason = f"{remaining} bytes are too few for a batch header"
                 at_end = True
             else:
-                head = self._view(pos, HEADER_UP_TO_MAGIC)
+                head = chunks.view(pos, HEADER_UP_TO_MAGIC)
                 _offset, size = _ENTRY.unpack_from(head, 0)
                 magic = head[16]
                 reason = _check_entry(magic, size, max_batch_size)
@@ -318,7 +363,7 @@ class FileRecords:
                     )
                     at_end = True
                 if reason is None:
-                    data = self._view(pos, size + LOG_OVERHEAD)
+                    data = chunks.view(pos, size + LOG_OVERHEAD)
                     batch = _make_batch(pos, data, magic)
                     if validate:
                         reason = _validate(batch)
@@ -372,6 +417,56 @@ class FileRecords:
                 i += 1
             pos += last + 1
         return None
+
+
+class _ChunkReader:
+    """The read-ahead cache of one iteration (never shared between iterations)."""
+
+    __slots__ = ("_buf", "_records", "_start")
+
+    def __init__(self, records: FileRecords) -> None:
+        self._records = records
+        self._buf = b""
+        self._start = 0
+
+    def view(self, position: int, length: int) -> memoryview:
+        """`length` bytes at `position` (may be short at EOF)."""
+        start = position - self._start
+        if start < 0 or start + length > len(self._buf):
+            if length > CHUNK_SIZE:
+                return memoryview(self._records.read(position, length))
+            self._buf = self._records.read(position, max(CHUNK_SIZE, length))
+            self._start = position
+            start = 0
+        return memoryview(self._buf)[start : start + length]
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHead:
+    """What a header-only scan knows about one entry of a `.log` file."""
+
+    position: int
+    size_in_bytes: int
+    magic: int
+    # The entry's offset field: a v2 batch's base offset, a legacy entry's last offset.
+    offset: int
+    max_timestamp: int
+    header: v2.BatchHeader | None
+
+    @property
+    def last_offset(self) -> int:
+        """Last offset of the batch (the wrapper's offset for legacy entries)."""
+        return self.header.last_offset if self.header is not None else self.offset
+
+    @property
+    def next_offset(self) -> int:
+        """The offset after this batch."""
+        return self.last_offset + 1
+
+    @property
+    def next_position(self) -> int:
+        """Where the following batch starts."""
+        return self.position + self.size_in_bytes
 
 
 def _make_batch(pos: int, data: memoryview, magic: int) -> LogBatch:

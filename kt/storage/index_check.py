@@ -398,6 +398,10 @@ class TxnTracker:
         self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open txn
         self.aborted: list[AbortedTxn] = []
 
+    def begin(self, producer_id: int, offset: int) -> None:
+        """Account for a transactional data batch at `offset` (header-only callers)."""
+        self.ongoing.setdefault(producer_id, offset)
+
     def feed(self, batch: LogBatch) -> None:
         """Account for one batch (called in offset order)."""
         header = batch.header
@@ -405,7 +409,7 @@ class TxnTracker:
             return
         pid = header.producer_id
         if not header.is_control:
-            self.ongoing.setdefault(pid, header.base_offset)
+            self.begin(pid, header.base_offset)
             return
         try:
             records = list(batch.records())

@@ -17,20 +17,25 @@ Not thread-safe: the broker serialises calls per partition.
 
 from __future__ import annotations
 
+import enum
 import itertools
 import os
+import random
+import struct
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kt.storage import record_batch as v2
+from kt.storage.atomic import fsync_dir
 from kt.storage.errors import (
     CorruptRecordError,
     OffsetOutOfRangeError,
     StorageError,
 )
-from kt.storage.file_records import LogBatch
+from kt.storage.file_records import Damage, LogBatch
+from kt.storage.index_check import TxnTracker
 from kt.storage.leader_epoch import LeaderEpochCache
 from kt.storage.log_config import LogConfig
 from kt.storage.log_files import (
@@ -49,6 +54,23 @@ from kt.storage.log_files import (
 from kt.storage.segment import BatchInfo, LogSegment, RecoveryResult
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+# Codec ids 0-4 are none, gzip, snappy, lz4 and zstd; 5-7 are not defined.
+MAX_CODEC_ID = 4
+
+
+class AppendOrigin(enum.Enum):
+    """Who wrote the batches, which decides how they are validated (Kafka's AppendOrigin).
+
+    CLIENT appends get every producer-facing check; COORDINATOR appends (transaction
+    markers, group and transaction coordinator records) may carry control batches;
+    REPLICATION appends are copies of a leader's log and are checked only for
+    framing, CRC, magic and offset order (compacted batches whose offset delta
+    exceeds their record count, and empty batches kept for producer state, are valid).
+    """
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
+    REPLICATION = "replication"
 
 
 @dataclass(slots=True)
@@ -103,6 +125,7 @@ class PartitionLog:
         recovery_point: int,
         leader_epoch_cache: LeaderEpochCache,
         load_report: LoadReport,
+        rng: random.Random | None = None,
     ) -> None:
         self.dir = directory
         self.config = config
@@ -112,9 +135,22 @@ class PartitionLog:
         self.leader_epoch_cache = leader_epoch_cache
         self.load_report = load_report
         self.log_end_offset = segments[-1].read_next_offset()
-        self.high_watermark = max(log_start_offset, min(recovery_point, self.log_end_offset))
+        # Kafka starts the high watermark at the log start offset; the broker sets it
+        # from replication-offset-checkpoint with update_high_watermark.
+        self.high_watermark = log_start_offset
         self.unflushed_messages = 0
         self.last_flush_ms = int(time.time() * 1000)
+        self._rng = rng or random.Random()
+        # Segments removed from the log whose files wait (renamed `.deleted`) for
+        # file.delete.delay.ms before being closed: a fetch may still send from them.
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        # (bound offset, segment base, position) of the last read's upper bound.
+        self._bound_cache: tuple[int, int, int | None] | None = None
+        self._epochs_flushed = leader_epoch_cache.entries
+        # The base offset of the newest rolled segment not yet flushed (see flush_rolled).
+        self.pending_roll_flush: int | None = None
+        for seg in segments:
+            seg.roll_jitter_ms = config.random_segment_jitter(self._rng)
 
     # --- loading ---------------------------------------------------------
 
@@ -128,11 +164,18 @@ class PartitionLog:
         recovery_point: int = 0,
         had_clean_shutdown: bool = False,
         now_ms: int | None = None,
+        rng: random.Random | None = None,
     ) -> PartitionLog:
-        """Load (creating if needed) the log in `directory`, recovering if needed."""
+        """Load (creating if needed) the log in `directory`, recovering if needed.
+
+        `rng` is the random source of the per-segment roll jitter (tests inject one).
+        """
         cfg = config or LogConfig()
         d = Path(directory)
+        created_dir = not d.exists()
         d.mkdir(parents=True, exist_ok=True)
+        if created_dir:
+            fsync_dir(d.parent)
         report = LoadReport()
         _remove_temporary_files(d, report)
         segments: list[LogSegment] = []
@@ -171,6 +214,7 @@ class PartitionLog:
                         now_ms=now_ms,
                     )
                 ]
+                fsync_dir(d)
         except BaseException:
             for seg in segments:
                 seg.close()
@@ -178,9 +222,10 @@ class PartitionLog:
         start = max(log_start_offset, segments[0].base_offset)
         epoch_path = d / LEADER_EPOCH_CHECKPOINT
         cache = LeaderEpochCache.load(epoch_path)
-        log = cls(d, cfg, segments, start, recovery_point, cache, report)
+        log = cls(d, cfg, segments, start, recovery_point, cache, report, rng)
         cache.truncate_from_end(log.log_end_offset)
         cache.truncate_from_start(log.log_start_offset)
+        log._epochs_flushed = cache.entries  # the cache writes itself on every change
         log.recovery_point = min(max(recovery_point, start), log.log_end_offset)
         if had_clean_shutdown:
             log.recovery_point = log.log_end_offset
@@ -218,16 +263,21 @@ class PartitionLog:
         leader_epoch: int,
         *,
         now_ms: int | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> AppendResult:
         """Append producer batches: validate, assign offsets, stamp epoch (and
         LogAppendTime when configured), roll if needed, write.
 
-        `data` holds one or more v2 batches. Raises CorruptRecordError for
-        invalid ones (nothing is written then).
+        `data` holds one or more v2 batches. Raises CorruptRecordError (or one of
+        its subclasses below, which map to Kafka error codes) for invalid ones;
+        nothing is written then. `origin` is CLIENT for produce requests and
+        COORDINATOR for the broker's own writes (transaction markers).
         """
+        if origin is AppendOrigin.REPLICATION:
+            raise ValueError("replicated batches go through append_as_follower")
         now = int(time.time() * 1000) if now_ms is None else now_ms
         buf = bytearray(data)
-        infos = self.validate_batches(buf)
+        infos = self.validate_batches(buf, origin=origin, now_ms=now)
         offset = self.log_end_offset
         append_time = now if self.config.log_append_time else v2.NO_TIMESTAMP
         pos = 0
@@ -242,6 +292,10 @@ class PartitionLog:
             if self.config.log_append_time:
                 v2.set_log_append_time(buf, now, pos, size)
                 batch_max_ts = now
+            elif header.timestamp_type == v2.LOG_APPEND_TIME:
+                # A client may not choose LogAppendTime on a CreateTime topic: Kafka
+                # rewrites the attributes (setMaxTimestamp(CREATE_TIME, ...)).
+                _set_create_time(buf, pos, size, header.attributes)
             last = offset + header.last_offset_delta
             patched.append(BatchInfo(last, batch_max_ts, size))
             if batch_max_ts > max_ts:
@@ -264,7 +318,7 @@ class PartitionLog:
     def append_as_follower(self, data: bytes | bytearray) -> AppendResult:
         """Append batches that already carry their offsets and epochs (replication)."""
         buf = bytes(data)
-        headers = self.validate_batches(buf)
+        headers = self.validate_batches(buf, origin=AppendOrigin.REPLICATION)
         if headers and headers[0].base_offset < self.log_end_offset:
             raise CorruptRecordError(
                 f"batch at offset {headers[0].base_offset} is below the log end offset "
@@ -284,18 +338,36 @@ class PartitionLog:
         for h in headers:
             if h.partition_leader_epoch >= 0:
                 self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+        self._epochs_flushed = self.leader_epoch_cache.entries  # assign persists changes
         last = infos[-1].last_offset if infos else self.log_end_offset - 1
         max_ts = max((i.max_timestamp for i in infos), default=v2.NO_TIMESTAMP)
         return AppendResult(
             first, last, max_ts, last, -1, self.log_start_offset, len(infos), len(buf)
         )
 
-    def validate_batches(self, data: bytes | bytearray | memoryview) -> list[v2.BatchHeader]:
-        """Frame, size-check and CRC-check concatenated v2 batches (no decoding)."""
+    def validate_batches(
+        self,
+        data: bytes | bytearray | memoryview,
+        *,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        now_ms: int | None = None,
+    ) -> list[v2.BatchHeader]:
+        """Frame, CRC- and header-check concatenated v2 batches (no record decoding).
+
+        Every origin: framing, magic 2 and CRC. Leader appends (CLIENT,
+        COORDINATOR) also: max.message.bytes, a known codec, and on CreateTime
+        topics message.timestamp.before/after.max.ms against the header's base and
+        max timestamps. CLIENT appends also: record count matching the offset
+        delta, no control batches, and a sequence for every producer id.
+        """
         headers = []
         pos = 0
         view = memoryview(data)
         end = len(view)
+        leader = origin is not AppendOrigin.REPLICATION
+        client = origin is AppendOrigin.CLIENT
+        check_time = leader and not self.config.log_append_time
+        now = int(time.time() * 1000) if now_ms is None else now_ms
         if end == 0:
             raise CorruptRecordError("no record batches")
         while pos < end:
@@ -307,7 +379,7 @@ class PartitionLog:
                 raise CorruptRecordError(f"unsupported magic {header.magic}", position=pos)
             if header.batch_length < v2.MIN_BATCH_LENGTH or pos + size > end:
                 raise CorruptRecordError("record batch size is invalid", position=pos)
-            if size > self.config.max_message_bytes:
+            if leader and size > self.config.max_message_bytes:
                 raise RecordTooLargeError(
                     f"batch of {size} bytes exceeds max.message.bytes "
                     f"{self.config.max_message_bytes}",
@@ -315,15 +387,43 @@ class PartitionLog:
                 )
             if v2.compute_crc(view[pos : pos + size]) != header.crc:
                 raise CorruptRecordError("record batch CRC mismatch", position=pos)
-            if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
-                raise InvalidRecordError(
-                    f"record count {header.record_count} does not match last offset delta "
-                    f"{header.last_offset_delta}",
-                    position=pos,
+            if header.last_offset_delta < 0:
+                raise CorruptRecordError(
+                    f"negative last offset delta {header.last_offset_delta}", position=pos
                 )
+            if client:
+                _check_client_batch(header, pos)
+            if leader and header.codec_id > MAX_CODEC_ID:
+                raise UnsupportedCompressionError(
+                    f"unknown compression codec id {header.codec_id}", position=pos
+                )
+            if check_time:
+                self._check_timestamps(header, now, pos)
             headers.append(header)
             pos += size
         return headers
+
+    def _check_timestamps(self, header: v2.BatchHeader, now: int, pos: int) -> None:
+        before = self.config.message_timestamp_before_max_ms
+        after = self.config.message_timestamp_after_max_ms
+        stamps = [header.max_timestamp]
+        if not header.has_delete_horizon:
+            stamps.append(header.base_timestamp)
+        for ts in stamps:
+            if ts == v2.NO_TIMESTAMP:
+                continue
+            if now - ts > before:
+                raise InvalidTimestampError(
+                    f"timestamp {ts} is more than message.timestamp.before.max.ms {before} "
+                    f"before the broker time {now}",
+                    position=pos,
+                )
+            if ts - now > after:
+                raise InvalidTimestampError(
+                    f"timestamp {ts} is more than message.timestamp.after.max.ms {after} "
+                    f"after the broker time {now}",
+                    position=pos,
+                )
 
     def _append(
         self,
@@ -342,8 +442,8 @@ class PartitionLog:
             )
         max_ts = max(i.max_timestamp for i in infos)
         segment = self._maybe_roll(size, max_ts, infos[-1].last_offset, first_offset, now)
-        if leader_epoch >= 0:
-            self.leader_epoch_cache.assign(leader_epoch, first_offset)
+        if leader_epoch >= 0 and self.leader_epoch_cache.assign(leader_epoch, first_offset):
+            self._epochs_flushed = self.leader_epoch_cache.entries  # assign persisted it
         segment.append(buf, infos)
         self.log_end_offset = infos[-1].last_offset + 1
         self.unflushed_messages += infos[-1].last_offset - first_offset + 1
@@ -359,7 +459,7 @@ class PartitionLog:
         if seg.should_roll(
             max_segment_bytes=self.config.segment_bytes,
             max_segment_ms=self.config.segment_ms,
-            jitter_ms=self.config.segment_jitter_ms,
+            jitter_ms=seg.roll_jitter_ms,
             messages_size=size,
             max_timestamp_in_messages=max_ts,
             max_offset_in_messages=max_offset,
@@ -371,7 +471,14 @@ class PartitionLog:
     def roll(
         self, expected_next_offset: int | None = None, *, now_ms: int | None = None
     ) -> LogSegment:
-        """Seal the active segment and start a new one at the log end offset."""
+        """Seal the active segment and start a new one at the log end offset.
+
+        The sealed segment is not fsynced here (the append path must not wait for
+        the disk): `pending_roll_flush` records that the log should be flushed up to
+        the new segment's base, which `flush_rolled` does (Kafka schedules the same
+        flush asynchronously on roll). The directory is fsynced so the new file exists
+        after a crash.
+        """
         new_base = max(expected_next_offset or 0, self.log_end_offset)
         active = self.active_segment
         if active.base_offset == new_base:
@@ -381,16 +488,35 @@ class PartitionLog:
                 return active
             raise StorageError(f"trying to roll a new segment at existing offset {new_base}")
         active.on_become_inactive()
+        seg = self._new_segment(new_base, now_ms)
+        self._segments.append(seg)
+        self.pending_roll_flush = new_base
+        return seg
+
+    def _new_segment(self, base: int, now_ms: int | None = None) -> LogSegment:
         seg = LogSegment.open(
             self.dir,
-            new_base,
+            base,
             index_interval_bytes=self.config.index_interval_bytes,
             max_index_size=self.config.segment_index_bytes,
             create=True,
             now_ms=now_ms,
         )
-        self._segments.append(seg)
+        seg.roll_jitter_ms = self.config.random_segment_jitter(self._rng)
+        fsync_dir(self.dir)
         return seg
+
+    def flush_rolled(self) -> bool:
+        """Flush up to the newest rolled segment's base if a roll left it unflushed
+        (the broker calls this from its scheduler). True when it flushed."""
+        target = self.pending_roll_flush
+        if target is None:
+            return False
+        self.pending_roll_flush = None
+        if target > self.recovery_point:
+            self.flush(target)
+            return True
+        return False
 
     # --- reading ---------------------------------------------------------
 
@@ -402,9 +528,11 @@ class PartitionLog:
         upper_bound: int | None = None,
         min_one_message: bool = True,
     ) -> FetchSlice | None:
-        """Whole batches from `start_offset`, at most `max_bytes` (unless
-        `min_one_message`), below `upper_bound` (default LEO; the broker passes the
-        high watermark or last stable offset). None when there is nothing yet.
+        """Bytes from the batch holding `start_offset`, sized as Kafka does: at most
+        `max_bytes` (raised to the first batch's size with `min_one_message`), never
+        reaching the batch holding `upper_bound` (default LEO; the broker passes the
+        high watermark or last stable offset). The slice may end inside a batch, as
+        Kafka's. None when there is nothing yet.
 
         Raises OffsetOutOfRangeError outside [log start, LEO].
         """
@@ -417,21 +545,32 @@ class PartitionLog:
         if start_offset >= bound:
             return None
         idx = self._floor_segment_index(start_offset)
+        bound_base, bound_position = (None, None) if bound >= leo else self._bound_position(bound)
         while idx < len(self._segments):
             seg = self._segments[idx]
-            max_position = None
-            if bound < leo:
-                # Stop at the batch holding `bound` if it lies in this segment.
-                loc = seg.translate_offset(bound)
-                if loc is not None:
-                    max_position = loc.position
+            max_position = bound_position if seg.base_offset == bound_base else None
             got = seg.read(start_offset, max_bytes, max_position, min_one_message)
             if got is not None:
                 # The segment holds `start_offset`: an empty read (the first batch is
                 # over `max_bytes`) must not skip ahead to a later segment's batches.
                 return FetchSlice(seg, got[0], got[1], start_offset) if got[1] > 0 else None
+            if seg.base_offset == bound_base:
+                return None  # the batch holding the bound starts at or before the data
             idx += 1
         return None
+
+    def _bound_position(self, bound: int) -> tuple[int, int | None]:
+        """(segment base, position) of the batch holding `bound`, cached: fetches ask
+        for the same high watermark many times, and positions below the log end
+        never move until a truncation (which drops the cache)."""
+        cached = self._bound_cache
+        if cached is not None and cached[0] == bound:
+            return cached[1], cached[2]
+        seg = self._segments[self._floor_segment_index(bound)]
+        loc = seg.translate_offset(bound)
+        position = loc.position if loc is not None else None
+        self._bound_cache = (bound, seg.base_offset, position)
+        return seg.base_offset, position
 
     def _floor_segment_index(self, offset: int) -> int:
         lo, hi = 0, len(self._segments) - 1
@@ -476,41 +615,52 @@ class PartitionLog:
 
     # --- truncation and log start ----------------------------------------
 
-    def truncate_to(self, offset: int) -> bool:
-        """Remove everything at or after `offset` (a follower diverged). True if anything went."""
+    def truncate_to(self, offset: int, *, now_ms: int | None = None) -> bool:
+        """Remove everything at or after `offset` (a follower diverged). True if anything went.
+
+        As Kafka's UnifiedLog.truncateTo: below the first segment the log restarts
+        empty at `offset`; otherwise segments based above `offset` go, the one holding
+        it is cut (staying active, even when emptied at its base), and the log start
+        offset drops to `offset` if it was above. Removed segments are deleted after
+        file.delete.delay.ms (see `delete_expired_files`).
+        """
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
         if offset >= self.log_end_offset:
             return False
-        if offset < self.log_start_offset:
-            offset = self.log_start_offset
-        keep = [s for s in self._segments if s.base_offset < offset] or self._segments[:1]
-        for seg in self._segments[len(keep) :]:
-            _delete_segment_files(seg)
+        if self._segments[0].base_offset > offset:
+            self.truncate_fully_and_start_at(offset, now_ms=now_ms)
+            return True
+        self._bound_cache = None
+        keep = [s for s in self._segments if s.base_offset <= offset]
+        gone = self._segments[len(keep) :]
         self._segments = keep
+        self._delete_later(gone, now_ms)
         self.active_segment.truncate_to(offset)
-        self.log_end_offset = self.active_segment.read_next_offset()
-        if self.active_segment.base_offset > self.log_end_offset:
-            self.log_end_offset = self.active_segment.base_offset
+        self.log_end_offset = max(
+            self.active_segment.read_next_offset(), self.active_segment.base_offset
+        )
+        self.log_start_offset = min(self.log_start_offset, offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        if self.pending_roll_flush is not None and self.pending_roll_flush > self.log_end_offset:
+            self.pending_roll_flush = None
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self._epochs_flushed = self.leader_epoch_cache.entries
         return True
 
-    def truncate_fully_and_start_at(self, offset: int) -> None:
+    def truncate_fully_and_start_at(self, offset: int, *, now_ms: int | None = None) -> None:
         """Delete every segment and restart the log empty at `offset`."""
-        for seg in self._segments:
-            _delete_segment_files(seg)
-        self._segments = [
-            LogSegment.open(
-                self.dir,
-                offset,
-                index_interval_bytes=self.config.index_interval_bytes,
-                max_index_size=self.config.segment_index_bytes,
-                create=True,
-            )
-        ]
+        self._bound_cache = None
+        gone = self._segments
+        self._segments = []
+        self._delete_later(gone, now_ms)
+        self._segments = [self._new_segment(offset, now_ms)]
         self.log_start_offset = self.log_end_offset = self.high_watermark = offset
         self.recovery_point = offset
+        self.pending_roll_flush = None
         self.leader_epoch_cache.clear()
+        self._epochs_flushed = self.leader_epoch_cache.entries
 
     def maybe_increment_log_start_offset(self, new_start: int) -> bool:
         """Move the log start offset forward (DeleteRecords); never past the high
@@ -524,30 +674,107 @@ class PartitionLog:
             return False
         self.log_start_offset = new_start
         self.leader_epoch_cache.truncate_from_start(new_start)
+        self._epochs_flushed = self.leader_epoch_cache.entries
         return True
+
+    # --- deleting segments ------------------------------------------------
+
+    def _delete_later(self, segments: list[LogSegment], now_ms: int | None) -> None:
+        """Kafka's asynchronous segment deletion: rename the files `.deleted` now,
+        close and unlink them after file.delete.delay.ms. A fetch that captured a
+        FetchSlice keeps sending from the still-open file meanwhile."""
+        if not segments:
+            return
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        deadline = now + self.config.file_delete_delay_ms
+        for seg in segments:
+            seg.rename_suffix(DELETED_SUFFIX)
+            self._pending_deletes.append((deadline, seg))
+        fsync_dir(self.dir)
+
+    def delete_expired_files(self, now_ms: int | None = None) -> int:
+        """Close and unlink removed segments whose delay has passed (the broker calls
+        this periodically). Returns how many segments went."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        due = [seg for deadline, seg in self._pending_deletes if deadline <= now]
+        self._pending_deletes = [(d, s) for d, s in self._pending_deletes if d > now]
+        for seg in due:
+            _delete_segment_files(seg)
+        return len(due)
+
+    @property
+    def pending_deletes(self) -> int:
+        """Removed segments whose files still wait for deletion."""
+        return len(self._pending_deletes)
 
     # --- durability -------------------------------------------------------
 
     def flush(self, up_to_offset: int | None = None) -> None:
-        """fsync segments holding unflushed data and advance the recovery point."""
+        """fsync segments holding unflushed data below `up_to_offset` (default LEO)
+        and advance the recovery point to it.
+
+        As Kafka's LocalLog.flush, the directory is fsynced too when a flushed
+        segment starts at or above the old recovery point (it may be new).
+        """
         target = self.log_end_offset if up_to_offset is None else up_to_offset
-        if target <= self.recovery_point:
+        target = min(target, self.log_end_offset)
+        old = self.recovery_point
+        if target <= old:
             return
-        for seg in self._segments:
-            nxt = self._segments.index(seg) + 1
-            seg_end = self._segments[nxt].base_offset if nxt < len(self._segments) else None
-            if seg_end is None or seg_end > self.recovery_point:
-                seg.flush()
-        self.leader_epoch_cache.flush()
+        new_segment = False
+        for seg in self._segments[self._floor_segment_index(old) :]:
+            if seg.base_offset >= target:
+                break
+            seg.flush()
+            if seg.base_offset >= old:
+                new_segment = True
+        if new_segment:
+            fsync_dir(self.dir)
+        # The cache persists its own changes; write only what changed behind our back.
+        entries = self.leader_epoch_cache.entries
+        if entries != self._epochs_flushed:
+            self.leader_epoch_cache.flush()
+            self._epochs_flushed = entries
         self.recovery_point = target
-        self.unflushed_messages = 0
+        if target >= self.log_end_offset:
+            self.unflushed_messages = 0
         self.last_flush_ms = int(time.time() * 1000)
 
     def close(self) -> None:
-        """Flush and close every segment."""
+        """Flush and close every segment; removed segments go now."""
         self.flush()
         for seg in self._segments:
             seg.close()
+        for _deadline, seg in self._pending_deletes:
+            _delete_segment_files(seg)
+        self._pending_deletes = []
+
+
+def _check_client_batch(header: v2.BatchHeader, pos: int) -> None:
+    """Kafka's LogValidator checks for batches from producers (origin CLIENT)."""
+    if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
+        raise InvalidRecordError(
+            f"record count {header.record_count} does not match last offset delta "
+            f"{header.last_offset_delta}",
+            position=pos,
+        )
+    if header.is_control:
+        raise InvalidRecordError("clients may not write control batches", position=pos)
+    if header.producer_id >= 0 and header.base_sequence < 0:
+        raise InvalidRecordError(
+            f"invalid sequence number {header.base_sequence} for producer id {header.producer_id}",
+            position=pos,
+        )
+
+
+_ATTRS = struct.Struct(">h")
+
+
+def _set_create_time(buf: bytearray, pos: int, size: int, attributes: int) -> None:
+    """Clear the LogAppendTime bit of the batch at `pos` and fix its CRC."""
+    _ATTRS.pack_into(buf, pos + v2.ATTRIBUTES_OFFSET, attributes & ~v2.TIMESTAMP_TYPE_MASK)
+    crc = v2.compute_crc(memoryview(buf)[pos : pos + size])
+    struct.pack_into(">I", buf, pos + v2.CRC_OFFSET, crc)
 
 
 class RecordTooLargeError(CorruptRecordError):
@@ -555,7 +782,17 @@ class RecordTooLargeError(CorruptRecordError):
 
 
 class InvalidRecordError(CorruptRecordError):
-    """A well-framed batch whose fields contradict each other (INVALID_RECORD)."""
+    """A well-framed batch whose fields contradict each other or that a client may
+    not write (INVALID_RECORD)."""
+
+
+class InvalidTimestampError(CorruptRecordError):
+    """A CreateTime timestamp outside message.timestamp.before/after.max.ms of the
+    broker's clock (INVALID_TIMESTAMP)."""
+
+
+class UnsupportedCompressionError(CorruptRecordError):
+    """A batch whose codec id is not one Kafka defines (UNSUPPORTED_COMPRESSION_TYPE)."""
 
 
 # --- loading helpers ------------------------------------------------------
@@ -614,9 +851,10 @@ def _remove_temporary_files(d: Path, report: LoadReport) -> None:
             from kt.storage.file_records import FileRecords
 
             end = base.base_offset
-            for item in FileRecords(fd).batches(0):
-                if isinstance(item, LogBatch):
-                    end = item.next_offset
+            for item in FileRecords(fd).headers(0):
+                if isinstance(item, Damage):
+                    break
+                end = item.next_offset
         finally:
             os.close(fd)
         for other in _live_log_offsets(d):
@@ -630,6 +868,8 @@ def _remove_temporary_files(d: Path, report: LoadReport) -> None:
         live = path.with_name(path.name[: -len(SWAP_SUFFIX)])
         os.replace(path, live)
         report.swapped_in.append(live.name)
+    if valid_swaps:
+        fsync_dir(d)
 
 
 def _delete_orphan_indexes(d: Path, live: set[int], report: LoadReport) -> None:
@@ -658,17 +898,22 @@ def _recover_from(
     segments: list[LogSegment], recovery_point: int, report: LoadReport
 ) -> list[LogSegment]:
     """Recover every segment that may hold unflushed data; drop what follows a
-    truncation (later segments cannot be trusted once an earlier one was torn)."""
+    truncation (later segments cannot be trusted once an earlier one was torn).
+
+    The recovered segments' `.txnindex` files are rebuilt from their batches, with
+    the transactions still open at the first one's base learnt from the headers of
+    the segments before it (Kafka rebuilds them from its producer state).
+    """
     start = 0
     for i, seg in enumerate(segments):
         if seg.base_offset <= recovery_point:
             start = i
+    tracker = _open_transactions_before(segments[:start])
     for i in range(start, len(segments)):
         seg = segments[i]
-        if seg.base_offset in report.recovered_segments:
-            rec = RecoveryResult(0, None, seg.size)
-        else:
-            rec = seg.recover()
+        already = seg.base_offset in report.recovered_segments
+        rec = seg.recover(txn_tracker=tracker)
+        if not already:
             _note_recovery(report, seg.base_offset, rec)
         if rec.truncated_bytes > 0 and i + 1 < len(segments):
             for later in segments[i + 1 :]:
@@ -676,6 +921,28 @@ def _recover_from(
                 report.deleted_files.append(later.log_path.name)
             return segments[: i + 1]
     return segments
+
+
+def _open_transactions_before(segments: list[LogSegment]) -> TxnTracker:
+    """A TxnTracker holding the transactions open after `segments`, read from batch
+    headers (only the small control batches are read whole)."""
+    tracker = TxnTracker()
+    for seg in segments:
+        records = seg.records
+        for head in records.headers(0):
+            if isinstance(head, Damage):
+                break
+            h = head.header
+            if h is None or not h.is_transactional:
+                continue
+            if not h.is_control:
+                tracker.begin(h.producer_id, h.base_offset)
+                continue
+            for item in records.batches(head.position, head.next_position):
+                if isinstance(item, LogBatch):
+                    tracker.feed(item)
+    tracker.aborted.clear()
+    return tracker
 
 
 def _delete_segment_files(seg: LogSegment) -> None:

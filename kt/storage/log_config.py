@@ -6,12 +6,16 @@ example `log.segment.bytes` → `segment.bytes`); `from_properties` accepts both
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 
 from kt.storage.errors import StorageError
 
 LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+# Kafka's LegacyRecord.RECORD_OVERHEAD_V0: the smallest segment.bytes it accepts.
+MIN_SEGMENT_BYTES = 14
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +42,38 @@ class LogConfig:
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
     preallocate: bool = False
+    # KIP-937 (Kafka 3.6); Kafka 4.0 lowered the "after" default to one hour (KIP-1030).
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = 60 * 60 * 1000
+
+    def __post_init__(self) -> None:
+        for name, (lo, hi) in _RANGES.items():
+            value = getattr(self, name)
+            if not lo <= value <= hi:
+                key = name.replace("_", ".")
+                if hi == LONG_MAX or (hi == INT_MAX and lo > 0):
+                    what = f"at least {lo}" + ("" if hi == LONG_MAX else f" and at most {hi}")
+                else:
+                    what = f"between {lo} and {hi}"
+                raise StorageError(f"invalid value {value!r} for {key}: must be {what}")
+        if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
+            raise StorageError(
+                f"invalid value {self.message_timestamp_type!r} for message.timestamp.type "
+                "(CreateTime or LogAppendTime)"
+            )
+        policies = self.cleanup_policy.split(",")
+        if not policies or any(p.strip() not in ("delete", "compact") for p in policies):
+            raise StorageError(
+                f"invalid value {self.cleanup_policy!r} for cleanup.policy (delete, compact)"
+            )
+
+    def random_segment_jitter(self, rng: random.Random | None = None) -> int:
+        """A segment's roll jitter, as Kafka's randomSegmentJitter: uniform in
+        [0, min(segment.jitter.ms, segment.ms)), 0 when no jitter is configured."""
+        if self.segment_jitter_ms == 0:
+            return 0
+        source = rng if rng is not None else random
+        return source.randrange(min(self.segment_jitter_ms, self.segment_ms))
 
     @property
     def log_append_time(self) -> bool:
@@ -80,6 +116,28 @@ class LogConfig:
             out[f.name.replace("_", ".")] = str(v).lower() if isinstance(v, bool) else str(v)
         return out
 
+
+# Kafka's validators for the numeric keys: (lowest, highest) accepted values.
+_RANGES: dict[str, tuple[float, float]] = {
+    "segment_bytes": (MIN_SEGMENT_BYTES, INT_MAX),
+    "segment_ms": (1, LONG_MAX),
+    "segment_jitter_ms": (0, LONG_MAX),
+    "segment_index_bytes": (4, INT_MAX),
+    "index_interval_bytes": (0, INT_MAX),
+    "max_message_bytes": (0, INT_MAX),
+    "flush_messages": (1, LONG_MAX),
+    "flush_ms": (0, LONG_MAX),
+    "retention_ms": (-1, LONG_MAX),
+    "retention_bytes": (-(2**63), LONG_MAX),
+    "delete_retention_ms": (0, LONG_MAX),
+    "min_compaction_lag_ms": (0, LONG_MAX),
+    "max_compaction_lag_ms": (1, LONG_MAX),
+    "min_cleanable_dirty_ratio": (0.0, 1.0),
+    "file_delete_delay_ms": (0, LONG_MAX),
+    "min_insync_replicas": (1, INT_MAX),
+    "message_timestamp_before_max_ms": (0, LONG_MAX),
+    "message_timestamp_after_max_ms": (0, LONG_MAX),
+}
 
 # Broker keys whose topic-level name is not simply the key without `log.`.
 _BROKER_ALIASES = {

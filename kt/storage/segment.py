@@ -25,10 +25,15 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from kt.storage import record_batch as v2
-from kt.storage.errors import CorruptIndexError, CorruptRecordError
-from kt.storage.file_records import Damage, FileRecords, LogBatch
+from kt.storage.errors import (
+    CorruptIndexError,
+    CorruptRecordError,
+    LogSegmentOffsetOverflowError,
+)
+from kt.storage.file_records import BatchHead, Damage, FileRecords, LogBatch
 from kt.storage.log_files import segment_file_name
 from kt.storage.offset_index import DEFAULT_MAX_INDEX_SIZE, OffsetIndex, OffsetPosition
 from kt.storage.time_index import TimeIndex, TimestampOffset
@@ -115,6 +120,8 @@ class LogSegment:
         self.max_timestamp_so_far = NO_TIMESTAMP
         self.offset_of_max_timestamp_so_far = base_offset
         self.rolling_based_timestamp: int | None = None
+        # This segment's share of segment.jitter.ms, drawn when the log opens it.
+        self.roll_jitter_ms = 0
         last = time_index.last_entry
         if len(time_index):
             self.max_timestamp_so_far = last.timestamp
@@ -248,8 +255,6 @@ class LogSegment:
             return
         largest = infos[-1].last_offset
         if not self.can_convert_to_relative_offset(largest):
-            from kt.storage.errors import LogSegmentOffsetOverflowError
-
             raise LogSegmentOffsetOverflowError(
                 f"offset {largest} cannot be stored relative to base offset {self.base_offset}",
                 path=str(self.log_path),
@@ -316,15 +321,19 @@ class LogSegment:
         return now_ms - self.created_ms
 
     def _load_first_batch_timestamp(self) -> None:
-        for item in self.records.batches(0):
-            if isinstance(item, LogBatch):
+        for item in self.records.headers(0):
+            if isinstance(item, BatchHead):
                 self.rolling_based_timestamp = item.max_timestamp
             break
 
     def on_become_inactive(self) -> None:
-        """Seal the segment at roll: record its final largest timestamp, make it durable."""
+        """Seal the segment at roll: record its final largest timestamp.
+
+        Not fsynced here: the append path must not wait for the disk. The log's
+        flush (driven by the broker's schedule) makes it durable and only then
+        moves the recovery point past it, as Kafka's asynchronous roll flush.
+        """
         self._append_final_time_entry()
-        self.flush()
 
     def _append_final_time_entry(self) -> None:
         # The slot a time index reserves for this entry does not exist when
@@ -343,7 +352,8 @@ class LogSegment:
         short forward scan. None when the segment holds no such batch."""
         entry = self.offset_index.lookup(offset)
         start = max(entry.position, starting_position)
-        for item in self.records.batches(start):
+        # Headers only: a fetch must not read (or decompress) the batches it skips.
+        for item in self.records.headers(start):
             if isinstance(item, Damage):
                 return None
             if item.last_offset >= offset:
@@ -359,9 +369,12 @@ class LogSegment:
     ) -> tuple[int, int] | None:
         """(position, length) of the bytes a fetch from `start_offset` returns.
 
-        Whole batches only, up to `max_size` bytes and `max_position`; with
-        `min_one_message` the first batch is returned even when larger than
-        `max_size`. None when the offset is past this segment's data.
+        Sized as Kafka's LogSegment.read: from the batch holding `start_offset`,
+        `min(max_position - start, max_size)` bytes, where `min_one_message`
+        raises `max_size` to the first batch's size. The slice may end inside a
+        batch (clients drop a partial trailing batch); only the first batch's
+        header is read. None when the offset is past this segment's data or its
+        batch starts at or after `max_position`.
         """
         if max_size < 0:
             raise ValueError(f"invalid max size {max_size}")
@@ -369,17 +382,8 @@ class LogSegment:
         start = self.translate_offset(start_offset)
         if start is None or start.position >= limit:
             return None
-        pos = start.position
-        end = pos
-        for item in self.records.batches(pos, limit):
-            if isinstance(item, Damage):
-                break
-            if item.next_position - pos > max_size:
-                if end == pos and min_one_message:
-                    end = item.next_position
-                break
-            end = item.next_position
-        return pos, end - pos
+        adjusted = max(max_size, start.size) if min_one_message else max_size
+        return start.position, min(limit - start.position, adjusted)
 
     def find_offset_by_timestamp(
         self, timestamp: int, starting_offset: int
@@ -388,20 +392,24 @@ class LogSegment:
         entry = self.time_index.lookup(timestamp)
         lookup_offset = max(entry.offset, starting_offset)
         position = self.offset_index.lookup(lookup_offset).position
-        for item in self.records.batches(position):
-            if isinstance(item, Damage):
+        for head in self.records.headers(position):
+            if isinstance(head, Damage):
                 return None
-            if item.max_timestamp >= timestamp:
-                for rec in item.records():
-                    if rec.timestamp >= timestamp and rec.offset >= starting_offset:
-                        return rec.offset, rec.timestamp
+            if head.max_timestamp >= timestamp and head.last_offset >= starting_offset:
+                # Only the batch that can hold the answer is read and decoded.
+                for item in self.records.batches(head.position, head.next_position):
+                    if not isinstance(item, LogBatch):
+                        return None
+                    for rec in item.records():
+                        if rec.timestamp >= timestamp and rec.offset >= starting_offset:
+                            return rec.offset, rec.timestamp
         return None
 
     def read_next_offset(self) -> int:
         """The offset after the segment's last batch (its base offset when empty)."""
         last = self.offset_index.lookup(2**63 - 1)
         next_offset = self.base_offset
-        for item in self.records.batches(last.position):
+        for item in self.records.headers(last.position):
             if isinstance(item, Damage):
                 break
             next_offset = item.next_offset
@@ -417,22 +425,48 @@ class LogSegment:
         self,
         max_batch_size: int | None = None,
         on_batch: Callable[[LogBatch], None] | None = None,
+        txn_tracker: TxnFeed | None = None,
     ) -> RecoveryResult:
         """Rebuild the indexes from the log, validating every batch; truncate at the
         first invalid byte. `on_batch` sees each valid batch (leader epochs, producer
-        state)."""
-        scan = scan_log(
-            self.records,
-            self.base_offset,
-            self.index_interval_bytes,
-            max_batch_size=max_batch_size,
-            on_batch=on_batch,
-        )
+        state).
+
+        The `.txnindex` is rebuilt from the log when a `txn_tracker` (index_check's
+        TxnTracker, seeded with the transactions open at this segment's base) is
+        given, as Kafka rebuilds it from producer state; without one its entries are
+        kept up to the end of the valid data. Raises LogSegmentOffsetOverflowError
+        for offsets that do not fit the segment (see `scan_log`).
+        """
+        first_new = len(txn_tracker.aborted) if txn_tracker is not None else 0
+
+        def feed(batch: LogBatch) -> None:
+            if txn_tracker is not None:
+                txn_tracker.feed(batch)
+            if on_batch is not None:
+                on_batch(batch)
+
+        try:
+            scan = scan_log(
+                self.records,
+                self.base_offset,
+                self.index_interval_bytes,
+                max_batch_size=max_batch_size,
+                on_batch=feed,
+            )
+        except LogSegmentOffsetOverflowError as exc:
+            raise LogSegmentOffsetOverflowError(
+                exc.message, path=str(self.log_path), position=exc.position
+            ) from None
         if scan.valid_bytes < self._size:
             self._truncate_file(scan.valid_bytes)
         self.offset_index.reset()
         self.time_index.reset()
-        self.txn_index.reset()
+        if txn_tracker is not None:
+            self.txn_index.reset()
+            for txn in txn_tracker.aborted[first_new:]:
+                self.txn_index.append(txn)
+        else:
+            self.txn_index.truncate_to(scan.next_offset)
         for entry in scan.offset_entries:
             self.offset_index.append(entry.offset, entry.position)
         for tentry in scan.time_entries:
@@ -475,7 +509,7 @@ class LogSegment:
         self.max_timestamp_so_far = last.timestamp
         self.offset_of_max_timestamp_so_far = last.offset
         start = self.offset_index.lookup(last.offset).position
-        for item in self.records.batches(start):
+        for item in self.records.headers(start):
             if isinstance(item, Damage):
                 break
             if item.max_timestamp > self.max_timestamp_so_far:
@@ -549,6 +583,17 @@ class IndexScan:
     max_timestamp: int
     offset_of_max_timestamp: int
     bytes_since_last_index_entry: int
+    # The offset after the last valid batch (the base offset when there is none).
+    next_offset: int = 0
+
+
+class TxnFeed(Protocol):
+    """What recovery needs of a transaction tracker (index_check.TxnTracker)."""
+
+    aborted: list[AbortedTxn]
+
+    def feed(self, batch: LogBatch) -> None:
+        """Account for one batch, in offset order."""
 
 
 def scan_log(
@@ -561,7 +606,13 @@ def scan_log(
 ) -> IndexScan:
     """Validate a segment's batches and compute the offset and time index entries
     Kafka's recovery would write for them. Reads only; stops at the first invalid
-    batch or at an offset that overflows the segment's relative offsets."""
+    batch, including a CRC-valid one whose offsets do not increase.
+
+    An offset that cannot be stored relative to the base offset (a legacy segment
+    written before Kafka split such segments) raises LogSegmentOffsetOverflowError
+    rather than cutting good data: Kafka splits the segment there, kt does not
+    split segments yet.
+    """
     # Entries are built as plain lists: the scan itself guarantees Kafka's
     # ordering rules, and this loop is the whole cost of `kt index rebuild`.
     offset_entries: list[OffsetPosition] = []
@@ -572,14 +623,28 @@ def scan_log(
     valid = 0
     last_index_entry = 0
     reason = None
+    prev_last: int | None = None
     for item in records.batches(0, validate=True, max_batch_size=max_batch_size):
         if isinstance(item, Damage):
             reason = item.reason
             break
         last_offset = item.last_offset
-        if not 0 <= last_offset - base_offset <= INT32_MAX:
-            reason = f"offset {last_offset} overflows the segment's relative offsets"
+        if prev_last is not None and (
+            last_offset <= prev_last
+            or (item.header is not None and item.header.base_offset <= prev_last)
+        ):
+            reason = (
+                f"offsets do not increase: the batch ending at offset {last_offset} follows "
+                f"one ending at {prev_last}"
+            )
             break
+        if not 0 <= last_offset - base_offset <= INT32_MAX:
+            raise LogSegmentOffsetOverflowError(
+                f"offset {last_offset} at position {valid} cannot be stored relative to the "
+                f"base offset {base_offset}; this segment needs splitting, which kt does not do",
+                position=valid,
+            )
+        prev_last = last_offset
         batch_max_ts = item.max_timestamp
         if batch_max_ts > max_ts:
             max_ts = batch_max_ts
@@ -605,4 +670,5 @@ def scan_log(
         max_ts,
         max_ts_offset,
         valid - last_index_entry,
+        base_offset if prev_last is None else prev_last + 1,
     )

@@ -280,7 +280,7 @@ def test_should_roll_on_full_indexes_and_offset_overflow(tmp_path: Path) -> None
 # --- reading ------------------------------------------------------------------------
 
 
-def test_translate_and_read_whole_batches(tmp_path: Path) -> None:
+def test_translate_and_read_sized_as_kafka(tmp_path: Path) -> None:
     batches = [make(s) for s in specs(12)]
     seg = open_new(tmp_path, base=0, index_interval_bytes=200)
     append(seg, *batches)
@@ -290,15 +290,23 @@ def test_translate_and_read_whole_batches(tmp_path: Path) -> None:
         assert loc is not None
         i = offset // 3
         assert (loc.position, loc.offset, loc.size) == (positions[i], 3 * i + 2, len(batches[i]))
-        got = seg.read(offset, 2 * len(batches[0]))
-        assert got == (positions[i], len(batches[i]) + (len(batches[i + 1]) if i < 11 else 0))
+        # Kafka's LogSegment.read: max_size bytes from the batch, capped by the data.
+        budget = 2 * len(batches[0]) - 7
+        got = seg.read(offset, budget)
+        assert got == (positions[i], min(budget, seg.size - positions[i]))
     assert seg.translate_offset(36) is None
     assert seg.read(36, 1000) is None
-    # A budget below the first batch: nothing, unless min_one_message.
-    assert seg.read(4, 10) == (positions[1], 0)
+    # A budget below the first batch: that many bytes (a partial batch, as Kafka),
+    # or the whole first batch with min_one_message; zero stays zero.
+    assert seg.read(4, 10) == (positions[1], 10)
+    assert seg.read(4, 0) == (positions[1], 0)
     assert seg.read(4, 10, min_one_message=True) == (positions[1], len(batches[1]))
-    # max_position stops before the batch at that position.
+    # max_position stops before the batch at that position, min_one_message or not.
     assert seg.read(0, 10_000, max_position=positions[3]) == (0, positions[3])
+    assert seg.read(3, 1, max_position=positions[3], min_one_message=True) == (
+        positions[1],
+        len(batches[1]),
+    )
     assert seg.read(9, 10_000, max_position=positions[3]) is None
     seg.close()
 
