@@ -296,11 +296,20 @@ class Broker:
         self._tasks.append(loop.create_task(_every(1.0, self._flush_by_time)))
 
     def _flush_by_time(self) -> None:
+        """Each second: fsync rolled segments (advancing recovery points), flush logs
+        past their flush.ms, and unlink segment files whose deletion delay expired."""
         now = int(time.time() * 1000)
-        for part in self.partitions.values():
+        for part in list(self.partitions.values()):
+            if part.offline:
+                continue
             plog = part.log
-            if now - plog.last_flush_ms >= plog.config.flush_ms:
-                plog.flush()
+            try:
+                plog.flush_rolled()
+                if now - plog.last_flush_ms >= plog.config.flush_ms:
+                    plog.flush()
+                plog.delete_expired_files(now)
+            except OSError as exc:
+                self.on_storage_error(part, exc)
 
     async def stop_background_tasks(self) -> None:
         """Cancel the periodic tasks."""
