@@ -6,8 +6,16 @@
 _kt_node() {
     case $1 in
         'kt')
-            _kt_subs='checkpoint dump-log-segments dump-segment index'
+            _kt_subs='broker checkpoint dump-log-segments dump-segment index'
             _kt_opts='-V --version -h --help'
+            ;;
+        'kt broker')
+            _kt_subs='start'
+            _kt_opts='-h --help'
+            ;;
+        'kt broker start')
+            _kt_subs=''
+            _kt_opts='--config --override --log-format --log-level -h --help'
             ;;
         'kt checkpoint')
             _kt_subs='edit show'
@@ -44,10 +52,12 @@ _kt_node() {
 # _kt_child PATH WORD: the path of subcommand WORD of PATH (aliases resolved), or ''.
 _kt_child() {
     case "$1/$2" in
+        'kt/broker') _kt_next='kt broker' ;;
         'kt/checkpoint') _kt_next='kt checkpoint' ;;
         'kt/dump-log-segments') _kt_next='kt dump-log-segments' ;;
         'kt/index') _kt_next='kt index' ;;
         'kt/dump-segment') _kt_next='kt dump-log-segments' ;;
+        'kt broker/start') _kt_next='kt broker start' ;;
         'kt checkpoint/edit') _kt_next='kt checkpoint edit' ;;
         'kt checkpoint/show') _kt_next='kt checkpoint show' ;;
         'kt index/rebuild') _kt_next='kt index rebuild' ;;
@@ -61,6 +71,10 @@ _kt_child() {
 _kt_option() {
     _kt_nargs=0 _kt_kind='' _kt_words=''
     case "$1/$2" in
+        'kt broker start/--config') _kt_nargs=1 _kt_kind=file ;;
+        'kt broker start/--override') _kt_nargs=1 ;;
+        'kt broker start/--log-format') _kt_nargs=1 _kt_kind=choice _kt_words=$'text\njson' ;;
+        'kt broker start/--log-level') _kt_nargs=1 _kt_kind=choice _kt_words=$'debug\ninfo\nwarning\nerror' ;;
         'kt checkpoint edit/--set') _kt_nargs=1 ;;
         'kt checkpoint edit/--delete') _kt_nargs=1 ;;
         'kt checkpoint edit/--truncate-from') _kt_nargs=1 ;;

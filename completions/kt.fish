@@ -5,6 +5,8 @@
 # __kt_child PATH WORD: the path of subcommand WORD of PATH (aliases resolved).
 function __kt_child --argument-names path word
     switch "$path/$word"
+        case 'kt/broker'
+            echo 'kt broker'
         case 'kt/checkpoint'
             echo 'kt checkpoint'
         case 'kt/dump-log-segments'
@@ -13,6 +15,8 @@ function __kt_child --argument-names path word
             echo 'kt index'
         case 'kt/dump-segment'
             echo 'kt dump-log-segments'
+        case 'kt broker/start'
+            echo 'kt broker start'
         case 'kt checkpoint/edit'
             echo 'kt checkpoint edit'
         case 'kt checkpoint/show'
@@ -27,6 +31,14 @@ end
 # __kt_nargs PATH OPTION: how many values OPTION of PATH takes.
 function __kt_nargs --argument-names path option
     switch "$path/$option"
+        case 'kt broker start/--config'
+            echo 1
+        case 'kt broker start/--override'
+            echo 1
+        case 'kt broker start/--log-format'
+            echo 1
+        case 'kt broker start/--log-level'
+            echo 1
         case 'kt checkpoint edit/--set'
             echo 1
         case 'kt checkpoint edit/--delete'
@@ -86,12 +98,20 @@ function __kt_is --argument-names want
 end
 
 complete -c kt -f
+complete -c kt -n "__kt_is 'kt'" -a 'broker' -d 'Run a Kafka-compatible broker.'
 complete -c kt -n "__kt_is 'kt'" -a 'checkpoint' -d 'Show and edit checkpoint files of a Kafka log directory.'
 complete -c kt -n "__kt_is 'kt'" -a 'dump-log-segments' -d 'Dump the contents of log segment files, like Kafka\'s kafka-dump-log.sh.'
 complete -c kt -n "__kt_is 'kt'" -a 'dump-segment' -d 'alias of dump-log-segments'
 complete -c kt -n "__kt_is 'kt'" -a 'index' -d 'Check and repair offset, time and transaction indexes (.index, .timeindex...'
 complete -c kt -n "__kt_is 'kt'" -s 'V' -l 'version' -d 'Show the version and exit.'
 complete -c kt -n "__kt_is 'kt'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt broker'" -a 'start' -d 'Run the broker in the foreground until SIGTERM or SIGINT.'
+complete -c kt -n "__kt_is 'kt broker'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt broker start'" -l 'config' -r -F -d 'A Kafka server.properties file (Kafka\'s key names).'
+complete -c kt -n "__kt_is 'kt broker start'" -l 'override' -x -d 'Set one property; repeatable; wins over --config.'
+complete -c kt -n "__kt_is 'kt broker start'" -l 'log-format' -x -a 'text json' -d 'JSON lines or plain text logs (stderr).'
+complete -c kt -n "__kt_is 'kt broker start'" -l 'log-level' -x -a 'debug info warning error'
+complete -c kt -n "__kt_is 'kt broker start'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt checkpoint'" -a 'edit' -d 'Change entries of a checkpoint FILE, keeping a timestamped backup.'
 complete -c kt -n "__kt_is 'kt checkpoint'" -a 'show' -d 'Print the entries of a checkpoint FILE.'
 complete -c kt -n "__kt_is 'kt checkpoint'" -s 'h' -l 'help' -d 'Show this message and exit.'
