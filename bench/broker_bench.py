@@ -1,0 +1,195 @@
+"""Broker benchmark over loopback with a C client (confluent-kafka / librdkafka).
+
+Run by hand (not a test):  .venv/bin/python bench/broker_bench.py [--mib 256]
+
+Prints, for 1 KiB records:
+- the ceiling: a plain TCP receiver that writes what it gets to a file, no Kafka
+  logic, fed by the same sender pattern (measured in the same run);
+- produce throughput, 1 and 8 partitions, acks=1 and acks=all;
+- consume throughput (a fresh consumer reading everything back);
+- end-to-end latency p50/p99 at a steady 20 MB/s (produce timestamp → consume).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from broker_harness import BrokerProcess, free_port  # noqa: E402
+
+RECORD = 1024
+
+
+def ceiling(total: int) -> float:
+    """MB/s of a plain TCP receiver writing to a file, fed in 1 MiB writes."""
+    port = free_port()
+    out = tempfile.NamedTemporaryFile(delete=False)  # noqa: SIM115
+    code = (
+        "import socket,sys\n"
+        f"s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        f"s.bind(('127.0.0.1',{port})); s.listen(1); c,_=s.accept()\n"
+        f"f=open({out.name!r},'wb')\n"
+        "while True:\n"
+        "    b=c.recv(1<<20)\n"
+        "    if not b: break\n"
+        "    f.write(b)\n"
+        "f.flush(); c.sendall(b'k')\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    time.sleep(0.3)
+    chunk = os.urandom(1 << 20)
+    start = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        sent = 0
+        while sent < total:
+            s.sendall(chunk)
+            sent += len(chunk)
+        s.shutdown(socket.SHUT_WR)
+        s.recv(1)
+    elapsed = time.perf_counter() - start
+    proc.wait()
+    os.unlink(out.name)
+    return total / elapsed / 1e6
+
+
+def produce(bootstrap: str, topic: str, total: int, acks: str) -> float:
+    """MB/s of a confluent-kafka producer sending `total` bytes of 1 KiB records."""
+    from confluent_kafka import Producer
+
+    p = Producer({
+        "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
+        "batch.size": 1 << 20, "queue.buffering.max.kbytes": 1 << 20,
+        "compression.type": "none", "enable.idempotence": False,
+    })  # fmt: skip
+    value = os.urandom(RECORD)
+    n = total // RECORD
+    start = time.perf_counter()
+    for _ in range(n):
+        while True:
+            try:
+                p.produce(topic, value)
+                break
+            except BufferError:
+                p.poll(0.01)
+        p.poll(0)
+    p.flush(120)
+    return n * RECORD / (time.perf_counter() - start) / 1e6
+
+
+def consume(bootstrap: str, topic: str, expect: int) -> float:
+    """MB/s of a confluent-kafka consumer reading `expect` records from the start."""
+    from confluent_kafka import Consumer
+
+    c = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"bench-{time.time()}",
+        "auto.offset.reset": "earliest", "enable.auto.commit": False,
+        "fetch.max.bytes": 50 << 20, "max.partition.fetch.bytes": 10 << 20,
+    })  # fmt: skip
+    c.subscribe([topic])
+    got = 0
+    start = None
+    deadline = time.monotonic() + 300
+    while got < expect and time.monotonic() < deadline:
+        msgs = c.consume(10000, 1.0)
+        if msgs and start is None:
+            start = time.perf_counter()
+        got += sum(1 for m in msgs if not m.error())
+    elapsed = time.perf_counter() - (start or time.perf_counter())
+    c.close()
+    return got * RECORD / max(elapsed, 1e-9) / 1e6
+
+
+def latency(bootstrap: str, topic: str, rate_mb: float, seconds: float) -> tuple[float, float]:
+    """p50/p99 ms from produce to consume at a steady rate."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "lat", "fetch.wait.max.ms": 100,
+                  "fetch.min.bytes": 1, "enable.auto.commit": False})  # fmt: skip
+    c.assign([TopicPartition(topic, 0, -1)])  # from the end
+    samples: list[float] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            for m in c.consume(1000, 0.2):
+                if not m.error() and m.value():
+                    sent = int.from_bytes(m.value()[:8], "big") / 1e9
+                    samples.append((time.time_ns() / 1e9 - sent) * 1000)
+
+    t = threading.Thread(target=reader)
+    t.start()
+    time.sleep(1.0)
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0,
+                  "enable.idempotence": False})  # fmt: skip
+    per_sec = int(rate_mb * 1e6 / RECORD)
+    pad = os.urandom(RECORD - 8)
+    start = time.perf_counter()
+    sent = 0
+    while time.perf_counter() - start < seconds:
+        due = int((time.perf_counter() - start) * per_sec)
+        while sent < due:
+            p.produce(topic, time.time_ns().to_bytes(8, "big") + pad, partition=0)
+            sent += 1
+        p.poll(0)
+        time.sleep(0.001)
+    p.flush(30)
+    time.sleep(1.0)
+    stop.set()
+    t.join()
+    c.close()
+    if not samples:
+        return float("nan"), float("nan")
+    samples.sort()
+    return statistics.median(samples), samples[int(len(samples) * 0.99) - 1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--mib", type=int, default=256, help="bytes produced per run (default 256)")
+    args = ap.parse_args()
+    total = args.mib << 20
+    print(f"{'measure':48} {'figure':>12}")
+    top = ceiling(total)
+    print(f"{'ceiling: plain TCP receiver writing a file':48} {top:9.0f} MB/s")
+    with tempfile.TemporaryDirectory() as tmp:
+        b = BrokerProcess(Path(tmp) / "data", free_port(),
+                          {"log.segment.bytes": str(256 << 20)}).start()  # fmt: skip
+        try:
+            from confluent_kafka.admin import AdminClient, NewTopic
+
+            admin = AdminClient({"bootstrap.servers": b.bootstrap})
+            for parts in (1, 8):
+                for acks in ("1", "all"):
+                    topic = f"bench-{parts}-{acks}"
+                    admin.create_topics([NewTopic(topic, parts, 1)])[
+                        "bench-%d-%s" % (parts, acks)
+                    ].result()
+                    mb = produce(b.bootstrap, topic, total, acks)
+                    print(f"{f'produce {parts} partition(s), acks={acks}':48} {mb:9.0f} MB/s"
+                          f"  ({mb / top:.0%} of ceiling)")  # fmt: skip
+            for parts in (1, 8):
+                topic = f"bench-{parts}-1"
+                mb = consume(b.bootstrap, topic, total // RECORD)
+                print(f"{f'consume {parts} partition(s)':48} {mb:9.0f} MB/s"
+                      f"  ({mb / top:.0%} of ceiling)")  # fmt: skip
+            admin.create_topics([NewTopic("lat", 1, 1)])["lat"].result()
+            p50, p99 = latency(b.bootstrap, "lat", 20.0, 10.0)
+            print(f"{'end-to-end latency at 20 MB/s, p50 / p99':48} {p50:5.1f} / {p99:.1f} ms")
+        finally:
+            b.stop()
+    print(f"(python {sys.version.split()[0]}, {os.cpu_count()} cores)")
+
+
+if __name__ == "__main__":
+    main()
