@@ -172,9 +172,7 @@ def main() -> None:
             for parts in (1, 8):
                 for acks in ("1", "all"):
                     topic = f"bench-{parts}-{acks}"
-                    admin.create_topics([NewTopic(topic, parts, 1)])[
-                        "bench-%d-%s" % (parts, acks)
-                    ].result()
+                    admin.create_topics([NewTopic(topic, parts, 1)])[topic].result()
                     mb = produce(b.bootstrap, topic, total, acks)
                     print(f"{f'produce {parts} partition(s), acks={acks}':48} {mb:9.0f} MB/s"
                           f"  ({mb / top:.0%} of ceiling)")  # fmt: skip
