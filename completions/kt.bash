@@ -6,7 +6,7 @@
 _kt_node() {
     case $1 in
         'kt')
-            _kt_subs='broker checkpoint dump-log-segments dump-segment index'
+            _kt_subs='broker checkpoint cluster configs consume dump-log-segments dump-segment group index log-dirs produce topic'
             _kt_opts='-V --version -h --help'
             ;;
         'kt broker')
@@ -29,9 +29,53 @@ _kt_node() {
             _kt_subs=''
             _kt_opts='--json -h --help'
             ;;
+        'kt cluster')
+            _kt_subs='describe'
+            _kt_opts='-h --help'
+            ;;
+        'kt cluster describe')
+            _kt_subs=''
+            _kt_opts='--bootstrap-server -b --timeout --json -h --help'
+            ;;
+        'kt configs')
+            _kt_subs='alter describe'
+            _kt_opts='-h --help'
+            ;;
+        'kt configs alter')
+            _kt_subs=''
+            _kt_opts='--bootstrap-server -b --timeout --entity-type --entity-name --entity-default --add-config --delete-config -h --help'
+            ;;
+        'kt configs describe')
+            _kt_subs=''
+            _kt_opts='--bootstrap-server -b --timeout --entity-type --entity-name --entity-default --all --json -h --help'
+            ;;
+        'kt consume')
+            _kt_subs=''
+            _kt_opts='--bootstrap-server -b --timeout --partition -p --offset -o --group -G --count -c --exit -e --format -f --key-delimiter -K --delimiter -D --null-text -Z --json --binary-encoding --read-committed -h --help'
+            ;;
         'kt dump-log-segments')
             _kt_subs=''
             _kt_opts='--files --deep-iteration --print-data-log --skip-record-metadata --verify-index-only --index-sanity-check --max-bytes --max-message-size --offsets-decoder --transaction-log-decoder --decode --json --start-offset --end-offset --start-time --end-time --resync -h --help'
+            ;;
+        'kt group')
+            _kt_subs='delete describe list reset-offsets'
+            _kt_opts='-h --help'
+            ;;
+        'kt group delete')
+            _kt_subs=''
+            _kt_opts='--bootstrap-server -b --timeout --group -g -h --help'
+            ;;
+        'kt group describe')
+            _kt_subs=''
+            _kt_opts='--bootstrap-server -b --timeout --group -g --all-groups --members --state --verbose -v --json -h --help'
+            ;;
+        'kt group list')
+            _kt_subs=''
+            _kt_opts='--bootstrap-server -b --timeout --state --json -h --help'
+            ;;
+        'kt group reset-offsets')
+            _kt_subs=''
+            _kt_opts='--bootstrap-server -b --timeout --group -g --topic -t --all-topics --to-earliest --to-latest --to-current --to-offset --to-datetime --shift-by --dry-run --execute --json -h --help'
             ;;
         'kt index')
             _kt_subs='rebuild verify'
@@ -45,6 +89,42 @@ _kt_node() {
             _kt_subs=''
             _kt_opts='--json --quiet -q -h --help'
             ;;
+        'kt log-dirs')
+            _kt_subs='describe'
+            _kt_opts='-h --help'
+            ;;
+        'kt log-dirs describe')
+            _kt_subs=''
+            _kt_opts='--bootstrap-server -b --timeout --broker-list --topic-list --json -h --help'
+            ;;
+        'kt produce')
+            _kt_subs=''
+            _kt_opts='--bootstrap-server -b --timeout --partition -p --key-delimiter -K --key -k --header -H --null-empty -Z --delimiter -D --file --whole -l --compression -z --acks --batch-size --json -h --help'
+            ;;
+        'kt topic')
+            _kt_subs='alter create delete describe list'
+            _kt_opts='-h --help'
+            ;;
+        'kt topic alter')
+            _kt_subs=''
+            _kt_opts='--bootstrap-server -b --timeout --topic -t --partitions --replica-assignment --if-exists -h --help'
+            ;;
+        'kt topic create')
+            _kt_subs=''
+            _kt_opts='--bootstrap-server -b --timeout --topic -t --partitions --replication-factor --replica-assignment --config --if-not-exists --validate-only -h --help'
+            ;;
+        'kt topic delete')
+            _kt_subs=''
+            _kt_opts='--bootstrap-server -b --timeout --topic -t --if-exists -h --help'
+            ;;
+        'kt topic describe')
+            _kt_subs=''
+            _kt_opts='--bootstrap-server -b --timeout --topic -t --exclude-internal --if-exists --under-replicated-partitions --under-min-isr-partitions --at-min-isr-partitions --unavailable-partitions --topics-with-overrides --json -h --help'
+            ;;
+        'kt topic list')
+            _kt_subs=''
+            _kt_opts='--bootstrap-server -b --timeout --topic -t --exclude-internal --json -h --help'
+            ;;
         *) _kt_subs='' _kt_opts='' ;;
     esac
 }
@@ -54,14 +134,34 @@ _kt_child() {
     case "$1/$2" in
         'kt/broker') _kt_next='kt broker' ;;
         'kt/checkpoint') _kt_next='kt checkpoint' ;;
+        'kt/cluster') _kt_next='kt cluster' ;;
+        'kt/configs') _kt_next='kt configs' ;;
+        'kt/consume') _kt_next='kt consume' ;;
         'kt/dump-log-segments') _kt_next='kt dump-log-segments' ;;
+        'kt/group') _kt_next='kt group' ;;
         'kt/index') _kt_next='kt index' ;;
+        'kt/log-dirs') _kt_next='kt log-dirs' ;;
+        'kt/produce') _kt_next='kt produce' ;;
+        'kt/topic') _kt_next='kt topic' ;;
         'kt/dump-segment') _kt_next='kt dump-log-segments' ;;
         'kt broker/start') _kt_next='kt broker start' ;;
         'kt checkpoint/edit') _kt_next='kt checkpoint edit' ;;
         'kt checkpoint/show') _kt_next='kt checkpoint show' ;;
+        'kt cluster/describe') _kt_next='kt cluster describe' ;;
+        'kt configs/alter') _kt_next='kt configs alter' ;;
+        'kt configs/describe') _kt_next='kt configs describe' ;;
+        'kt group/delete') _kt_next='kt group delete' ;;
+        'kt group/describe') _kt_next='kt group describe' ;;
+        'kt group/list') _kt_next='kt group list' ;;
+        'kt group/reset-offsets') _kt_next='kt group reset-offsets' ;;
         'kt index/rebuild') _kt_next='kt index rebuild' ;;
         'kt index/verify') _kt_next='kt index verify' ;;
+        'kt log-dirs/describe') _kt_next='kt log-dirs describe' ;;
+        'kt topic/alter') _kt_next='kt topic alter' ;;
+        'kt topic/create') _kt_next='kt topic create' ;;
+        'kt topic/delete') _kt_next='kt topic delete' ;;
+        'kt topic/describe') _kt_next='kt topic describe' ;;
+        'kt topic/list') _kt_next='kt topic list' ;;
         *) _kt_next='' ;;
     esac
 }
@@ -78,6 +178,28 @@ _kt_option() {
         'kt checkpoint edit/--set') _kt_nargs=1 ;;
         'kt checkpoint edit/--delete') _kt_nargs=1 ;;
         'kt checkpoint edit/--truncate-from') _kt_nargs=1 ;;
+        'kt cluster describe/--bootstrap-server'|'kt cluster describe/-b') _kt_nargs=1 ;;
+        'kt cluster describe/--timeout') _kt_nargs=1 ;;
+        'kt configs alter/--bootstrap-server'|'kt configs alter/-b') _kt_nargs=1 ;;
+        'kt configs alter/--timeout') _kt_nargs=1 ;;
+        'kt configs alter/--entity-type') _kt_nargs=1 _kt_kind=choice _kt_words=$'brokers\ntopics' ;;
+        'kt configs alter/--entity-name') _kt_nargs=1 ;;
+        'kt configs alter/--add-config') _kt_nargs=1 ;;
+        'kt configs alter/--delete-config') _kt_nargs=1 ;;
+        'kt configs describe/--bootstrap-server'|'kt configs describe/-b') _kt_nargs=1 ;;
+        'kt configs describe/--timeout') _kt_nargs=1 ;;
+        'kt configs describe/--entity-type') _kt_nargs=1 _kt_kind=choice _kt_words=$'brokers\ntopics' ;;
+        'kt configs describe/--entity-name') _kt_nargs=1 ;;
+        'kt consume/--bootstrap-server'|'kt consume/-b') _kt_nargs=1 ;;
+        'kt consume/--timeout') _kt_nargs=1 ;;
+        'kt consume/--partition'|'kt consume/-p') _kt_nargs=1 ;;
+        'kt consume/--offset'|'kt consume/-o') _kt_nargs=1 ;;
+        'kt consume/--group'|'kt consume/-G') _kt_nargs=1 ;;
+        'kt consume/--count'|'kt consume/-c') _kt_nargs=1 ;;
+        'kt consume/--format'|'kt consume/-f') _kt_nargs=1 ;;
+        'kt consume/--key-delimiter'|'kt consume/-K') _kt_nargs=1 ;;
+        'kt consume/--delimiter'|'kt consume/-D') _kt_nargs=1 ;;
+        'kt consume/--binary-encoding') _kt_nargs=1 _kt_kind=choice _kt_words=$'auto\nbase64\nhex' ;;
         'kt dump-log-segments/--files') _kt_nargs=1 _kt_kind=file ;;
         'kt dump-log-segments/--max-bytes') _kt_nargs=1 ;;
         'kt dump-log-segments/--max-message-size') _kt_nargs=1 ;;
@@ -86,7 +208,58 @@ _kt_option() {
         'kt dump-log-segments/--end-offset') _kt_nargs=1 ;;
         'kt dump-log-segments/--start-time') _kt_nargs=1 ;;
         'kt dump-log-segments/--end-time') _kt_nargs=1 ;;
+        'kt group delete/--bootstrap-server'|'kt group delete/-b') _kt_nargs=1 ;;
+        'kt group delete/--timeout') _kt_nargs=1 ;;
+        'kt group delete/--group'|'kt group delete/-g') _kt_nargs=1 ;;
+        'kt group describe/--bootstrap-server'|'kt group describe/-b') _kt_nargs=1 ;;
+        'kt group describe/--timeout') _kt_nargs=1 ;;
+        'kt group describe/--group'|'kt group describe/-g') _kt_nargs=1 ;;
+        'kt group list/--bootstrap-server'|'kt group list/-b') _kt_nargs=1 ;;
+        'kt group list/--timeout') _kt_nargs=1 ;;
+        'kt group reset-offsets/--bootstrap-server'|'kt group reset-offsets/-b') _kt_nargs=1 ;;
+        'kt group reset-offsets/--timeout') _kt_nargs=1 ;;
+        'kt group reset-offsets/--group'|'kt group reset-offsets/-g') _kt_nargs=1 ;;
+        'kt group reset-offsets/--topic'|'kt group reset-offsets/-t') _kt_nargs=1 ;;
+        'kt group reset-offsets/--to-offset') _kt_nargs=1 ;;
+        'kt group reset-offsets/--to-datetime') _kt_nargs=1 ;;
+        'kt group reset-offsets/--shift-by') _kt_nargs=1 ;;
         'kt index rebuild/--index-interval-bytes') _kt_nargs=1 ;;
+        'kt log-dirs describe/--bootstrap-server'|'kt log-dirs describe/-b') _kt_nargs=1 ;;
+        'kt log-dirs describe/--timeout') _kt_nargs=1 ;;
+        'kt log-dirs describe/--broker-list') _kt_nargs=1 ;;
+        'kt log-dirs describe/--topic-list') _kt_nargs=1 ;;
+        'kt produce/--bootstrap-server'|'kt produce/-b') _kt_nargs=1 ;;
+        'kt produce/--timeout') _kt_nargs=1 ;;
+        'kt produce/--partition'|'kt produce/-p') _kt_nargs=1 ;;
+        'kt produce/--key-delimiter'|'kt produce/-K') _kt_nargs=1 ;;
+        'kt produce/--key'|'kt produce/-k') _kt_nargs=1 ;;
+        'kt produce/--header'|'kt produce/-H') _kt_nargs=1 ;;
+        'kt produce/--delimiter'|'kt produce/-D') _kt_nargs=1 ;;
+        'kt produce/--file') _kt_nargs=1 _kt_kind=file ;;
+        'kt produce/--compression'|'kt produce/-z') _kt_nargs=1 _kt_kind=choice _kt_words=$'none\ngzip\nsnappy\nlz4\nzstd' ;;
+        'kt produce/--acks') _kt_nargs=1 _kt_kind=choice _kt_words=$'-1\nall\n0\n1' ;;
+        'kt produce/--batch-size') _kt_nargs=1 ;;
+        'kt topic alter/--bootstrap-server'|'kt topic alter/-b') _kt_nargs=1 ;;
+        'kt topic alter/--timeout') _kt_nargs=1 ;;
+        'kt topic alter/--topic'|'kt topic alter/-t') _kt_nargs=1 ;;
+        'kt topic alter/--partitions') _kt_nargs=1 ;;
+        'kt topic alter/--replica-assignment') _kt_nargs=1 ;;
+        'kt topic create/--bootstrap-server'|'kt topic create/-b') _kt_nargs=1 ;;
+        'kt topic create/--timeout') _kt_nargs=1 ;;
+        'kt topic create/--topic'|'kt topic create/-t') _kt_nargs=1 ;;
+        'kt topic create/--partitions') _kt_nargs=1 ;;
+        'kt topic create/--replication-factor') _kt_nargs=1 ;;
+        'kt topic create/--replica-assignment') _kt_nargs=1 ;;
+        'kt topic create/--config') _kt_nargs=1 ;;
+        'kt topic delete/--bootstrap-server'|'kt topic delete/-b') _kt_nargs=1 ;;
+        'kt topic delete/--timeout') _kt_nargs=1 ;;
+        'kt topic delete/--topic'|'kt topic delete/-t') _kt_nargs=1 ;;
+        'kt topic describe/--bootstrap-server'|'kt topic describe/-b') _kt_nargs=1 ;;
+        'kt topic describe/--timeout') _kt_nargs=1 ;;
+        'kt topic describe/--topic'|'kt topic describe/-t') _kt_nargs=1 ;;
+        'kt topic list/--bootstrap-server'|'kt topic list/-b') _kt_nargs=1 ;;
+        'kt topic list/--timeout') _kt_nargs=1 ;;
+        'kt topic list/--topic'|'kt topic list/-t') _kt_nargs=1 ;;
     esac
 }
 

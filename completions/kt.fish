@@ -9,10 +9,24 @@ function __kt_child --argument-names path word
             echo 'kt broker'
         case 'kt/checkpoint'
             echo 'kt checkpoint'
+        case 'kt/cluster'
+            echo 'kt cluster'
+        case 'kt/configs'
+            echo 'kt configs'
+        case 'kt/consume'
+            echo 'kt consume'
         case 'kt/dump-log-segments'
             echo 'kt dump-log-segments'
+        case 'kt/group'
+            echo 'kt group'
         case 'kt/index'
             echo 'kt index'
+        case 'kt/log-dirs'
+            echo 'kt log-dirs'
+        case 'kt/produce'
+            echo 'kt produce'
+        case 'kt/topic'
+            echo 'kt topic'
         case 'kt/dump-segment'
             echo 'kt dump-log-segments'
         case 'kt broker/start'
@@ -21,10 +35,36 @@ function __kt_child --argument-names path word
             echo 'kt checkpoint edit'
         case 'kt checkpoint/show'
             echo 'kt checkpoint show'
+        case 'kt cluster/describe'
+            echo 'kt cluster describe'
+        case 'kt configs/alter'
+            echo 'kt configs alter'
+        case 'kt configs/describe'
+            echo 'kt configs describe'
+        case 'kt group/delete'
+            echo 'kt group delete'
+        case 'kt group/describe'
+            echo 'kt group describe'
+        case 'kt group/list'
+            echo 'kt group list'
+        case 'kt group/reset-offsets'
+            echo 'kt group reset-offsets'
         case 'kt index/rebuild'
             echo 'kt index rebuild'
         case 'kt index/verify'
             echo 'kt index verify'
+        case 'kt log-dirs/describe'
+            echo 'kt log-dirs describe'
+        case 'kt topic/alter'
+            echo 'kt topic alter'
+        case 'kt topic/create'
+            echo 'kt topic create'
+        case 'kt topic/delete'
+            echo 'kt topic delete'
+        case 'kt topic/describe'
+            echo 'kt topic describe'
+        case 'kt topic/list'
+            echo 'kt topic list'
     end
 end
 
@@ -45,6 +85,50 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt checkpoint edit/--truncate-from'
             echo 1
+        case 'kt cluster describe/--bootstrap-server' 'kt cluster describe/-b'
+            echo 1
+        case 'kt cluster describe/--timeout'
+            echo 1
+        case 'kt configs alter/--bootstrap-server' 'kt configs alter/-b'
+            echo 1
+        case 'kt configs alter/--timeout'
+            echo 1
+        case 'kt configs alter/--entity-type'
+            echo 1
+        case 'kt configs alter/--entity-name'
+            echo 1
+        case 'kt configs alter/--add-config'
+            echo 1
+        case 'kt configs alter/--delete-config'
+            echo 1
+        case 'kt configs describe/--bootstrap-server' 'kt configs describe/-b'
+            echo 1
+        case 'kt configs describe/--timeout'
+            echo 1
+        case 'kt configs describe/--entity-type'
+            echo 1
+        case 'kt configs describe/--entity-name'
+            echo 1
+        case 'kt consume/--bootstrap-server' 'kt consume/-b'
+            echo 1
+        case 'kt consume/--timeout'
+            echo 1
+        case 'kt consume/--partition' 'kt consume/-p'
+            echo 1
+        case 'kt consume/--offset' 'kt consume/-o'
+            echo 1
+        case 'kt consume/--group' 'kt consume/-G'
+            echo 1
+        case 'kt consume/--count' 'kt consume/-c'
+            echo 1
+        case 'kt consume/--format' 'kt consume/-f'
+            echo 1
+        case 'kt consume/--key-delimiter' 'kt consume/-K'
+            echo 1
+        case 'kt consume/--delimiter' 'kt consume/-D'
+            echo 1
+        case 'kt consume/--binary-encoding'
+            echo 1
         case 'kt dump-log-segments/--files'
             echo 1
         case 'kt dump-log-segments/--max-bytes'
@@ -61,7 +145,109 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt dump-log-segments/--end-time'
             echo 1
+        case 'kt group delete/--bootstrap-server' 'kt group delete/-b'
+            echo 1
+        case 'kt group delete/--timeout'
+            echo 1
+        case 'kt group delete/--group' 'kt group delete/-g'
+            echo 1
+        case 'kt group describe/--bootstrap-server' 'kt group describe/-b'
+            echo 1
+        case 'kt group describe/--timeout'
+            echo 1
+        case 'kt group describe/--group' 'kt group describe/-g'
+            echo 1
+        case 'kt group list/--bootstrap-server' 'kt group list/-b'
+            echo 1
+        case 'kt group list/--timeout'
+            echo 1
+        case 'kt group reset-offsets/--bootstrap-server' 'kt group reset-offsets/-b'
+            echo 1
+        case 'kt group reset-offsets/--timeout'
+            echo 1
+        case 'kt group reset-offsets/--group' 'kt group reset-offsets/-g'
+            echo 1
+        case 'kt group reset-offsets/--topic' 'kt group reset-offsets/-t'
+            echo 1
+        case 'kt group reset-offsets/--to-offset'
+            echo 1
+        case 'kt group reset-offsets/--to-datetime'
+            echo 1
+        case 'kt group reset-offsets/--shift-by'
+            echo 1
         case 'kt index rebuild/--index-interval-bytes'
+            echo 1
+        case 'kt log-dirs describe/--bootstrap-server' 'kt log-dirs describe/-b'
+            echo 1
+        case 'kt log-dirs describe/--timeout'
+            echo 1
+        case 'kt log-dirs describe/--broker-list'
+            echo 1
+        case 'kt log-dirs describe/--topic-list'
+            echo 1
+        case 'kt produce/--bootstrap-server' 'kt produce/-b'
+            echo 1
+        case 'kt produce/--timeout'
+            echo 1
+        case 'kt produce/--partition' 'kt produce/-p'
+            echo 1
+        case 'kt produce/--key-delimiter' 'kt produce/-K'
+            echo 1
+        case 'kt produce/--key' 'kt produce/-k'
+            echo 1
+        case 'kt produce/--header' 'kt produce/-H'
+            echo 1
+        case 'kt produce/--delimiter' 'kt produce/-D'
+            echo 1
+        case 'kt produce/--file'
+            echo 1
+        case 'kt produce/--compression' 'kt produce/-z'
+            echo 1
+        case 'kt produce/--acks'
+            echo 1
+        case 'kt produce/--batch-size'
+            echo 1
+        case 'kt topic alter/--bootstrap-server' 'kt topic alter/-b'
+            echo 1
+        case 'kt topic alter/--timeout'
+            echo 1
+        case 'kt topic alter/--topic' 'kt topic alter/-t'
+            echo 1
+        case 'kt topic alter/--partitions'
+            echo 1
+        case 'kt topic alter/--replica-assignment'
+            echo 1
+        case 'kt topic create/--bootstrap-server' 'kt topic create/-b'
+            echo 1
+        case 'kt topic create/--timeout'
+            echo 1
+        case 'kt topic create/--topic' 'kt topic create/-t'
+            echo 1
+        case 'kt topic create/--partitions'
+            echo 1
+        case 'kt topic create/--replication-factor'
+            echo 1
+        case 'kt topic create/--replica-assignment'
+            echo 1
+        case 'kt topic create/--config'
+            echo 1
+        case 'kt topic delete/--bootstrap-server' 'kt topic delete/-b'
+            echo 1
+        case 'kt topic delete/--timeout'
+            echo 1
+        case 'kt topic delete/--topic' 'kt topic delete/-t'
+            echo 1
+        case 'kt topic describe/--bootstrap-server' 'kt topic describe/-b'
+            echo 1
+        case 'kt topic describe/--timeout'
+            echo 1
+        case 'kt topic describe/--topic' 'kt topic describe/-t'
+            echo 1
+        case 'kt topic list/--bootstrap-server' 'kt topic list/-b'
+            echo 1
+        case 'kt topic list/--timeout'
+            echo 1
+        case 'kt topic list/--topic' 'kt topic list/-t'
             echo 1
         case '*'
             echo 0
@@ -100,9 +286,16 @@ end
 complete -c kt -f
 complete -c kt -n "__kt_is 'kt'" -a 'broker' -d 'Run a Kafka-compatible broker.'
 complete -c kt -n "__kt_is 'kt'" -a 'checkpoint' -d 'Show and edit checkpoint files of a Kafka log directory.'
+complete -c kt -n "__kt_is 'kt'" -a 'cluster' -d 'Describe the cluster a broker belongs to.'
+complete -c kt -n "__kt_is 'kt'" -a 'configs' -d 'Describe and change topic and broker configs (like kafka-configs.sh).'
+complete -c kt -n "__kt_is 'kt'" -a 'consume' -d 'Print records of TOPIC... to stdout, like kcat -C.'
 complete -c kt -n "__kt_is 'kt'" -a 'dump-log-segments' -d 'Dump the contents of log segment files, like Kafka\'s kafka-dump-log.sh.'
 complete -c kt -n "__kt_is 'kt'" -a 'dump-segment' -d 'alias of dump-log-segments'
+complete -c kt -n "__kt_is 'kt'" -a 'group' -d 'List, describe, delete consumer groups and reset their offsets (like...'
 complete -c kt -n "__kt_is 'kt'" -a 'index' -d 'Check and repair offset, time and transaction indexes (.index, .timeindex...'
+complete -c kt -n "__kt_is 'kt'" -a 'log-dirs' -d 'Describe brokers\' log directories (like kafka-log-dirs.sh).'
+complete -c kt -n "__kt_is 'kt'" -a 'produce' -d 'Write records to TOPIC: one per line of stdin (or of --file), like kcat -P.'
+complete -c kt -n "__kt_is 'kt'" -a 'topic' -d 'Create, list, describe, alter and delete topics (like kafka-topics.sh).'
 complete -c kt -n "__kt_is 'kt'" -s 'V' -l 'version' -d 'Show the version and exit.'
 complete -c kt -n "__kt_is 'kt'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt broker'" -a 'start' -d 'Run the broker in the foreground until SIGTERM or SIGINT.'
@@ -125,6 +318,46 @@ complete -c kt -n "__kt_is 'kt checkpoint edit'" -F
 complete -c kt -n "__kt_is 'kt checkpoint show'" -l 'json' -d 'One JSON document instead of a table.'
 complete -c kt -n "__kt_is 'kt checkpoint show'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt checkpoint show'" -F
+complete -c kt -n "__kt_is 'kt cluster'" -a 'describe' -d 'Print the cluster id, the controller and a table of brokers (ID HOST PORT RACK).'
+complete -c kt -n "__kt_is 'kt cluster'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt cluster describe'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt cluster describe'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt cluster describe'" -l 'json' -d 'One JSON object.'
+complete -c kt -n "__kt_is 'kt cluster describe'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt configs'" -a 'alter' -d 'Set and remove dynamic configs (IncrementalAlterConfigs, else AlterConfigs).'
+complete -c kt -n "__kt_is 'kt configs'" -a 'describe' -d 'Print configs in kafka-configs.sh\'s format:'
+complete -c kt -n "__kt_is 'kt configs'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt configs alter'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt configs alter'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt configs alter'" -l 'entity-type' -x -a 'brokers topics' -d 'What to change.'
+complete -c kt -n "__kt_is 'kt configs alter'" -l 'entity-name' -x -d 'Topic name or broker id.'
+complete -c kt -n "__kt_is 'kt configs alter'" -l 'entity-default' -d 'The cluster-wide broker defaults.'
+complete -c kt -n "__kt_is 'kt configs alter'" -l 'add-config' -x -d 'Set configs ([a,b] for lists).'
+complete -c kt -n "__kt_is 'kt configs alter'" -l 'delete-config' -x -d 'Remove configs.'
+complete -c kt -n "__kt_is 'kt configs alter'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt configs describe'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt configs describe'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt configs describe'" -l 'entity-type' -x -a 'brokers topics' -d 'What to describe.'
+complete -c kt -n "__kt_is 'kt configs describe'" -l 'entity-name' -x -d 'Topic name or broker id (topics: default all).'
+complete -c kt -n "__kt_is 'kt configs describe'" -l 'entity-default' -d 'The cluster-wide broker defaults.'
+complete -c kt -n "__kt_is 'kt configs describe'" -l 'all' -d 'Every config, not only the dynamic ones.'
+complete -c kt -n "__kt_is 'kt configs describe'" -l 'json' -d 'One JSON object per entity (NDJSON).'
+complete -c kt -n "__kt_is 'kt configs describe'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt consume'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt consume'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt consume'" -l 'partition' -s 'p' -x -d 'Only this partition (repeatable; default: all).'
+complete -c kt -n "__kt_is 'kt consume'" -l 'offset' -s 'o' -x -d 'Start at beginning, end, stored, N, -N (N before the end) or s@MS (first...'
+complete -c kt -n "__kt_is 'kt consume'" -l 'group' -s 'G' -x -d 'Consume as a member of this consumer group, committing.'
+complete -c kt -n "__kt_is 'kt consume'" -l 'count' -s 'c' -x -d 'Stop after N records.'
+complete -c kt -n "__kt_is 'kt consume'" -l 'exit' -s 'e' -d 'Stop at the end of the partitions.'
+complete -c kt -n "__kt_is 'kt consume'" -l 'format' -s 'f' -x -d 'kcat-style output format (see above).'
+complete -c kt -n "__kt_is 'kt consume'" -l 'key-delimiter' -s 'K' -x -d 'Print KEY DELIM VALUE.'
+complete -c kt -n "__kt_is 'kt consume'" -l 'delimiter' -s 'D' -x -d 'Written after each record (without --format).'
+complete -c kt -n "__kt_is 'kt consume'" -l 'null-text' -s 'Z' -d 'Print null keys and values as NULL.'
+complete -c kt -n "__kt_is 'kt consume'" -l 'json' -d 'One JSON object per record (NDJSON).'
+complete -c kt -n "__kt_is 'kt consume'" -l 'binary-encoding' -x -a 'auto base64 hex' -d 'JSON: auto = UTF-8 text, base64 when not valid UTF-8.'
+complete -c kt -n "__kt_is 'kt consume'" -l 'read-committed' -d 'Skip records of aborted transactions.'
+complete -c kt -n "__kt_is 'kt consume'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt dump-log-segments'" -l 'files' -r -F -d 'REQUIRED: the comma-separated list of data and index files to dump (may also...'
 complete -c kt -n "__kt_is 'kt dump-log-segments'" -l 'deep-iteration' -d 'Iterate the records inside each batch.'
 complete -c kt -n "__kt_is 'kt dump-log-segments'" -l 'print-data-log' -d 'Print the records\' keys and values (implies --deep-iteration).'
@@ -143,6 +376,44 @@ complete -c kt -n "__kt_is 'kt dump-log-segments'" -l 'start-time' -x -d 'Start 
 complete -c kt -n "__kt_is 'kt dump-log-segments'" -l 'end-time' -x -d 'Stop at the first record with a timestamp > this (shallow: after the first...'
 complete -c kt -n "__kt_is 'kt dump-log-segments'" -l 'resync' -d 'After a damaged region, scan forward to the next valid batch and go on.'
 complete -c kt -n "__kt_is 'kt dump-log-segments'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt group'" -a 'delete' -d 'Delete groups and their committed offsets (groups must have no members).'
+complete -c kt -n "__kt_is 'kt group'" -a 'describe' -d 'Describe groups: per partition the committed (current) offset, the log end...'
+complete -c kt -n "__kt_is 'kt group'" -a 'list' -d 'List group ids, one per line (with --state: a GROUP STATE table).'
+complete -c kt -n "__kt_is 'kt group'" -a 'reset-offsets' -d 'Reset a group\'s committed offsets; shows the plan unless --execute.'
+complete -c kt -n "__kt_is 'kt group'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt group delete'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt group delete'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt group delete'" -l 'group' -s 'g' -x -d 'Group to delete.'
+complete -c kt -n "__kt_is 'kt group delete'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt group describe'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt group describe'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt group describe'" -l 'group' -s 'g' -x -d 'The group (repeatable).'
+complete -c kt -n "__kt_is 'kt group describe'" -l 'all-groups' -d 'Describe every group.'
+complete -c kt -n "__kt_is 'kt group describe'" -l 'members' -d 'Show members instead of offsets.'
+complete -c kt -n "__kt_is 'kt group describe'" -l 'state' -d 'Show the group\'s state instead.'
+complete -c kt -n "__kt_is 'kt group describe'" -l 'verbose' -s 'v' -d 'With --members: list each assignment.'
+complete -c kt -n "__kt_is 'kt group describe'" -l 'json' -d 'One JSON object per group (NDJSON).'
+complete -c kt -n "__kt_is 'kt group describe'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt group list'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt group list'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt group list'" -l 'state' -d 'Show each group\'s state too.'
+complete -c kt -n "__kt_is 'kt group list'" -l 'json' -d 'A JSON array of groups.'
+complete -c kt -n "__kt_is 'kt group list'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt group reset-offsets'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt group reset-offsets'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt group reset-offsets'" -l 'group' -s 'g' -x -d 'The group.'
+complete -c kt -n "__kt_is 'kt group reset-offsets'" -l 'topic' -s 't' -x -d 'Reset this topic (or these of its partitions); repeatable.'
+complete -c kt -n "__kt_is 'kt group reset-offsets'" -l 'all-topics' -d 'Every topic the group has offsets for.'
+complete -c kt -n "__kt_is 'kt group reset-offsets'" -l 'to-earliest' -d 'To the log start offset.'
+complete -c kt -n "__kt_is 'kt group reset-offsets'" -l 'to-latest' -d 'To the log end offset.'
+complete -c kt -n "__kt_is 'kt group reset-offsets'" -l 'to-current' -d 'To the committed offset (re-commit it).'
+complete -c kt -n "__kt_is 'kt group reset-offsets'" -l 'to-offset' -x -d 'To offset N (clamped to the log).'
+complete -c kt -n "__kt_is 'kt group reset-offsets'" -l 'to-datetime' -x -d 'To the first offset at or after this time.'
+complete -c kt -n "__kt_is 'kt group reset-offsets'" -l 'shift-by' -x -d 'Move the committed offset by N.'
+complete -c kt -n "__kt_is 'kt group reset-offsets'" -l 'dry-run' -d 'Show the new offsets only (the default).'
+complete -c kt -n "__kt_is 'kt group reset-offsets'" -l 'execute' -d 'Commit the new offsets.'
+complete -c kt -n "__kt_is 'kt group reset-offsets'" -l 'json' -d 'A JSON array of the new offsets.'
+complete -c kt -n "__kt_is 'kt group reset-offsets'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt index'" -a 'rebuild' -d 'Regenerate .index and .timeindex (and .txnindex from the COMMIT/ABORT...'
 complete -c kt -n "__kt_is 'kt index'" -a 'verify' -d 'Check every index against its log, like the broker\'s sanity check and...'
 complete -c kt -n "__kt_is 'kt index'" -s 'h' -l 'help' -d 'Show this message and exit.'
@@ -156,3 +427,72 @@ complete -c kt -n "__kt_is 'kt index verify'" -l 'json' -d 'One JSON object per 
 complete -c kt -n "__kt_is 'kt index verify'" -l 'quiet' -s 'q' -d 'Print only the problems.'
 complete -c kt -n "__kt_is 'kt index verify'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt index verify'" -F
+complete -c kt -n "__kt_is 'kt log-dirs'" -a 'describe' -d 'Per broker and log directory: each partition\'s size, offset lag and whether...'
+complete -c kt -n "__kt_is 'kt log-dirs'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt log-dirs describe'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt log-dirs describe'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt log-dirs describe'" -l 'broker-list' -x -d 'Only these brokers (default: all).'
+complete -c kt -n "__kt_is 'kt log-dirs describe'" -l 'topic-list' -x -d 'Only these topics\' partitions.'
+complete -c kt -n "__kt_is 'kt log-dirs describe'" -l 'json' -d 'kafka-log-dirs.sh\'s JSON document (version 1).'
+complete -c kt -n "__kt_is 'kt log-dirs describe'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt produce'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt produce'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt produce'" -l 'partition' -s 'p' -x -d 'Write every record here.'
+complete -c kt -n "__kt_is 'kt produce'" -l 'key-delimiter' -s 'K' -x -d 'Split each input record into KEY DELIM VALUE.'
+complete -c kt -n "__kt_is 'kt produce'" -l 'key' -s 'k' -x -d 'The key of every record.'
+complete -c kt -n "__kt_is 'kt produce'" -l 'header' -s 'H' -x -d 'Header on every record.'
+complete -c kt -n "__kt_is 'kt produce'" -l 'null-empty' -s 'Z' -d 'Send empty keys and values as null (a null value is a tombstone).'
+complete -c kt -n "__kt_is 'kt produce'" -l 'delimiter' -s 'D' -x -d 'Record delimiter in the input (\\n, \\t, \\0 escapes).'
+complete -c kt -n "__kt_is 'kt produce'" -l 'file' -r -F -d 'Read this file instead of stdin (repeatable).'
+complete -c kt -n "__kt_is 'kt produce'" -l 'whole' -s 'l' -d 'Each input (file or stdin) is one record, undivided.'
+complete -c kt -n "__kt_is 'kt produce'" -l 'compression' -s 'z' -x -a 'none gzip snappy lz4 zstd'
+complete -c kt -n "__kt_is 'kt produce'" -l 'acks' -x -a '-1 all 0 1' -d 'Replicas that must have a batch before the broker answers (0: no answer).'
+complete -c kt -n "__kt_is 'kt produce'" -l 'batch-size' -x -d 'Records per batch.'
+complete -c kt -n "__kt_is 'kt produce'" -l 'json' -d 'Print a JSON summary of what was written.'
+complete -c kt -n "__kt_is 'kt produce'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt topic'" -a 'alter' -d 'Raise a topic\'s partition count (topic configs: `kt configs alter`).'
+complete -c kt -n "__kt_is 'kt topic'" -a 'create' -d 'Create a topic; prints "Created topic NAME.".'
+complete -c kt -n "__kt_is 'kt topic'" -a 'delete' -d 'Delete topics.'
+complete -c kt -n "__kt_is 'kt topic'" -a 'describe' -d 'Describe topics in kafka-topics.sh --describe\'s format:'
+complete -c kt -n "__kt_is 'kt topic'" -a 'list' -d 'List topic names, one per line.'
+complete -c kt -n "__kt_is 'kt topic'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt topic alter'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt topic alter'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt topic alter'" -l 'topic' -s 't' -x -d 'Topic name, comma list or regex.'
+complete -c kt -n "__kt_is 'kt topic alter'" -l 'partitions' -x -d 'The new partition count.'
+complete -c kt -n "__kt_is 'kt topic alter'" -l 'replica-assignment' -x -d 'Replicas of every partition (existing ones first, as kafka-topics.sh takes it).'
+complete -c kt -n "__kt_is 'kt topic alter'" -l 'if-exists' -d 'Succeed when the topic does not exist.'
+complete -c kt -n "__kt_is 'kt topic alter'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt topic create'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt topic create'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt topic create'" -l 'topic' -s 't' -x -d 'The topic to create.'
+complete -c kt -n "__kt_is 'kt topic create'" -l 'partitions' -x -d 'Partition count (broker default).'
+complete -c kt -n "__kt_is 'kt topic create'" -l 'replication-factor' -x -d 'Replicas per partition.'
+complete -c kt -n "__kt_is 'kt topic create'" -l 'replica-assignment' -x -d 'Replicas of each partition, partitions separated by commas: \'1:2,2:3\'.'
+complete -c kt -n "__kt_is 'kt topic create'" -l 'config' -x -d 'Topic config override.'
+complete -c kt -n "__kt_is 'kt topic create'" -l 'if-not-exists' -d 'Succeed when the topic already exists.'
+complete -c kt -n "__kt_is 'kt topic create'" -l 'validate-only' -d 'Check the request; create nothing.'
+complete -c kt -n "__kt_is 'kt topic create'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt topic delete'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt topic delete'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt topic delete'" -l 'topic' -s 't' -x -d 'Topic name, comma list or regex.'
+complete -c kt -n "__kt_is 'kt topic delete'" -l 'if-exists' -d 'Succeed when the topic does not exist.'
+complete -c kt -n "__kt_is 'kt topic delete'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt topic describe'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt topic describe'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt topic describe'" -l 'topic' -s 't' -x -d 'Topic name, comma list or regex (default: all).'
+complete -c kt -n "__kt_is 'kt topic describe'" -l 'exclude-internal' -d 'Leave out internal topics.'
+complete -c kt -n "__kt_is 'kt topic describe'" -l 'if-exists' -d 'Succeed when the topic does not exist.'
+complete -c kt -n "__kt_is 'kt topic describe'" -l 'under-replicated-partitions' -d 'Only partitions whose ISR < replicas.'
+complete -c kt -n "__kt_is 'kt topic describe'" -l 'under-min-isr-partitions' -d 'Only partitions with ISR < min.insync.'
+complete -c kt -n "__kt_is 'kt topic describe'" -l 'at-min-isr-partitions' -d 'Only partitions with ISR = min.insync.'
+complete -c kt -n "__kt_is 'kt topic describe'" -l 'unavailable-partitions' -d 'Only partitions without a live leader.'
+complete -c kt -n "__kt_is 'kt topic describe'" -l 'topics-with-overrides' -d 'Only topics with config overrides (no partitions).'
+complete -c kt -n "__kt_is 'kt topic describe'" -l 'json' -d 'One JSON object per topic (NDJSON).'
+complete -c kt -n "__kt_is 'kt topic describe'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt topic list'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt topic list'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt topic list'" -l 'topic' -s 't' -x -d 'Only topics matching this name or regex.'
+complete -c kt -n "__kt_is 'kt topic list'" -l 'exclude-internal' -d 'Leave out internal topics.'
+complete -c kt -n "__kt_is 'kt topic list'" -l 'json' -d 'A JSON array of names.'
+complete -c kt -n "__kt_is 'kt topic list'" -s 'h' -l 'help' -d 'Show this message and exit.'

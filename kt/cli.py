@@ -17,9 +17,16 @@ from kt import __version__
 COMMANDS: dict[str, str] = {
     "broker": "kt.tools.broker_cmd:broker",
     "checkpoint": "kt.tools.checkpoint_cmd:checkpoint",
+    "cluster": "kt.tools.cluster_cmd:cluster",
+    "configs": "kt.tools.configs_cmd:configs",
+    "consume": "kt.tools.consume_cmd:consume",
     "dump-log-segments": "kt.tools.dump_log:dump_log_segments",
     "dump-segment": "kt.tools.dump_log:dump_log_segments",
+    "group": "kt.tools.group_cmd:group",
     "index": "kt.tools.index_cmd:index",
+    "log-dirs": "kt.tools.log_dirs_cmd:log_dirs",
+    "produce": "kt.tools.produce_cmd:produce",
+    "topic": "kt.tools.topic_cmd:topic",
 }
 
 # Aliases are listed in help once, under their main name.

@@ -12,10 +12,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kt.broker.config import BrokerConfig, Listener
+from kt.broker.config import DEFAULTS, BrokerConfig, Listener
 from kt.broker.log_manager import LogManager
 from kt.broker.metadata_store import MetadataStore, TopicInfo, topic_name_problem
 from kt.broker.partition import Partition
+from kt.broker.topic_configs import validate_topic_configs
 from kt.protocol import ErrorCode
 from kt.storage.checkpoint import TopicPartition
 from kt.storage.log_config import LogConfig
@@ -52,6 +53,10 @@ class Broker:
         self.stopping = False
         # Listeners as bound (port 0 resolved), set by the server once listening.
         self.bound_listeners: list[Listener] = []
+        from kt.broker.groups import GroupCoordinator
+
+        # Loads __consumer_offsets when the server starts it.
+        self.services["group_coordinator"] = GroupCoordinator.for_broker(self)
 
     # --- lifecycle -------------------------------------------------------
 
@@ -120,6 +125,10 @@ class Broker:
         part.offline = True
         part.notify()
 
+    def config_given(self) -> dict[str, str]:
+        """Server settings set explicitly (config file or overrides), not kt's defaults."""
+        return {k: v for k, v in self.config.props.items() if DEFAULTS.get(k) != v}
+
     # --- topics ----------------------------------------------------------
 
     def topic_log_config(self, name: str) -> LogConfig:
@@ -135,30 +144,46 @@ class Broker:
         configs: dict[str, str] | None = None,
         *,
         validate_only: bool = False,
+        assignment: dict[int, list[int]] | None = None,
     ) -> TopicInfo:
-        """Create a topic (TopicError on a bad name, count, factor or config)."""
+        """Create a topic (TopicError on a bad name, count, factor, assignment or
+        config), with Kafka's error codes and messages."""
         problem = topic_name_problem(name)
         if problem:
             raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
         if name in self.metadata.topics:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        if partitions <= 0:
+        collides = self.colliding_topic(name)
+        if collides is not None:
             raise TopicError(
-                ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
+                ErrorCode.INVALID_TOPIC_EXCEPTION,
+                f"Topic '{name}' collides with existing topic: {collides}",
             )
-        if replication_factor <= 0:
-            raise TopicError(
-                ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
-            )
-        if replication_factor > 1:
-            raise TopicError(
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"Replication factor: {replication_factor} larger than available brokers: 1.",
-            )
-        configs = dict(configs or {})
+        if assignment is None:
+            if partitions <= 0:
+                raise TopicError(
+                    ErrorCode.INVALID_PARTITIONS,
+                    "Number of partitions was set to an invalid non-positive value.",
+                )
+            if replication_factor <= 0:
+                raise TopicError(
+                    ErrorCode.INVALID_REPLICATION_FACTOR,
+                    "Replication factor must be larger than 0, or -1 to use the default value.",
+                )
+            if replication_factor > 1:
+                raise TopicError(
+                    ErrorCode.INVALID_REPLICATION_FACTOR,
+                    f"Unable to replicate the partition {replication_factor} time(s): The "
+                    f"target replication factor of {replication_factor} cannot be reached "
+                    "because only 1 broker(s) are registered.",
+                )
+            assignment = {p: [self.node_id] for p in range(partitions)}
+        else:
+            partitions = len(assignment)
+            replication_factor = len(next(iter(assignment.values()), [self.node_id]))
         try:
-            self.config.log_config.with_overrides(configs)
-        except Exception as exc:
+            configs = validate_topic_configs(configs or {})
+        except ValueError as exc:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         info = TopicInfo(
             name,
@@ -166,7 +191,7 @@ class Broker:
             partitions,
             replication_factor,
             configs,
-            {p: [self.node_id] for p in range(partitions)},
+            {p: list(r) for p, r in assignment.items()},
         )
         if validate_only:
             return info
@@ -176,6 +201,17 @@ class Broker:
         log.info("created topic %s with %d partitions", name, partitions)
         return info
 
+    def colliding_topic(self, name: str) -> str | None:
+        """An existing topic whose name differs from `name` only in '.' versus '_'
+        (their metric names would collide, so Kafka refuses the pair)."""
+        if "." not in name and "_" not in name:
+            return None
+        unified = name.replace(".", "_")
+        for other in self.metadata.topics:
+            if other != name and other.replace(".", "_") == unified:
+                return other
+        return None
+
     def _create_partition(self, info: TopicInfo, p: int) -> Partition:
         tp = TopicPartition(info.name, p)
         plog = self.logs.create(tp, info.topic_id, info.configs)
@@ -183,19 +219,43 @@ class Broker:
         self.partitions[tp] = part
         return part
 
-    def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> None:
-        """Grow a topic to `total` partitions."""
+    def add_partitions(
+        self,
+        name: str,
+        total: int,
+        *,
+        validate_only: bool = False,
+        assignments: list[list[int]] | None = None,
+    ) -> None:
+        """Grow a topic to `total` partitions (optionally with the new partitions'
+        replica lists)."""
         info = self.metadata.topics.get(name)
         if info is None:
             raise TopicError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist."
             )
-        if total <= info.partitions:
+        if total == info.partitions:
+            raise TopicError(
+                ErrorCode.INVALID_PARTITIONS, f"Topic already has {total} partition(s)."
+            )
+        if total < info.partitions:
             raise TopicError(
                 ErrorCode.INVALID_PARTITIONS,
-                f"Topic currently has {info.partitions} partitions, which is higher than or "
-                f"equal to the requested {total}.",
+                f"The topic {name} currently has {info.partitions} partition(s); {total} "
+                "would not be an increase.",
             )
+        additional = total - info.partitions
+        if assignments is not None:
+            if len(assignments) != additional:
+                raise TopicError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Attempted to add {additional} additional partition(s), but only "
+                    f"{len(assignments)} assignment(s) were specified.",
+                )
+            for replicas in assignments:
+                problem = self.replica_assignment_problem(replicas, info.replication_factor)
+                if problem:
+                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
         if validate_only:
             return
         old = info.partitions
@@ -205,6 +265,31 @@ class Broker:
         self.metadata.save()
         for p in range(old, total):
             self._create_partition(info, p)
+
+    def replica_assignment_problem(self, replicas: list[int], expected: int | None) -> str | None:
+        """Why a manual replica list is unusable here (Kafka's messages), or None."""
+        if not replicas:
+            return "The manual partition assignment includes an empty replica list."
+        seen: set[int] = set()
+        for broker_id in sorted(replicas):
+            if broker_id != self.node_id:
+                return (
+                    f"The manual partition assignment includes broker {broker_id}, but no "
+                    "such broker is registered."
+                )
+            if broker_id in seen:
+                return (
+                    f"The manual partition assignment includes the broker {broker_id} more "
+                    "than once."
+                )
+            seen.add(broker_id)
+        if expected is not None and len(replicas) != expected:
+            return (
+                f"The manual partition assignment includes a partition with {len(replicas)} "
+                f"replica(s), but this is not consistent with previous partitions, which "
+                f"have {expected} replica(s)."
+            )
+        return None
 
     def delete_topic(self, name: str) -> None:
         """Delete a topic and its partitions' data."""
@@ -238,8 +323,8 @@ class Broker:
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist."
             )
         try:
-            self.config.log_config.with_overrides(configs)
-        except Exception as exc:
+            configs = validate_topic_configs(configs)
+        except ValueError as exc:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         info.configs = dict(configs)
         self.metadata.save()

@@ -26,6 +26,12 @@ log = logging.getLogger("kt.broker.network")
 _conn_ids = itertools.count(1)
 
 
+class CloseConnection(Exception):
+    """Raised by a handler to close the connection instead of answering: Kafka does
+    so when a Produce with acks=0 fails, since that is the only way the producer can
+    learn of the failure (it then refreshes its metadata)."""
+
+
 class _FdFile:
     """The minimal file object loop.sendfile needs, over a borrowed descriptor."""
 
@@ -98,6 +104,10 @@ class NetworkServer:
                     queue.put_nowait(req)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
+        except asyncio.CancelledError:
+            # Only stop() cancels a connection. Ending normally keeps asyncio's stream
+            # callback from logging the cancellation as an error at every shutdown.
+            pass
         finally:
             queue.put_nowait(None)
             try:
@@ -112,6 +122,21 @@ class NetworkServer:
             self.connections.discard(task)
 
     async def _process(
+        self,
+        queue: asyncio.Queue[Request | None],
+        writer: asyncio.StreamWriter,
+        host: str,
+        conn_id: int,
+    ) -> None:
+        try:
+            await self._process_requests(queue, writer, host, conn_id)
+        finally:
+            # The processor also stops on a request it will not serve (unknown API
+            # or version, a failing handler): closing the transport ends the reader's
+            # pending read as well, so the connection closes now, not at the idle timeout.
+            writer.close()
+
+    async def _process_requests(
         self,
         queue: asyncio.Queue[Request | None],
         writer: asyncio.StreamWriter,
@@ -144,6 +169,9 @@ class NetworkServer:
             ctx = RequestContext(self.broker, header, host, conn_id)
             try:
                 body = await handler(ctx, req.body)
+            except CloseConnection as exc:
+                log.info("closing connection %d from %s: %s", conn_id, host, exc)
+                return
             except Exception:
                 log.exception("error handling %s v%d", header.api_key, header.api_version)
                 return

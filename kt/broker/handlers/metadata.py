@@ -6,7 +6,7 @@ import uuid
 from typing import Any
 
 from kt.broker.handlers import RequestContext, handles
-from kt.broker.metadata_store import topic_name_problem
+from kt.broker.metadata_store import INTERNAL_TOPICS, topic_name_problem
 from kt.protocol import ErrorCode, Struct, apis
 
 
@@ -48,7 +48,15 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
                 topics.append({"error_code": ErrorCode.INVALID_TOPIC_EXCEPTION, "name": name,
                                "partitions": []})  # fmt: skip
                 continue
-            if allow_create:
+            if allow_create and name in INTERNAL_TOPICS:
+                # Made by its coordinator with its own partition count and configs (as
+                # Kafka does), never as a plain topic with num.partitions.
+                coordinator = broker.services.get("group_coordinator")
+                ensure_topic = getattr(coordinator, "ensure_topic", None)
+                if name == "__consumer_offsets" and ensure_topic is not None:
+                    ensure_topic()
+                    info = store.topics.get(name)
+            elif allow_create:
                 info = broker.maybe_auto_create(name)
             if info is None:
                 topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

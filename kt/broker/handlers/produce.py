@@ -3,7 +3,8 @@
 The hot path never decodes records: the storage core frames and CRC-checks the
 batches from their headers, patches base offset and leader epoch in place and
 appends the bytes. Versions below 3 (message format v0/v1) are answered with
-UNSUPPORTED_VERSION, as Apache Kafka 4.0 does.
+UNSUPPORTED_VERSION, as Apache Kafka 4.0 does. With acks=0 there is no answer; a
+failure closes the connection instead, as in Kafka, so the producer notices.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import time
 from typing import Any
 
 from kt.broker.handlers import RequestContext, handles
+from kt.broker.metadata_store import INTERNAL_TOPICS
 from kt.protocol import ErrorCode, Struct, apis
 from kt.storage.errors import CorruptRecordError, StorageError
 
@@ -51,6 +53,16 @@ async def produce(ctx: RequestContext, request: Struct) -> Any:
             parts.append(_append_one(ctx, topic.name, pdata.index, pdata.records, version))
         responses.append({"name": topic.name, "partition_responses": parts})
     if request.acks == 0:
+        failed = [
+            (t["name"], p["index"], int(p["error_code"]))
+            for t in responses
+            for p in t["partition_responses"]
+            if p["error_code"] != ErrorCode.NONE
+        ]
+        if failed:
+            from kt.broker.network import CloseConnection
+
+            raise CloseConnection(f"acks=0 produce failed: {failed[:5]}")
         return None
     if request.acks not in (-1, 1):
         for t in responses:
@@ -69,6 +81,10 @@ def _append_one(
     if version < MIN_VERSION:
         out["error_code"] = ErrorCode.UNSUPPORTED_VERSION
         return out
+    if topic in INTERNAL_TOPICS:
+        # Checked before auto-creation, which would make a plain topic of the name.
+        out["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION
+        return out
     part = broker.partition(topic, index)
     if part is None:
         info = broker.metadata.topics.get(topic)
@@ -79,9 +95,6 @@ def _append_one(
         return out
     if part.offline:
         out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
-        return out
-    if topic.startswith("__") and topic in ("__consumer_offsets", "__transaction_state"):
-        out["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION
         return out
     if records is None or len(records) == 0:
         out["error_code"] = ErrorCode.INVALID_RECORD

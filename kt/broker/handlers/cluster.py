@@ -1,0 +1,72 @@
+"""DescribeCluster: the brokers, the controller and the cluster id (KIP-700).
+
+kt is one broker that is also its own controller. Only the BROKER endpoint type
+is served (v1's endpoint_type 2 asks a KRaft controller, which kt has no
+separate listener for): as Kafka's brokers, a controller request is
+MISMATCHED_ENDPOINT_TYPE and an unknown type UNSUPPORTED_ENDPOINT_TYPE (both
+INVALID_REQUEST in v0). Without an authorizer every cluster operation is allowed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kt.broker.handlers import RequestContext, handles
+from kt.protocol import ErrorCode, Struct, apis
+
+BROKERS = 1
+CONTROLLERS = 2
+_ENDPOINT_NAMES = {BROKERS: "BROKER", CONTROLLERS: "CONTROLLER"}
+
+# AclOperation codes a cluster supports (Kafka's AclEntry.supportedOperations):
+# ALTER 7, CREATE 5, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10,
+# ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+OMITTED_OPERATIONS = -(2**31)
+
+
+@handles(apis.DESCRIBE_CLUSTER.key, (0, 1))
+async def describe_cluster(ctx: RequestContext, request: Struct) -> Any:
+    """This broker, as the whole cluster and its controller."""
+    broker = ctx.broker
+    endpoint = request.endpoint_type if ctx.version >= 1 else BROKERS
+    if endpoint != BROKERS:
+        if endpoint not in _ENDPOINT_NAMES:
+            code = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+            message = f"Unsupported endpoint type {endpoint}"
+        else:
+            code = ErrorCode.MISMATCHED_ENDPOINT_TYPE
+            message = (
+                "The request was sent to an endpoint of type BROKER, but we wanted an "
+                f"endpoint of type {_ENDPOINT_NAMES[endpoint]}"
+            )
+        if ctx.version == 0:
+            code = ErrorCode.INVALID_REQUEST
+        return apis.DESCRIBE_CLUSTER.response(
+            throttle_time_ms=0, error_code=code, error_message=message,
+            endpoint_type=endpoint, cluster_id=broker.cluster_id, controller_id=-1,
+            brokers=[], cluster_authorized_operations=OMITTED_OPERATIONS,
+        )  # fmt: skip
+    listeners = broker.advertised_listeners()[:1]
+    ops = (
+        CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
+        else OMITTED_OPERATIONS
+    )  # fmt: skip
+    return apis.DESCRIBE_CLUSTER.response(
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        endpoint_type=BROKERS,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        brokers=[
+            {
+                "broker_id": broker.node_id,
+                "host": lst.host,
+                "port": lst.port,
+                "rack": broker.config.props.get("broker.rack"),
+            }
+            for lst in listeners
+        ],
+        cluster_authorized_operations=ops,
+    )

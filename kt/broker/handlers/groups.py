@@ -1,0 +1,221 @@
+"""Group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+ListGroups, DescribeGroups and DeleteGroups, served by the group coordinator.
+
+This broker coordinates every group. JoinGroup and SyncGroup park until the
+rebalance they wait for completes (the connection's later requests wait behind
+them, as Kafka mutes the channel).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kt.broker.groups import GroupCoordinator
+from kt.broker.groups.coordinator import JoinRequest
+from kt.broker.handlers import RequestContext, handles
+from kt.protocol import ErrorCode, Struct, apis
+
+KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
+# Authorized operations without an authorizer: READ, DESCRIBE and DELETE on a group.
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+OPERATIONS_NOT_REQUESTED = -(2**31)
+
+
+def coordinator(ctx: RequestContext) -> GroupCoordinator:
+    """The broker's group coordinator."""
+    service = ctx.broker.services.get("group_coordinator")
+    assert isinstance(service, GroupCoordinator), "the broker registers its group coordinator"
+    return service
+
+
+def client_host(ctx: RequestContext) -> str:
+    """The client address as Kafka prints it (Java's InetAddress.toString)."""
+    return "/" + ctx.client_host
+
+
+@handles(apis.FIND_COORDINATOR.key, (0, 4))
+async def find_coordinator(ctx: RequestContext, request: Struct) -> Any:
+    """This broker, for every group; transactions have no coordinator yet."""
+    version = ctx.version
+    key_type = request.key_type if version >= 1 else KEY_TYPE_GROUP
+    keys = list(request.coordinator_keys) if version >= 4 else [request.key]
+    listener = ctx.broker.advertised_listeners()[0]
+    answers = []
+    for key in keys:
+        entry: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1,
+                                 "error_code": ErrorCode.NONE, "error_message": None}  # fmt: skip
+        if key_type == KEY_TYPE_GROUP:
+            coordinator(ctx).ensure_topic()
+            entry.update(node_id=ctx.broker.node_id, host=listener.host, port=listener.port)
+        elif key_type == KEY_TYPE_TRANSACTION:
+            entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                         error_message="The coordinator is not available.")  # fmt: skip
+        else:
+            entry.update(error_code=ErrorCode.INVALID_REQUEST,
+                         error_message=f"Unsupported key type {key_type}")  # fmt: skip
+        answers.append(entry)
+    if version >= 4:
+        return apis.FIND_COORDINATOR.response(throttle_time_ms=0, coordinators=answers)
+    a = answers[0]
+    return apis.FIND_COORDINATOR.response(
+        throttle_time_ms=0,
+        error_code=a["error_code"],
+        error_message=a["error_message"],
+        node_id=a["node_id"],
+        host=a["host"],
+        port=a["port"],
+    )
+
+
+@handles(apis.JOIN_GROUP.key, (0, 9))
+async def join_group(ctx: RequestContext, request: Struct) -> Any:
+    """Join a group; answered when the rebalance completes."""
+    version = ctx.version
+    req = JoinRequest(
+        group_id=request.group_id,
+        member_id=request.member_id or "",
+        group_instance_id=request.group_instance_id if version >= 5 else None,
+        client_id=ctx.client_id,
+        client_host=client_host(ctx),
+        session_timeout_ms=request.session_timeout_ms,
+        rebalance_timeout_ms=request.rebalance_timeout_ms
+        if version >= 1
+        else request.session_timeout_ms,
+        protocol_type=request.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
+        require_known_member_id=version >= 4,
+        supports_skip_assignment=version >= 9,
+    )
+    result = await coordinator(ctx).join_group(req)
+    ok = result.error == ErrorCode.NONE
+    protocol_name = result.protocol_name if ok else None
+    if protocol_name is None and version < 7:
+        protocol_name = ""  # not nullable before v7
+    return apis.JOIN_GROUP.response(
+        throttle_time_ms=0,
+        error_code=result.error,
+        generation_id=result.generation if ok else -1,
+        protocol_type=result.protocol_type if ok else None,
+        protocol_name=protocol_name,
+        leader=result.leader if ok else "",
+        skip_assignment=result.skip_assignment,
+        member_id=result.member_id,
+        members=[
+            {"member_id": mid, "group_instance_id": iid, "metadata": meta}
+            for mid, iid, meta in result.members
+        ],
+    )
+
+
+@handles(apis.SYNC_GROUP.key, (0, 5))
+async def sync_group(ctx: RequestContext, request: Struct) -> Any:
+    """The member's assignment (the leader's SyncGroup carries everyone's)."""
+    version = ctx.version
+    assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
+    result = await coordinator(ctx).sync_group(
+        request.group_id,
+        request.generation_id,
+        request.member_id,
+        request.group_instance_id if version >= 3 else None,
+        request.protocol_type if version >= 5 else None,
+        request.protocol_name if version >= 5 else None,
+        assignments,
+    )
+    return apis.SYNC_GROUP.response(
+        throttle_time_ms=0,
+        error_code=result.error,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
+    )
+
+
+@handles(apis.HEARTBEAT.key, (0, 4))
+async def heartbeat(ctx: RequestContext, request: Struct) -> Any:
+    """Keep the member's session alive; REBALANCE_IN_PROGRESS asks it to rejoin."""
+    error = coordinator(ctx).heartbeat(
+        request.group_id,
+        request.member_id,
+        request.group_instance_id if ctx.version >= 3 else None,
+        request.generation_id,
+    )
+    return apis.HEARTBEAT.response(throttle_time_ms=0, error_code=error)
+
+
+@handles(apis.LEAVE_GROUP.key, (0, 5))
+async def leave_group(ctx: RequestContext, request: Struct) -> Any:
+    """Remove one member (v0-2) or a batch of members (v3+, also by instance id)."""
+    version = ctx.version
+    if version >= 3:
+        leaving = [(m.member_id or "", m.group_instance_id) for m in request.members]
+    else:
+        leaving = [(request.member_id or "", None)]
+    top, errors = coordinator(ctx).leave_group(request.group_id, leaving)
+    if version < 3:
+        if top == ErrorCode.NONE and errors:
+            top = errors[0]
+        return apis.LEAVE_GROUP.response(throttle_time_ms=0, error_code=top)
+    members = [
+        {"member_id": mid, "group_instance_id": iid, "error_code": err}
+        for (mid, iid), err in zip(leaving, errors)
+    ]
+    return apis.LEAVE_GROUP.response(throttle_time_ms=0, error_code=top, members=members)
+
+
+@handles(apis.LIST_GROUPS.key, (0, 4))
+async def list_groups(ctx: RequestContext, request: Struct) -> Any:
+    """Every group with its protocol type (and state, v4+), optionally filtered by state."""
+    states = list(request.states_filter) if ctx.version >= 4 else None
+    groups = coordinator(ctx).list_groups(states)
+    return apis.LIST_GROUPS.response(
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        groups=[
+            {"group_id": gid, "protocol_type": ptype, "group_state": state}
+            for gid, ptype, state in groups
+        ],
+    )
+
+
+@handles(apis.DESCRIBE_GROUPS.key, (0, 5))
+async def describe_groups(ctx: RequestContext, request: Struct) -> Any:
+    """State, protocol and members of each group (unknown groups are Dead)."""
+    coord = coordinator(ctx)
+    want_ops = ctx.version >= 3 and request.include_authorized_operations
+    out = []
+    for gid in request.groups:
+        d = coord.describe_group(gid)
+        out.append(
+            {
+                "error_code": d.error,
+                "group_id": d.group_id,
+                "group_state": d.state,
+                "protocol_type": d.protocol_type,
+                "protocol_data": d.protocol,
+                "members": [
+                    {
+                        "member_id": m.member_id,
+                        "group_instance_id": m.group_instance_id,
+                        "client_id": m.client_id,
+                        "client_host": m.client_host,
+                        "member_metadata": m.metadata,
+                        "member_assignment": m.assignment,
+                    }
+                    for m in d.members
+                ],
+                "authorized_operations": GROUP_OPERATIONS if want_ops else OPERATIONS_NOT_REQUESTED,
+            }
+        )
+    return apis.DESCRIBE_GROUPS.response(throttle_time_ms=0, groups=out)
+
+
+@handles(apis.DELETE_GROUPS.key, (0, 2))
+async def delete_groups(ctx: RequestContext, request: Struct) -> Any:
+    """Delete empty groups and their offsets (NON_EMPTY_GROUP while members remain)."""
+    names = list(request.groups_names)
+    results = coordinator(ctx).delete_groups(names)
+    return apis.DELETE_GROUPS.response(
+        throttle_time_ms=0,
+        results=[{"group_id": g, "error_code": results[g]} for g in dict.fromkeys(names)],
+    )

@@ -1,0 +1,79 @@
+"""OffsetForLeaderEpoch: the end offset of a leader epoch (KIP-101 / KIP-320).
+
+Consumers use it to detect log truncation after a leader change. The answer is
+the leader epoch cache's `end_offset_for`: the log end offset for the current
+epoch, the start of the next epoch for an older one, and -1/-1 for an undefined
+or unknown-future epoch. A current_leader_epoch (v2+) older than ours is
+FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH.
+
+The partition's current epoch counts even before anything was written in it:
+Kafka records it in the cache when the replica becomes leader, kt on the first
+append, so an epoch newer than every cached one is treated as if it started at
+the log end offset.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kt.broker.handlers import RequestContext, handles
+from kt.broker.partition import Partition
+from kt.protocol import ErrorCode, Struct, apis
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_OFFSET = -1
+
+
+@handles(apis.OFFSET_FOR_LEADER_EPOCH.key, (0, 4))
+async def offset_for_leader_epoch(ctx: RequestContext, request: Struct) -> Any:
+    """Answer each partition's epoch with (epoch, end offset)."""
+    broker = ctx.broker
+    check_current = ctx.version >= 2
+    topics = []
+    for topic in request.topics:
+        parts = []
+        for p in topic.partitions:
+            entry: dict[str, Any] = {"partition": p.partition, "error_code": ErrorCode.NONE,
+                                     "leader_epoch": UNDEFINED_EPOCH,
+                                     "end_offset": UNDEFINED_OFFSET}  # fmt: skip
+            part = broker.partition(topic.topic, p.partition)
+            current = p.current_leader_epoch if check_current else -1
+            if part is None:
+                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif part.offline:
+                entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+            elif current >= 0 and current < part.leader_epoch:
+                entry["error_code"] = ErrorCode.FENCED_LEADER_EPOCH
+            elif current >= 0 and current > part.leader_epoch:
+                entry["error_code"] = ErrorCode.UNKNOWN_LEADER_EPOCH
+            else:
+                epoch, offset = end_offset_for(part, p.leader_epoch)
+                entry.update(leader_epoch=epoch, end_offset=offset)
+            parts.append(entry)
+        topics.append({"topic": topic.topic, "partitions": parts})
+    return apis.OFFSET_FOR_LEADER_EPOCH.response(throttle_time_ms=0, topics=topics)
+
+
+def end_offset_for(part: Partition, requested: int) -> tuple[int, int]:
+    """(epoch, end offset) for `requested`, counting the partition's current epoch
+    as starting at the log end offset when the cache does not have it yet."""
+    cache = part.log.leader_epoch_cache
+    leo = part.log_end_offset
+    if requested == UNDEFINED_EPOCH:
+        return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+    latest = cache.latest_epoch
+    if latest is not None and latest >= part.leader_epoch:
+        epoch, offset = cache.end_offset_for(requested, leo)
+        return int(epoch), int(offset)
+    # The current epoch is not cached yet: it virtually starts at the log end offset.
+    if requested == part.leader_epoch:
+        return requested, leo
+    if requested > part.leader_epoch:
+        return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+    if latest is None:
+        return requested, leo
+    epoch, offset = cache.end_offset_for(requested, leo)
+    if offset == UNDEFINED_OFFSET:
+        # Above every cached epoch: the next one is the virtual current epoch at the LEO.
+        return latest, leo
+    return int(epoch), int(offset)

@@ -1,0 +1,159 @@
+"""Offset APIs: OffsetCommit, OffsetFetch and OffsetDelete, served by the group coordinator.
+
+Partitions of unknown topics are refused per partition (UNKNOWN_TOPIC_OR_PARTITION)
+and metadata over `offset.metadata.max.bytes` with OFFSET_METADATA_TOO_LARGE; the
+rest of a commit is written in one batch, all or nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kt.broker.groups.group import OffsetEntry, now_ms
+from kt.broker.handlers import RequestContext, handles
+from kt.broker.handlers.groups import coordinator
+from kt.protocol import ErrorCode, Struct, apis
+
+NO_METADATA = ""
+
+
+@handles(apis.OFFSET_COMMIT.key, (0, 8))
+async def offset_commit(ctx: RequestContext, request: Struct) -> Any:
+    """Commit offsets for a group member (or a group without members, generation -1)."""
+    version = ctx.version
+    coord = coordinator(ctx)
+    now = now_ms()
+    retention = request.retention_time_ms if 2 <= version <= 4 else -1
+    max_meta = coord.settings.offset_metadata_max_bytes
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    valid: dict[tuple[str, int], OffsetEntry] = {}
+    order: list[tuple[str, list[tuple[str, int]]]] = []
+    for topic in request.topics:
+        tps = []
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            tps.append(tp)
+            metadata = p.committed_metadata if p.committed_metadata is not None else NO_METADATA
+            if coord.partition_exists is not None and not coord.partition_exists(*tp):
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif len(metadata.encode("utf-8")) > max_meta:
+                errors[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                expire = -1
+                if retention >= 0:
+                    expire = now + retention
+                elif version == 1 and p.commit_timestamp != -1:
+                    # v1 clients chose the commit time; retention counts from it.
+                    expire = p.commit_timestamp + coord.settings.offsets_retention_ms
+                valid[tp] = OffsetEntry(
+                    offset=p.committed_offset,
+                    leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
+                    metadata=metadata,
+                    commit_timestamp=now,
+                    expire_timestamp=expire,
+                )
+        order.append((topic.name, tps))
+    group_error = coord.check_group(request.group_id)
+    if group_error == ErrorCode.NONE:
+        group_error = coord.commit_offsets(
+            request.group_id,
+            request.generation_id_or_member_epoch if version >= 1 else -1,
+            (request.member_id or "") if version >= 1 else "",
+            request.group_instance_id if version >= 7 else None,
+            valid,
+        )
+    for tp in valid:
+        errors[tp] = group_error
+    if group_error == ErrorCode.INVALID_GROUP_ID:
+        errors = dict.fromkeys(errors, group_error)
+    return apis.OFFSET_COMMIT.response(
+        throttle_time_ms=0,
+        topics=[
+            {
+                "name": name,
+                "partitions": [
+                    {"partition_index": p, "error_code": errors[(name, p)]} for _, p in tps
+                ],
+            }
+            for name, tps in order
+        ],
+    )
+
+
+def _fetch_group(
+    ctx: RequestContext, group_id: str, topics: Any, require_stable: bool
+) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    """(group error, topics) of one group's OffsetFetch answer."""
+    coord = coordinator(ctx)
+    wanted = None
+    if topics is not None:
+        wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
+    error, found = coord.fetch_offsets(group_id, wanted)
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    if error != ErrorCode.NONE:
+        if wanted is None or ctx.version >= 2:
+            return error, []
+        # v0-1 have no group-level error: each partition carries it.
+        found = [(t, p, None) for t, p in wanted]
+    for topic, partition, entry in found:
+        by_topic.setdefault(topic, []).append(
+            {
+                "partition_index": partition,
+                "committed_offset": entry.offset if entry else -1,
+                "committed_leader_epoch": entry.leader_epoch if entry else -1,
+                "metadata": entry.metadata if entry else NO_METADATA,
+                "error_code": error,
+            }
+        )
+    return error, [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
+
+
+@handles(apis.OFFSET_FETCH.key, (0, 8))
+async def offset_fetch(ctx: RequestContext, request: Struct) -> Any:
+    """Committed offsets of a group (v8: of several); null topics ask for all."""
+    require_stable = ctx.version >= 7 and request.require_stable
+    if ctx.version >= 8:
+        groups = []
+        for g in request.groups:
+            error, topics = _fetch_group(ctx, g.group_id, g.topics, require_stable)
+            groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
+        return apis.OFFSET_FETCH.response(throttle_time_ms=0, groups=groups)
+    topics_req = request.topics
+    if ctx.version < 2 and topics_req is None:
+        topics_req = []
+    error, topics = _fetch_group(ctx, request.group_id, topics_req, require_stable)
+    return apis.OFFSET_FETCH.response(throttle_time_ms=0, topics=topics, error_code=error)
+
+
+@handles(apis.OFFSET_DELETE.key, (0, 0))
+async def offset_delete(ctx: RequestContext, request: Struct) -> Any:
+    """Delete a group's offsets of partitions none of its active members consumes."""
+    coord = coordinator(ctx)
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    wanted: list[tuple[str, int]] = []
+    for topic in request.topics:
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if coord.partition_exists is not None and not coord.partition_exists(*tp):
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                wanted.append(tp)
+    top, results = coord.delete_offsets(request.group_id, wanted)
+    if top != ErrorCode.NONE:
+        return apis.OFFSET_DELETE.response(error_code=top, throttle_time_ms=0, topics=[])
+    errors.update(results)
+    return apis.OFFSET_DELETE.response(
+        error_code=ErrorCode.NONE,
+        throttle_time_ms=0,
+        topics=[
+            {
+                "name": topic.name,
+                "partitions": [
+                    {"partition_index": p.partition_index,
+                     "error_code": errors[(topic.name, p.partition_index)]}
+                    for p in topic.partitions
+                ],
+            }
+            for topic in request.topics
+        ],
+    )  # fmt: skip

@@ -1,0 +1,38 @@
+"""DescribeProducers (KIP-664): the active idempotent/transactional producers of
+partitions, from each partition's producer state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kt.broker.handlers import RequestContext, handles
+from kt.protocol import ErrorCode, Struct, apis
+
+
+@handles(apis.DESCRIBE_PRODUCERS.key, (0, 0))
+async def describe_producers(ctx: RequestContext, request: Struct) -> Any:
+    """Each requested partition's active producers."""
+    broker = ctx.broker
+    topics = []
+    for topic in request.topics:
+        parts = []
+        for index in topic.partition_indexes:
+            entry: dict[str, Any] = {"partition_index": index, "error_code": ErrorCode.NONE,
+                                     "error_message": None, "active_producers": []}  # fmt: skip
+            part = broker.partition(topic.name, index)
+            if part is None:
+                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                entry["error_message"] = "This server does not host this topic-partition."
+            elif part.offline:
+                entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+            elif part.producer_state is not None:
+                entry["active_producers"] = [
+                    {"producer_id": d.producer_id, "producer_epoch": d.producer_epoch,
+                     "last_sequence": d.last_sequence, "last_timestamp": d.last_timestamp,
+                     "coordinator_epoch": d.coordinator_epoch,
+                     "current_txn_start_offset": d.current_txn_start_offset}
+                    for d in part.producer_state.describe_producers()
+                ]  # fmt: skip
+            parts.append(entry)
+        topics.append({"name": topic.name, "partitions": parts})
+    return apis.DESCRIBE_PRODUCERS.response(throttle_time_ms=0, topics=topics)

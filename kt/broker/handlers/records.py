@@ -1,0 +1,67 @@
+"""DeleteRecords: move partitions' log start offsets forward.
+
+As in Kafka, offset -1 means the high watermark, an offset above the high
+watermark (or below -1) is OFFSET_OUT_OF_RANGE, an offset at or below the current
+log start changes nothing, and topics whose cleanup.policy lacks "delete" refuse
+with POLICY_VIOLATION. The reply carries the new low watermark (the log start
+offset). The log start offsets are checkpointed before the reply, so a restart
+keeps them; segments wholly below the new start are left to retention.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kt.broker.handlers import RequestContext, handles
+from kt.protocol import ErrorCode, Struct, apis
+from kt.storage.errors import OffsetOutOfRangeError
+
+log = logging.getLogger("kt.broker.records")
+
+HIGH_WATERMARK = -1
+
+
+@handles(apis.DELETE_RECORDS.key, (0, 2))
+async def delete_records(ctx: RequestContext, request: Struct) -> Any:
+    """Delete the records before each requested offset."""
+    broker = ctx.broker
+    moved = False
+    topics = []
+    for topic in request.topics:
+        parts = []
+        for p in topic.partitions:
+            code, low = _delete_before(ctx, topic.name, p.partition_index, p.offset)
+            moved = moved or code == ErrorCode.NONE
+            parts.append({"partition_index": p.partition_index, "low_watermark": low,
+                          "error_code": code})  # fmt: skip
+        topics.append({"name": topic.name, "partitions": parts})
+    if moved:
+        try:
+            broker.logs.checkpoint_log_start_offsets()
+        except OSError as exc:
+            log.error("cannot checkpoint log start offsets: %s", exc)
+    return apis.DELETE_RECORDS.response(throttle_time_ms=0, topics=topics)
+
+
+def _delete_before(ctx: RequestContext, topic: str, index: int, offset: int) -> tuple[int, int]:
+    part = ctx.broker.partition(topic, index)
+    if part is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
+    if part.offline:
+        return ErrorCode.KAFKA_STORAGE_ERROR, -1
+    plog = part.log
+    if not plog.config.delete:
+        return ErrorCode.POLICY_VIOLATION, -1
+    target = part.high_watermark if offset == HIGH_WATERMARK else offset
+    if target < 0 or target > part.high_watermark:
+        return ErrorCode.OFFSET_OUT_OF_RANGE, -1
+    try:
+        if plog.maybe_increment_log_start_offset(target) and part.producer_state is not None:
+            part.producer_state.on_log_start_offset_incremented(plog.log_start_offset)
+    except OffsetOutOfRangeError:
+        return ErrorCode.OFFSET_OUT_OF_RANGE, -1
+    except OSError as exc:
+        ctx.broker.on_storage_error(part, exc)
+        return ErrorCode.KAFKA_STORAGE_ERROR, -1
+    return ErrorCode.NONE, plog.log_start_offset

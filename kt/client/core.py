@@ -1,0 +1,769 @@
+"""The asyncio transport of the client library: connections, metadata, routing, retries.
+
+`BrokerConnection` drives one sans-IO `ClientConnection` over an asyncio stream:
+requests are pipelined (many in flight, matched by correlation id, which Kafka
+answers in order), each connection negotiates API versions with ApiVersions when
+it opens, and every request has a timeout.
+
+`ClientCore` owns the connections of one client: it bootstraps from a list of
+host:port, keeps a metadata cache (brokers, topics, partitions, leaders, topic
+ids) refreshed on demand and after NOT_LEADER / UNKNOWN_TOPIC errors, routes
+partition requests to leaders and group requests to coordinators, and retries
+retriable errors with exponential backoff. The API helpers built on it live in
+`records.py`, `admin.py` and `groups.py`; `__init__.py` assembles them into
+`KafkaClient`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from kt.protocol import apis
+from kt.protocol.codec import Api
+from kt.protocol.connection import ClientConnection
+from kt.protocol.errors import ErrorCode, ProtocolError, error_for_code
+from kt.protocol.schema import Struct
+
+T = TypeVar("T")
+
+DEFAULT_PORT = 9092
+#: the ApiVersions version we ask first; brokers that do not know it answer in v0
+_API_VERSIONS_FIRST = 3
+
+
+class KafkaError(Exception):
+    """An error code returned by a broker, with what it was about."""
+
+    def __init__(self, code: int, context: str = "", message: str | None = None) -> None:
+        self.code = error_for_code(code)
+        self.context = context
+        self.detail = message
+        text = message or self.code.message
+        prefix = f"{context}: " if context else ""
+        super().__init__(f"{prefix}{text} ({self.code.name})")
+
+    @property
+    def retriable(self) -> bool:
+        """True when retrying the same request may succeed."""
+        return self.code.retriable
+
+
+class KafkaConnectionError(Exception):
+    """A broker could not be reached, or the connection broke."""
+
+
+class KafkaTimeoutError(Exception):
+    """A request or an operation did not complete in time."""
+
+
+def check(code: int, context: str = "", message: str | None = None) -> None:
+    """Raise KafkaError unless `code` is NONE."""
+    if code != 0:
+        raise KafkaError(code, context, message)
+
+
+def parse_bootstrap(servers: str | Sequence[str]) -> list[tuple[str, int]]:
+    """Split "h1:9092,h2" (or a list of such strings) into (host, port) pairs.
+
+    Raises ValueError on an empty list or a bad port. IPv6 literals go in
+    brackets: "[::1]:9092".
+    """
+    items = [servers] if isinstance(servers, str) else list(servers)
+    out: list[tuple[str, int]] = []
+    for item in items:
+        for part in item.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if part.startswith("["):
+                host, _, rest = part[1:].partition("]")
+                port_text = rest[1:] if rest.startswith(":") else ""
+            elif part.count(":") == 1:
+                host, port_text = part.split(":")
+            else:
+                host, port_text = part, ""
+            try:
+                port = int(port_text) if port_text else DEFAULT_PORT
+            except ValueError:
+                raise ValueError(f"bad port in bootstrap server {part!r}") from None
+            if not host or not 0 < port < 65536:
+                raise ValueError(f"bad bootstrap server {part!r}")
+            out.append((host, port))
+    if not out:
+        raise ValueError("no bootstrap servers given")
+    return out
+
+
+@dataclass
+class BrokerInfo:
+    """A broker as Metadata describes it."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass
+class PartitionInfo:
+    """One partition's leadership and replicas."""
+
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    offline_replicas: list[int] = field(default_factory=list)
+    error: ErrorCode = ErrorCode.NONE
+
+
+@dataclass
+class TopicInfo:
+    """A topic, its id and its partitions."""
+
+    name: str
+    topic_id: uuid.UUID
+    is_internal: bool
+    partitions: dict[int, PartitionInfo]
+    error: ErrorCode = ErrorCode.NONE
+
+
+@dataclass
+class ClusterMetadata:
+    """The metadata cache: what the last Metadata responses said."""
+
+    cluster_id: str | None = None
+    controller_id: int = -1
+    brokers: dict[int, BrokerInfo] = field(default_factory=dict)
+    topics: dict[str, TopicInfo] = field(default_factory=dict)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        """The cached topic with this id."""
+        for t in self.topics.values():
+            if t.topic_id == topic_id:
+                return t
+        return None
+
+
+class BrokerConnection:
+    """One TCP connection to a broker: pipelined requests over a sans-IO codec."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        node_id: int = -1,
+        client_id: str = "kt",
+        connect_timeout: float = 10.0,
+        request_timeout: float = 30.0,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.connect_timeout = connect_timeout
+        self.request_timeout = request_timeout
+        self._client_id = client_id
+        self._conn = ClientConnection(client_id)
+        self._protocol_failed = False
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._pending: dict[int, asyncio.Future[Struct]] = {}
+        self._read_task: asyncio.Task[None] | None = None
+        self._closed_reason: str | None = None
+        #: api key -> (min, max) the broker advertises
+        self.broker_versions: dict[int, tuple[int, int]] = {}
+
+    @property
+    def address(self) -> str:
+        """host:port."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def connected(self) -> bool:
+        """True while the connection is open and usable."""
+        return self._writer is not None and self._closed_reason is None
+
+    @property
+    def in_flight(self) -> int:
+        """Requests awaiting their response."""
+        return len(self._pending)
+
+    async def connect(self) -> None:
+        """Open the socket and negotiate versions; KafkaConnectionError on failure."""
+        await self._open()
+        try:
+            try:
+                resp = await self._api_versions(_API_VERSIONS_FIRST)
+            except KafkaConnectionError:
+                if not self._protocol_failed:
+                    raise
+                # A broker that does not know our ApiVersions version answers in v0,
+                # which does not parse as the version we asked: ask again in v0.
+                await self.close()
+                await self._open()
+                resp = await self._api_versions(0)
+            if resp.error_code == ErrorCode.UNSUPPORTED_VERSION:
+                # The error body is in v0, so what followed the error code is not
+                # to be trusted as read in our version: ask in v0, which all speak.
+                resp = await self._api_versions(0)
+            check(resp.error_code, f"{self.address}: ApiVersions")
+        except BaseException:
+            await self.close()
+            raise
+        self.broker_versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+    async def _open(self) -> None:
+        self._conn = ClientConnection(self._client_id)
+        self._closed_reason = None
+        self._protocol_failed = False
+        try:
+            self._reader, self._writer = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port), self.connect_timeout
+            )
+        except TimeoutError:
+            raise KafkaConnectionError(
+                f"{self.address}: connection timed out after {self.connect_timeout:g}s"
+            ) from None
+        except OSError as exc:
+            if exc.errno:
+                reason = os.strerror(exc.errno)
+            else:
+                reason = exc.strerror or str(exc) or type(exc).__name__
+            raise KafkaConnectionError(f"{self.address}: {reason.lower()}") from None
+        self._read_task = asyncio.create_task(self._read_loop())
+
+    async def _api_versions(self, version: int) -> Struct:
+        body = apis.API_VERSIONS.request(client_software_name="kt", client_software_version="0.1.0")
+        resp: Struct = await self._send(
+            apis.API_VERSIONS, version, body, timeout=self.connect_timeout
+        )
+        return resp
+
+    def version_for(self, api: Api) -> int:
+        """The highest version of `api` both sides speak; KafkaError when none."""
+        theirs = self.broker_versions.get(api.key)
+        if theirs is None:
+            raise KafkaError(
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"{self.address}",
+                f"the broker does not support {api.name}",
+            )
+        hi = min(theirs[1], api.max_version)
+        lo = max(theirs[0], api.min_version)
+        if hi < lo:
+            raise KafkaError(
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"{self.address}",
+                f"no {api.name} version in common (broker {theirs[0]}-{theirs[1]}, "
+                f"client {api.min_version}-{api.max_version})",
+            )
+        return hi
+
+    def supports(self, api: Api) -> bool:
+        """Whether the broker offers a version of `api` we speak."""
+        try:
+            self.version_for(api)
+        except KafkaError:
+            return False
+        return True
+
+    async def request(
+        self,
+        api: Api,
+        body: Any,
+        *,
+        version: int | None = None,
+        timeout: float | None = None,
+    ) -> Struct:
+        """Send a request (negotiated version unless given) and await its response."""
+        v = self.version_for(api) if version is None else version
+        resp: Struct | None = await self._send(api, v, body, timeout=timeout)
+        if resp is None:
+            raise ValueError("request() needs a request that is answered; use send_only()")
+        return resp
+
+    async def send_only(self, api: Api, body: Any, *, version: int | None = None) -> None:
+        """Send a request the broker does not answer (Produce with acks=0)."""
+        v = self.version_for(api) if version is None else version
+        await self._send(api, v, body, expect_response=False)
+
+    async def _send(
+        self,
+        api: Api,
+        version: int,
+        body: Any,
+        *,
+        timeout: float | None = None,
+        expect_response: bool = True,
+    ) -> Any:
+        if self._closed_reason is not None or self._writer is None:
+            raise KafkaConnectionError(f"{self.address}: {self._closed_reason or 'not connected'}")
+        correlation_id, data = self._conn.send_request(
+            api.key, version, body, expect_response=expect_response
+        )
+        fut: asyncio.Future[Struct] | None = None
+        if expect_response:
+            fut = asyncio.get_running_loop().create_future()
+            self._pending[correlation_id] = fut
+        self._writer.write(data)
+        try:
+            await self._writer.drain()
+        except OSError as exc:
+            self._fail_all(f"write failed: {exc.strerror or exc}")
+        if fut is None:
+            return None
+        wait = self.request_timeout if timeout is None else timeout
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), wait)
+        except TimeoutError:
+            # The late response will still arrive in order; it is then dropped.
+            self._pending.pop(correlation_id, None)
+            raise KafkaTimeoutError(
+                f"{self.address}: {api.name} got no response in {wait:g}s"
+            ) from None
+
+    async def _read_loop(self) -> None:
+        assert self._reader is not None
+        reason = "connection closed by the broker"
+        try:
+            while True:
+                data = await self._reader.read(1 << 16)
+                if not data:
+                    break
+                for resp in self._conn.receive_data(data):
+                    fut = self._pending.pop(resp.correlation_id, None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(resp.body)
+        except asyncio.CancelledError:
+            reason = "connection closed"
+        except OSError as exc:
+            reason = f"connection lost: {exc.strerror or exc}"
+        except ProtocolError as exc:
+            self._protocol_failed = True
+            reason = f"protocol error: {exc}"
+        self._fail_all(reason)
+
+    def _fail_all(self, reason: str) -> None:
+        if self._closed_reason is None:
+            self._closed_reason = reason
+        pending, self._pending = self._pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(KafkaConnectionError(f"{self.address}: {reason}"))
+        if self._writer is not None:
+            self._writer.close()
+
+    async def close(self) -> None:
+        """Close the socket; requests still in flight fail with KafkaConnectionError."""
+        task, self._read_task = self._read_task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._fail_all("connection closed")
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                await self._writer.wait_closed()
+
+
+class ClientCore:
+    """Connections, metadata cache, routing and retries shared by every API helper."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] = "localhost:9092",
+        *,
+        client_id: str = "kt",
+        request_timeout: float = 30.0,
+        connect_timeout: float = 10.0,
+        retries: int = 8,
+        retry_backoff: float = 0.1,
+        max_retry_backoff: float = 1.0,
+        metadata_max_age: float = 300.0,
+    ) -> None:
+        self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.client_id = client_id
+        self.request_timeout = request_timeout
+        self.connect_timeout = connect_timeout
+        self.retries = retries
+        self.retry_backoff = retry_backoff
+        self.max_retry_backoff = max_retry_backoff
+        self.metadata_max_age = metadata_max_age
+        self.metadata = ClusterMetadata()
+        self._metadata_at = 0.0
+        self._conns: dict[int, BrokerConnection] = {}
+        self._bootstrap_conn: BrokerConnection | None = None
+        self._connecting: dict[int, asyncio.Lock] = {}
+        self._coordinators: dict[tuple[int, str], int] = {}
+        self._closed = False
+
+    async def __aenter__(self) -> Any:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --- connections -----------------------------------------------------------------
+
+    def _new_connection(self, host: str, port: int, node_id: int = -1) -> BrokerConnection:
+        return BrokerConnection(
+            host,
+            port,
+            node_id=node_id,
+            client_id=self.client_id,
+            connect_timeout=self.connect_timeout,
+            request_timeout=self.request_timeout,
+        )
+
+    async def start(self) -> None:
+        """Connect to a bootstrap server and load the cluster's metadata.
+
+        Tries each bootstrap server in turn, in rounds with backoff, until one
+        answers or `connect_timeout` has passed; then raises KafkaConnectionError
+        naming every server and why it failed.
+        """
+        deadline = time.monotonic() + self.connect_timeout
+        backoff = self.retry_backoff
+        errors: dict[str, str] = {}
+        while True:
+            for host, port in self.bootstrap:
+                conn = self._new_connection(host, port)
+                remaining = deadline - time.monotonic()
+                conn.connect_timeout = max(0.1, min(self.connect_timeout, remaining))
+                try:
+                    await conn.connect()
+                except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                    errors[conn.address] = str(exc).split(": ", 1)[-1]
+                    continue
+                self._bootstrap_conn = conn
+                await self.refresh_metadata()
+                return
+            if time.monotonic() + backoff >= deadline:
+                detail = "; ".join(f"{a}: {r}" for a, r in errors.items())
+                raise KafkaConnectionError(f"cannot connect to any bootstrap server ({detail})")
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self.max_retry_backoff)
+
+    async def close(self) -> None:
+        """Close every connection."""
+        self._closed = True
+        conns = list(self._conns.values())
+        if self._bootstrap_conn is not None:
+            conns.append(self._bootstrap_conn)
+        self._conns.clear()
+        self._bootstrap_conn = None
+        for c in conns:
+            await c.close()
+
+    async def connection(self, node_id: int) -> BrokerConnection:
+        """The (shared) connection to broker `node_id`, opened on first use."""
+        conn = self._conns.get(node_id)
+        if conn is not None and conn.connected:
+            return conn
+        lock = self._connecting.setdefault(node_id, asyncio.Lock())
+        async with lock:
+            conn = self._conns.get(node_id)
+            if conn is not None and conn.connected:
+                return conn
+            broker = self.metadata.brokers.get(node_id)
+            if broker is None:
+                await self.refresh_metadata()
+                broker = self.metadata.brokers.get(node_id)
+                if broker is None:
+                    raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {node_id}")
+            boot = self._bootstrap_conn
+            if (
+                boot is not None
+                and boot.connected
+                and (boot.host, boot.port) == (broker.host, broker.port)
+            ):
+                # Reuse the bootstrap connection when it is this very broker.
+                boot.node_id = node_id
+                self._conns[node_id] = boot
+                self._bootstrap_conn = None
+                return boot
+            conn = self._new_connection(broker.host, broker.port, node_id)
+            await conn.connect()
+            self._conns[node_id] = conn
+            return conn
+
+    async def any_connection(self) -> BrokerConnection:
+        """A connection to some live broker (preferring open, least-loaded ones)."""
+        live = [c for c in self._conns.values() if c.connected]
+        if self._bootstrap_conn is not None and self._bootstrap_conn.connected:
+            live.append(self._bootstrap_conn)
+        if live:
+            return min(live, key=lambda c: c.in_flight)
+        errors = []
+        for node_id in sorted(self.metadata.brokers):
+            try:
+                return await self.connection(node_id)
+            except KafkaConnectionError as exc:
+                errors.append(str(exc))
+        for host, port in self.bootstrap:
+            conn = self._new_connection(host, port)
+            try:
+                await conn.connect()
+            except KafkaConnectionError as exc:
+                errors.append(str(exc))
+                continue
+            self._bootstrap_conn = conn
+            return conn
+        raise KafkaConnectionError("no broker reachable (" + "; ".join(errors) + ")")
+
+    async def send(
+        self,
+        api: Api,
+        body: Any,
+        node_id: int | None = None,
+        *,
+        version: int | None = None,
+        timeout: float | None = None,
+    ) -> Struct:
+        """One request to `node_id` (any broker when None), no retries."""
+        conn = await (self.any_connection() if node_id is None else self.connection(node_id))
+        return await conn.request(api, body, version=version, timeout=timeout)
+
+    async def api_version(self, api: Api, node_id: int | None = None) -> int:
+        """The version of `api` a request to `node_id` (or any broker) would use."""
+        conn = await (self.any_connection() if node_id is None else self.connection(node_id))
+        return conn.version_for(api)
+
+    async def supports(self, api: Api, node_id: int | None = None) -> bool:
+        """Whether the broker (any when None) offers a version of `api` we speak."""
+        conn = await (self.any_connection() if node_id is None else self.connection(node_id))
+        return conn.supports(api)
+
+    # --- retries -------------------------------------------------------------------
+
+    async def retrying(
+        self,
+        op: Callable[[], Awaitable[T]],
+        *,
+        on_retry: Callable[[BaseException], Awaitable[None]] | None = None,
+        retries: int | None = None,
+    ) -> T:
+        """Run `op`, retrying retriable KafkaErrors, broken connections and timeouts
+        with exponential backoff; `on_retry` runs before each retry (by default the
+        metadata is refreshed when the error says it is stale)."""
+        attempts = self.retries if retries is None else retries
+        backoff = self.retry_backoff
+        for attempt in range(attempts + 1):
+            try:
+                return await op()
+            except (KafkaError, KafkaConnectionError, KafkaTimeoutError) as exc:
+                if isinstance(exc, KafkaError) and not exc.retriable:
+                    raise
+                if attempt >= attempts or self._closed:
+                    raise
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self.max_retry_backoff)
+                if on_retry is not None:
+                    await on_retry(exc)
+                elif _stale_metadata(exc):
+                    await self.refresh_metadata()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # --- metadata ------------------------------------------------------------------
+
+    async def refresh_metadata(
+        self, topics: Iterable[str] | None = None, *, allow_auto_create: bool = False
+    ) -> ClusterMetadata:
+        """Ask for brokers and `topics` (every topic when None) and update the cache.
+
+        Unknown topics are dropped from the cache; their errors are kept on the
+        returned TopicInfo entries of `fetch_topic_metadata`.
+        """
+        names = None if topics is None else sorted(set(topics))
+        await self._metadata_request(names, allow_auto_create)
+        return self.metadata
+
+    async def fetch_topic_metadata(
+        self, topics: Iterable[str] | None = None, *, allow_auto_create: bool = False
+    ) -> dict[str, TopicInfo]:
+        """Metadata for `topics` (every topic when None), errors included."""
+        names = None if topics is None else sorted(set(topics))
+        return await self._metadata_request(names, allow_auto_create)
+
+    async def _metadata_request(
+        self, names: list[str] | None, allow_auto_create: bool
+    ) -> dict[str, TopicInfo]:
+        body = apis.METADATA.request(
+            topics=None if names is None else [{"name": n} for n in names],
+            allow_auto_topic_creation=allow_auto_create,
+        )
+
+        async def attempt() -> Struct:
+            return await self.send(apis.METADATA, body)
+
+        async def reconnect(exc: BaseException) -> None:
+            return None
+
+        resp = await self.retrying(attempt, on_retry=reconnect)
+        md = self.metadata
+        md.cluster_id = resp.cluster_id
+        md.controller_id = resp.controller_id
+        md.brokers = {
+            b.node_id: BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in resp.brokers
+        }
+        got: dict[str, TopicInfo] = {}
+        for t in resp.topics:
+            err = error_for_code(t.error_code)
+            parts = {
+                p.partition_index: PartitionInfo(
+                    t.name,
+                    p.partition_index,
+                    p.leader_id,
+                    p.leader_epoch,
+                    list(p.replica_nodes),
+                    list(p.isr_nodes),
+                    list(p.offline_replicas),
+                    error_for_code(p.error_code),
+                )
+                for p in t.partitions
+            }
+            info = TopicInfo(t.name, t.topic_id, t.is_internal, parts, err)
+            got[t.name] = info
+            if err in (ErrorCode.NONE, ErrorCode.LEADER_NOT_AVAILABLE) and parts:
+                md.topics[t.name] = info
+            else:
+                md.topics.pop(t.name, None)
+        if names is None:
+            # A full listing: forget deleted topics.
+            for gone in set(md.topics) - set(got):
+                del md.topics[gone]
+            self._metadata_at = time.monotonic()
+        return got
+
+    async def topic(
+        self, name: str, *, refresh: bool = False, auto_create: bool = False
+    ) -> TopicInfo:
+        """The topic's metadata (from the cache unless absent or `refresh`);
+        KafkaError UNKNOWN_TOPIC_OR_PARTITION when the cluster does not have it
+        (with `auto_create`, a broker that auto-creates topics creates it)."""
+        info = None if refresh else self.metadata.topics.get(name)
+        if info is None:
+            got = await self.fetch_topic_metadata([name], allow_auto_create=auto_create)
+            info = got.get(name)
+            if info is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r}")
+            if info.error not in (ErrorCode.NONE, ErrorCode.LEADER_NOT_AVAILABLE):
+                raise KafkaError(info.error, f"topic {name!r}")
+        return info
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partition numbers, sorted."""
+        return sorted((await self.topic(topic)).partitions)
+
+    async def leader_for(self, topic: str, partition: int) -> int:
+        """The node id leading `topic`-`partition`; retriable KafkaError when none."""
+        info = await self.topic(topic)
+        p = info.partitions.get(partition)
+        if p is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {topic}-{partition}")
+        if p.leader < 0:
+            raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"partition {topic}-{partition}")
+        return p.leader
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The cached name of the topic with this id."""
+        info = self.metadata.topic_by_id(topic_id)
+        return None if info is None else info.name
+
+    async def controller(self) -> int:
+        """The controller's node id (any broker when the cluster does not say)."""
+        if self.metadata.controller_id < 0:
+            await self.refresh_metadata([])
+        if self.metadata.controller_id >= 0:
+            return self.metadata.controller_id
+        return min(self.metadata.brokers) if self.metadata.brokers else -1
+
+    # --- coordinators --------------------------------------------------------------
+
+    async def coordinator(self, key: str, key_type: int = 0, *, refresh: bool = False) -> int:
+        """The node id of the coordinator for a group (key_type 0) or a transactional
+        id (1), found with FindCoordinator and cached."""
+        cached = None if refresh else self._coordinators.get((key_type, key))
+        if cached is not None:
+            return cached
+
+        async def attempt() -> int:
+            body = apis.FIND_COORDINATOR.request(key=key, key_type=key_type, coordinator_keys=[key])
+            resp = await self.send(apis.FIND_COORDINATOR, body)
+            if resp.coordinators:
+                c = resp.coordinators[0]
+                check(c.error_code, f"coordinator for {key!r}", c.error_message)
+                node, host, port = c.node_id, c.host, c.port
+            else:
+                check(resp.error_code, f"coordinator for {key!r}", resp.error_message)
+                node, host, port = resp.node_id, resp.host, resp.port
+            if node not in self.metadata.brokers:
+                self.metadata.brokers[node] = BrokerInfo(node, host, port)
+            return int(node)
+
+        node = await self.retrying(attempt, on_retry=_no_refresh)
+        self._coordinators[(key_type, key)] = node
+        return node
+
+    async def send_to_coordinator(
+        self,
+        key: str,
+        api: Api,
+        body: Any,
+        error_of: Callable[[Struct], int],
+        *,
+        key_type: int = 0,
+        timeout: float | None = None,
+        retry: bool = True,
+    ) -> Struct:
+        """Send to the coordinator of `key`, finding it again on NOT_COORDINATOR /
+        COORDINATOR_NOT_AVAILABLE and retrying retriable errors. `error_of` picks
+        the response's top-level error code."""
+
+        async def attempt() -> Struct:
+            node = await self.coordinator(key, key_type)
+            try:
+                resp = await self.send(api, body, node, timeout=timeout)
+            except KafkaConnectionError:
+                self._coordinators.pop((key_type, key), None)
+                raise
+            code = error_of(resp)
+            if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+                self._coordinators.pop((key_type, key), None)
+            if code != 0 and error_for_code(code).retriable:
+                raise KafkaError(code, f"{api.name} for {key!r}")
+            return resp
+
+        if not retry:
+            return await attempt()
+        return await self.retrying(attempt, on_retry=_no_refresh)
+
+
+async def _no_refresh(exc: BaseException) -> None:
+    return None
+
+
+def _stale_metadata(exc: BaseException) -> bool:
+    if isinstance(exc, KafkaConnectionError):
+        return True
+    return isinstance(exc, KafkaError) and exc.code in (
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.UNKNOWN_TOPIC_ID,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.NOT_CONTROLLER,
+        ErrorCode.REPLICA_NOT_AVAILABLE,
+        ErrorCode.BROKER_NOT_AVAILABLE,
+    )

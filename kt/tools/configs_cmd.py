@@ -1,0 +1,213 @@
+"""`kt configs describe|alter`: topic and broker configs, like kafka-configs.sh."""
+
+from __future__ import annotations
+
+import click
+
+from kt.client import (
+    OP_DELETE,
+    OP_SET,
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    ConfigEntry,
+    KafkaClient,
+)
+from kt.tools.console import emit_json, handle_errors, usage_error
+from kt.tools.wire import Wire, wire_options
+
+ENTITY_TYPES = {"topics": RESOURCE_TOPIC, "brokers": RESOURCE_BROKER}
+#: the config source shown without --all, per entity
+_DYNAMIC_SOURCE = {"topics": 1, "brokers": 2, "broker-default": 3}
+
+
+@click.group()
+def configs() -> None:
+    """Describe and change topic and broker configs (like kafka-configs.sh).
+
+    \b
+    Examples:
+      kt configs describe --entity-type topics --entity-name orders
+      kt configs describe --entity-type brokers --entity-name 1 --all
+      kt configs alter --entity-type topics --entity-name orders \\
+          --add-config retention.ms=86400000,cleanup.policy=[compact,delete]
+      kt configs alter --entity-type topics --entity-name orders --delete-config retention.ms
+
+    Exit codes: 0 ok, 1 the operation failed (unknown topic, invalid config,
+    unreachable cluster), 2 usage error.
+    """
+
+
+def split_config_list(text: str) -> list[str]:
+    """Split 'a=1,b=[x,y],c' on the commas outside square brackets."""
+    items, depth, cur = [], 0, []
+    for ch in text:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth = max(0, depth - 1)
+        if ch == "," and depth == 0:
+            items.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    items.append("".join(cur))
+    return [i.strip() for i in items if i.strip()]
+
+
+def parse_add_config(text: str) -> list[tuple[str, str]]:
+    """--add-config 'k=v,k2=[a,b]' -> [(k, v), (k2, 'a,b')]."""
+    out = []
+    for item in split_config_list(text):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            usage_error(f"--add-config: expected K=V, got {item!r}")
+        value = value.strip()
+        if value.startswith("[") and value.endswith("]"):
+            value = value[1:-1]
+        out.append((key.strip(), value))
+    return out
+
+
+def _entity(entity_type: str, entity_name: str | None, entity_default: bool) -> tuple[int, str]:
+    if entity_default:
+        if entity_type != "brokers":
+            usage_error("--entity-default works with --entity-type brokers")
+        if entity_name is not None:
+            usage_error("--entity-name and --entity-default exclude each other")
+        return RESOURCE_BROKER, ""
+    return ENTITY_TYPES[entity_type], entity_name or ""
+
+
+def _label(entity_type: str, name: str) -> str:
+    if entity_type == "brokers":
+        return f"broker {name}" if name else "brokers in the cluster"
+    return f"topic {name}"
+
+
+def _synonyms(c: ConfigEntry) -> str:
+    from kt.client.admin import CONFIG_SOURCES
+
+    inner = ", ".join(f"{CONFIG_SOURCES.get(s, str(s))}:{n}={v}" for n, v, s in c.synonyms)
+    return "{" + inner + "}"
+
+
+@configs.command()
+@wire_options
+@click.option(
+    "--entity-type",
+    type=click.Choice(sorted(ENTITY_TYPES)),
+    required=True,
+    help="What to describe.",
+)
+@click.option("--entity-name", help="Topic name or broker id (topics: default all).")
+@click.option("--entity-default", is_flag=True, help="The cluster-wide broker defaults.")
+@click.option("--all", "show_all", is_flag=True, help="Every config, not only the dynamic ones.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per entity (NDJSON).")
+@handle_errors
+def describe(
+    wire: Wire,
+    entity_type: str,
+    entity_name: str | None,
+    entity_default: bool,
+    show_all: bool,
+    as_json: bool,
+) -> None:
+    """Print configs in kafka-configs.sh's format:
+
+    \b
+    Dynamic configs for topic orders are:
+      retention.ms=86400000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=86400000}
+
+    Without --all only the entity's own overrides are shown. Sensitive values
+    print as null.
+    """
+    rtype, name = _entity(entity_type, entity_name, entity_default)
+    if entity_type == "brokers" and not name and not entity_default:
+        usage_error("--entity-type brokers needs --entity-name ID or --entity-default")
+
+    async def go(c: KafkaClient) -> list[tuple[str, list[ConfigEntry]]]:
+        names = [name] if name or entity_type == "brokers" else sorted(await c.list_topics())
+        if entity_type == "topics" and name:
+            await c.topic(name)  # an unknown topic is an error, not an empty list
+        return [(n, await c.describe_configs(rtype, n)) for n in names]
+
+    results = wire.run(go)
+    key = "broker-default" if entity_default else entity_type
+    for n, entries in results:
+        shown = entries if show_all else [e for e in entries if e.source == _DYNAMIC_SOURCE[key]]
+        shown.sort(key=lambda e: e.name)
+        if as_json:
+            emit_json(
+                {
+                    "entity_type": entity_type,
+                    "entity_name": n or None,
+                    "configs": [
+                        {
+                            "name": e.name,
+                            "value": None if e.is_sensitive else e.value,
+                            "source": e.source_name,
+                            "sensitive": e.is_sensitive,
+                            "read_only": e.read_only,
+                            "synonyms": [
+                                {"name": sn, "value": sv, "source": ss} for sn, sv, ss in e.synonyms
+                            ],
+                        }
+                        for e in shown
+                    ],
+                }
+            )
+            continue
+        kind = "All" if show_all else ("Default" if entity_default else "Dynamic")
+        click.echo(f"{kind} configs for {_label(entity_type, n)} are:")
+        for e in shown:
+            value = "null" if e.is_sensitive or e.value is None else e.value
+            click.echo(
+                f"  {e.name}={value} sensitive={str(e.is_sensitive).lower()} "
+                f"synonyms={_synonyms(e)}"
+            )
+
+
+@configs.command()
+@wire_options
+@click.option(
+    "--entity-type", type=click.Choice(sorted(ENTITY_TYPES)), required=True, help="What to change."
+)
+@click.option("--entity-name", help="Topic name or broker id.")
+@click.option("--entity-default", is_flag=True, help="The cluster-wide broker defaults.")
+@click.option(
+    "--add-config", "add", multiple=True, metavar="K=V,...", help="Set configs ([a,b] for lists)."
+)
+@click.option("--delete-config", "delete", multiple=True, metavar="K,...", help="Remove configs.")
+@handle_errors
+def alter(
+    wire: Wire,
+    entity_type: str,
+    entity_name: str | None,
+    entity_default: bool,
+    add: tuple[str, ...],
+    delete: tuple[str, ...],
+) -> None:
+    """Set and remove dynamic configs (IncrementalAlterConfigs, else AlterConfigs)."""
+    rtype, name = _entity(entity_type, entity_name, entity_default)
+    if not name and not entity_default:
+        usage_error("--entity-name is required (or --entity-default for brokers)")
+    sets = [kv for a in add for kv in parse_add_config(a)]
+    dels = [k for d in delete for k in split_config_list(d)]
+    if not sets and not dels:
+        usage_error("give --add-config and/or --delete-config")
+    both = {k for k, _ in sets} & set(dels)
+    if both:
+        usage_error(f"config(s) both added and deleted: {', '.join(sorted(both))}")
+    ops: list[tuple[str, int, str | None]] = [(k, OP_SET, v) for k, v in sets]
+    ops += [(k, OP_DELETE, None) for k in dels]
+
+    async def go(c: KafkaClient) -> None:
+        if entity_type == "topics":
+            await c.topic(name)
+        await c.incremental_alter_configs(rtype, name, ops)
+
+    wire.run(go)
+    if entity_default:
+        click.echo("Completed updating default config for brokers in the cluster.")
+    else:
+        click.echo(f"Completed updating config for {_label(entity_type, name)}.")

@@ -1,0 +1,355 @@
+"""`kt topic create|list|describe|alter|delete`: kafka-topics.sh over kt's client."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from typing import Any
+
+import click
+
+from kt.client import (
+    RESOURCE_TOPIC,
+    ConfigEntry,
+    KafkaClient,
+    KafkaError,
+    NewTopic,
+    TopicInfo,
+)
+from kt.protocol.apis import DESCRIBE_CONFIGS
+from kt.protocol.errors import ErrorCode
+from kt.tools.console import emit_json, fail, handle_errors, usage_error
+from kt.tools.wire import Wire, match_names, parse_kv, wire_options
+
+
+def kafka_uuid(u: uuid.UUID) -> str:
+    """Kafka's text form of a Uuid: URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+
+
+def parse_replica_assignment(text: str) -> dict[int, list[int]]:
+    """'1:2,2:3,3:1' (kafka-topics.sh) -> {0: [1, 2], 1: [2, 3], 2: [3, 1]}."""
+    out: dict[int, list[int]] = {}
+    for i, part in enumerate(text.split(",")):
+        try:
+            brokers = [int(b) for b in part.split(":")]
+        except ValueError:
+            usage_error(f"--replica-assignment: bad broker list {part!r}")
+        if len(set(brokers)) != len(brokers):
+            usage_error(f"--replica-assignment: duplicate broker in {part!r}")
+        out[i] = brokers
+    sizes = {len(b) for b in out.values()}
+    if len(sizes) > 1:
+        usage_error("--replica-assignment: every partition needs the same number of replicas")
+    return out
+
+
+@click.group()
+def topic() -> None:
+    """Create, list, describe, alter and delete topics (like kafka-topics.sh).
+
+    \b
+    Examples:
+      kt topic create --topic orders --partitions 6 --config retention.ms=86400000
+      kt topic list --exclude-internal
+      kt topic describe --topic orders
+      kt topic describe --under-replicated-partitions
+      kt topic alter --topic orders --partitions 12
+      kt topic delete --topic orders --if-exists
+
+    Exit codes: 0 ok, 1 the operation failed (unknown topic, broker error,
+    unreachable cluster), 2 usage error.
+    """
+
+
+@topic.command()
+@wire_options
+@click.option("--topic", "-t", "name", required=True, help="The topic to create.")
+@click.option("--partitions", type=click.IntRange(min=1), help="Partition count (broker default).")
+@click.option("--replication-factor", type=click.IntRange(min=1), help="Replicas per partition.")
+@click.option(
+    "--replica-assignment",
+    metavar="B:B,B:B,...",
+    help="Replicas of each partition, partitions separated by commas: '1:2,2:3'.",
+)
+@click.option("--config", "configs", multiple=True, metavar="K=V", help="Topic config override.")
+@click.option("--if-not-exists", is_flag=True, help="Succeed when the topic already exists.")
+@click.option("--validate-only", is_flag=True, help="Check the request; create nothing.")
+@handle_errors
+def create(
+    wire: Wire,
+    name: str,
+    partitions: int | None,
+    replication_factor: int | None,
+    replica_assignment: str | None,
+    configs: tuple[str, ...],
+    if_not_exists: bool,
+    validate_only: bool,
+) -> None:
+    """Create a topic; prints "Created topic NAME."."""
+    assignment = parse_replica_assignment(replica_assignment) if replica_assignment else {}
+    if assignment and (partitions is not None or replication_factor is not None):
+        usage_error("--replica-assignment excludes --partitions and --replication-factor")
+    cfg: dict[str, str | None] = dict(parse_kv(c, "--config") for c in configs)
+    new = NewTopic(
+        name,
+        -1 if partitions is None else partitions,
+        -1 if replication_factor is None else replication_factor,
+        assignment,
+        cfg,
+    )
+
+    async def go(c: KafkaClient) -> KafkaError | None:
+        return (await c.create_topics([new], validate_only=validate_only)).get(name)
+
+    err = wire.run(go)
+    if err is not None:
+        if err.code == ErrorCode.TOPIC_ALREADY_EXISTS and if_not_exists:
+            return
+        fail(str(err))
+    click.echo(f"Created topic {name}." if not validate_only else f"Topic {name} is valid.")
+
+
+@topic.command("list")
+@wire_options
+@click.option("--topic", "-t", "pattern", help="Only topics matching this name or regex.")
+@click.option("--exclude-internal", is_flag=True, help="Leave out internal topics.")
+@click.option("--json", "as_json", is_flag=True, help="A JSON array of names.")
+@handle_errors
+def list_topics(wire: Wire, pattern: str | None, exclude_internal: bool, as_json: bool) -> None:
+    """List topic names, one per line."""
+
+    async def go(c: KafkaClient) -> dict[str, TopicInfo]:
+        return await c.list_topics(include_internal=not exclude_internal)
+
+    topics = wire.run(go)
+    names = sorted(topics) if pattern is None else match_names(pattern, topics)
+    if as_json:
+        emit_json(names)
+        return
+    for n in names:
+        click.echo(n)
+
+
+def _min_isr(configs: list[ConfigEntry]) -> int:
+    for c in configs:
+        if c.name == "min.insync.replicas" and c.value:
+            try:
+                return int(c.value)
+            except ValueError:
+                break
+    return 1
+
+
+@topic.command()
+@wire_options
+@click.option("--topic", "-t", "pattern", help="Topic name, comma list or regex (default: all).")
+@click.option("--exclude-internal", is_flag=True, help="Leave out internal topics.")
+@click.option("--if-exists", is_flag=True, help="Succeed when the topic does not exist.")
+@click.option(
+    "--under-replicated-partitions", is_flag=True, help="Only partitions whose ISR < replicas."
+)
+@click.option(
+    "--under-min-isr-partitions", is_flag=True, help="Only partitions with ISR < min.insync."
+)
+@click.option(
+    "--at-min-isr-partitions", is_flag=True, help="Only partitions with ISR = min.insync."
+)
+@click.option(
+    "--unavailable-partitions", is_flag=True, help="Only partitions without a live leader."
+)
+@click.option(
+    "--topics-with-overrides",
+    is_flag=True,
+    help="Only topics with config overrides (no partitions).",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per topic (NDJSON).")
+@handle_errors
+def describe(
+    wire: Wire,
+    pattern: str | None,
+    exclude_internal: bool,
+    if_exists: bool,
+    under_replicated_partitions: bool,
+    under_min_isr_partitions: bool,
+    at_min_isr_partitions: bool,
+    unavailable_partitions: bool,
+    topics_with_overrides: bool,
+    as_json: bool,
+) -> None:
+    """Describe topics in kafka-topics.sh --describe's format:
+
+    \b
+    Topic: T<TAB>TopicId: ID<TAB>PartitionCount: N<TAB>ReplicationFactor: R<TAB>Configs: k=v,...
+    <TAB>Topic: T<TAB>Partition: 0<TAB>Leader: 1<TAB>Replicas: 1<TAB>Isr: 1
+
+    Configs lists the topic's non-default configs. The partition filters print
+    only matching partitions (no topic lines); --topics-with-overrides prints
+    only the topic lines of topics with overrides.
+    """
+    partition_filter = (
+        under_replicated_partitions
+        or under_min_isr_partitions
+        or at_min_isr_partitions
+        or unavailable_partitions
+    )
+
+    async def go(
+        c: KafkaClient,
+    ) -> tuple[list[TopicInfo], dict[str, list[ConfigEntry]], set[int]]:
+        topics = await c.list_topics(include_internal=not exclude_internal)
+        names = sorted(topics) if pattern is None else match_names(pattern, topics)
+        if pattern is not None and not names and not if_exists:
+            raise KafkaError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"topic {pattern!r}",
+                "does not exist",
+            )
+        configs: dict[str, list[ConfigEntry]] = {}
+        if await c.supports(DESCRIBE_CONFIGS):
+            for n in names:
+                try:
+                    configs[n] = await c.describe_configs(RESOURCE_TOPIC, n, include_synonyms=False)
+                except KafkaError as exc:
+                    if exc.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                        raise
+        return [topics[n] for n in names], configs, set(c.metadata.brokers)
+
+    infos, configs, live = wire.run(go)
+    for t in infos:
+        cfg = configs.get(t.name, [])
+        overrides = [c for c in cfg if not c.is_default]
+        min_isr = _min_isr(cfg)
+        parts = [t.partitions[p] for p in sorted(t.partitions)]
+        rf = len(parts[0].replicas) if parts else 0
+
+        def wanted(p: Any, min_isr: int = min_isr) -> bool:
+            if under_replicated_partitions and len(p.isr) < len(p.replicas):
+                return True
+            if under_min_isr_partitions and len(p.isr) < min_isr:
+                return True
+            if at_min_isr_partitions and len(p.isr) == min_isr:
+                return True
+            return bool(unavailable_partitions and (p.leader < 0 or p.leader not in live))
+
+        shown = [p for p in parts if wanted(p)] if partition_filter else parts
+        if topics_with_overrides and not overrides:
+            continue
+        if as_json:
+            if partition_filter and not shown:
+                continue
+            emit_json(
+                {
+                    "topic": t.name,
+                    "topic_id": kafka_uuid(t.topic_id),
+                    "internal": t.is_internal,
+                    "partition_count": len(parts),
+                    "replication_factor": rf,
+                    "configs": {c.name: c.value for c in overrides},
+                    "partitions": [
+                        {
+                            "partition": p.partition,
+                            "leader": p.leader,
+                            "leader_epoch": p.leader_epoch,
+                            "replicas": p.replicas,
+                            "isr": p.isr,
+                            "offline_replicas": p.offline_replicas,
+                        }
+                        for p in shown
+                    ]
+                    if not topics_with_overrides
+                    else [],
+                }
+            )
+            continue
+        if not partition_filter:
+            line = f"Topic: {t.name}"
+            if t.topic_id.int:
+                line += f"\tTopicId: {kafka_uuid(t.topic_id)}"
+            line += f"\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}"
+            line += "\tConfigs: " + ",".join(f"{c.name}={c.value}" for c in overrides)
+            click.echo(line)
+        if topics_with_overrides:
+            continue
+        for p in shown:
+            leader = str(p.leader) if p.leader >= 0 else "none"
+            line = (
+                f"\tTopic: {t.name}\tPartition: {p.partition}\tLeader: {leader}"
+                f"\tReplicas: {','.join(map(str, p.replicas))}"
+                f"\tIsr: {','.join(map(str, p.isr))}"
+            )
+            if p.offline_replicas:
+                line += f"\tOffline: {','.join(map(str, p.offline_replicas))}"
+            click.echo(line)
+
+
+@topic.command()
+@wire_options
+@click.option("--topic", "-t", "pattern", required=True, help="Topic name, comma list or regex.")
+@click.option(
+    "--partitions", type=click.IntRange(min=1), required=True, help="The new partition count."
+)
+@click.option(
+    "--replica-assignment",
+    metavar="B:B,B:B,...",
+    help="Replicas of every partition (existing ones first, as kafka-topics.sh takes it).",
+)
+@click.option("--if-exists", is_flag=True, help="Succeed when the topic does not exist.")
+@handle_errors
+def alter(
+    wire: Wire, pattern: str, partitions: int, replica_assignment: str | None, if_exists: bool
+) -> None:
+    """Raise a topic's partition count (topic configs: `kt configs alter`)."""
+    assignment = parse_replica_assignment(replica_assignment) if replica_assignment else {}
+
+    async def go(c: KafkaClient) -> list[str]:
+        topics = await c.list_topics()
+        names = match_names(pattern, topics)
+        if not names:
+            if if_exists:
+                return []
+            raise KafkaError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {pattern!r}", "does not exist"
+            )
+        new_assign = {}
+        for n in names:
+            have = len(topics[n].partitions)
+            if assignment:
+                new_assign[n] = [assignment[i] for i in sorted(assignment) if i >= have]
+        errors = await c.create_partitions(
+            {n: partitions for n in names}, assignments=new_assign or None
+        )
+        for err in errors.values():
+            if err is not None:
+                raise err
+        return names
+
+    for n in wire.run(go):
+        click.echo(f"Altered topic {n}: {partitions} partitions.")
+
+
+@topic.command()
+@wire_options
+@click.option("--topic", "-t", "pattern", required=True, help="Topic name, comma list or regex.")
+@click.option("--if-exists", is_flag=True, help="Succeed when the topic does not exist.")
+@handle_errors
+def delete(wire: Wire, pattern: str, if_exists: bool) -> None:
+    """Delete topics."""
+
+    async def go(c: KafkaClient) -> list[str]:
+        topics = await c.list_topics()
+        names = match_names(pattern, topics)
+        if not names:
+            if if_exists:
+                return []
+            raise KafkaError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {pattern!r}", "does not exist"
+            )
+        errors = await c.delete_topics(names)
+        for err in errors.values():
+            if err is not None:
+                raise err
+        return names
+
+    for n in wire.run(go):
+        click.echo(f"Deleted topic {n}.")

@@ -1,0 +1,450 @@
+"""The asyncio client against a fake broker built on the sans-IO ServerConnection:
+version negotiation, pipelining, timeouts, retries, routing, record decoding."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from kt.client import (
+    LATEST,
+    KafkaClient,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    RecordSpec,
+    decode_records,
+    parse_bootstrap,
+    range_assign,
+)
+from kt.protocol import apis
+from kt.protocol.connection import ServerConnection
+from kt.protocol.errors import ErrorCode
+from kt.protocol.headers import RequestHeader, encode_response
+from kt.storage.compression import Codec
+from kt.storage.record_batch import build_batch, build_end_txn_marker
+
+Handler = Callable[[RequestHeader, Any], Awaitable[Any]]
+TOPIC_ID = uuid.UUID(int=0x1234)
+
+
+class FakeBroker:
+    """A one-node broker answering with whatever the test's handlers return."""
+
+    def __init__(self, versions: dict[int, tuple[int, int]] | None = None) -> None:
+        self.versions = versions or {
+            apis.API_VERSIONS.key: (0, 4),
+            apis.METADATA.key: (0, 12),
+            apis.PRODUCE.key: (3, 11),
+            apis.FETCH.key: (4, 16),
+            apis.LIST_OFFSETS.key: (1, 8),
+        }
+        self.handlers: dict[int, Handler] = {}
+        self.seen: list[tuple[int, int]] = []
+        self.max_in_flight = 0
+        self.server: asyncio.Server | None = None
+        self.port = 0
+        self.partitions = 2
+        self.leader_errors: list[int] = []
+
+    async def start(self) -> FakeBroker:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self
+
+    async def stop(self) -> None:
+        assert self.server is not None
+        self.server.close()
+        await self.server.wait_closed()
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = ServerConnection()
+        queue: asyncio.Queue[asyncio.Future[bytes | None]] = asyncio.Queue()
+
+        async def write_in_order() -> None:
+            while True:
+                fut = await queue.get()
+                data = await fut
+                if data is not None:
+                    writer.write(data)
+                    await writer.drain()
+
+        writer_task = asyncio.create_task(write_in_order())
+        pending = 0
+        try:
+            while data := await reader.read(65536):
+                for req in conn.receive_data(data):
+                    h = req.header
+                    self.seen.append((h.api_key, h.api_version))
+                    pending += 1
+                    self.max_in_flight = max(self.max_in_flight, pending)
+
+                    async def answer(req: Any = req) -> bytes | None:
+                        nonlocal pending
+                        try:
+                            return await self._answer(conn, req)
+                        finally:
+                            pending -= 1
+
+                    queue.put_nowait(asyncio.ensure_future(answer()))
+        finally:
+            writer_task.cancel()
+            writer.close()
+
+    async def _answer(self, conn: ServerConnection, req: Any) -> bytes | None:
+        h = req.header
+        if h.api_key == apis.API_VERSIONS.key:
+            lo, hi = self.versions[apis.API_VERSIONS.key]
+            if h.api_version > hi:
+                # What Kafka does: a v0 error response listing what it supports.
+                body = apis.API_VERSIONS.response(
+                    error_code=ErrorCode.UNSUPPORTED_VERSION,
+                    api_keys=[{"api_key": apis.API_VERSIONS.key, "min_version": lo,
+                               "max_version": hi}],
+                )  # fmt: skip
+                return encode_response(h.api_key, 0, h.correlation_id, body)
+            body = apis.API_VERSIONS.response(
+                api_keys=[
+                    {"api_key": k, "min_version": a, "max_version": b}
+                    for k, (a, b) in self.versions.items()
+                ]
+            )
+            return conn.send_response(req, body)
+        handler = self.handlers.get(h.api_key)
+        if handler is None and h.api_key == apis.METADATA.key:
+            handler = self._metadata
+        assert handler is not None, f"no handler for api {h.api_key}"
+        reply = await handler(h, req.body)
+        if reply is None:
+            return None
+        return conn.send_response(req, reply)
+
+    async def _metadata(self, h: RequestHeader, body: Any) -> Any:
+        leader = 1
+        if self.leader_errors:
+            leader = -1 if self.leader_errors.pop(0) else 1
+        topics = []
+        for t in body.topics or [{"name": "t"}]:
+            name = t.name if not isinstance(t, dict) else t["name"]
+            if name != "t":
+                topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name})
+                continue
+            topics.append(
+                {
+                    "name": "t",
+                    "topic_id": TOPIC_ID,
+                    "partitions": [
+                        {
+                            "partition_index": p,
+                            "leader_id": leader,
+                            "replica_nodes": [1],
+                            "isr_nodes": [1],
+                            "error_code": 0 if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+                        }
+                        for p in range(self.partitions)
+                    ],
+                }
+            )
+        return apis.METADATA.response(
+            brokers=[{"node_id": 1, "host": "127.0.0.1", "port": self.port}],
+            cluster_id="fake",
+            controller_id=1,
+            topics=topics,
+        )
+
+
+def run(coro_fn: Callable[[FakeBroker], Awaitable[Any]], broker: FakeBroker | None = None) -> Any:
+    async def main() -> Any:
+        b = await (broker or FakeBroker()).start()
+        try:
+            return await coro_fn(b)
+        finally:
+            await b.stop()
+
+    return asyncio.run(main())
+
+
+def test_parse_bootstrap() -> None:
+    assert parse_bootstrap("a:1,b, [::1]:3") == [("a", 1), ("b", 9092), ("::1", 3)]
+    assert parse_bootstrap(["x:5"]) == [("x", 5)]
+    for bad in ("", "a:b", "a:0", ","):
+        with pytest.raises(ValueError):
+            parse_bootstrap(bad)
+
+
+def test_negotiates_the_highest_common_version_and_loads_metadata() -> None:
+    async def go(b: FakeBroker) -> None:
+        b.versions[apis.METADATA.key] = (0, 7)
+        async with KafkaClient(b.bootstrap) as c:
+            assert c.metadata.cluster_id == "fake"
+            assert c.metadata.brokers[1].port == b.port
+            conn = await c.any_connection()
+            assert conn.version_for(apis.METADATA) == 7
+            assert conn.version_for(apis.FETCH) == 16
+            assert not conn.supports(apis.CREATE_TOPICS)
+            with pytest.raises(KafkaError) as err:
+                conn.version_for(apis.CREATE_TOPICS)
+            assert err.value.code == ErrorCode.UNSUPPORTED_VERSION
+        assert (apis.METADATA.key, 7) in b.seen
+
+    run(go)
+
+
+def test_api_versions_falls_back_to_v0_for_old_brokers() -> None:
+    async def go(b: FakeBroker) -> None:
+        b.versions[apis.API_VERSIONS.key] = (0, 2)
+        async with KafkaClient(b.bootstrap) as c:
+            assert c.metadata.cluster_id == "fake"
+        assert (apis.API_VERSIONS.key, 0) in b.seen
+
+    run(go)
+
+
+def test_requests_are_pipelined_on_one_connection() -> None:
+    async def go(b: FakeBroker) -> None:
+        async def slow_offsets(h: RequestHeader, body: Any) -> Any:
+            await asyncio.sleep(0.05)
+            return apis.LIST_OFFSETS.response(
+                topics=[
+                    {
+                        "name": t.name,
+                        "partitions": [
+                            {"partition_index": p.partition_index, "offset": 100 + h.correlation_id}
+                            for p in t.partitions
+                        ],
+                    }
+                    for t in body.topics
+                ]
+            )
+
+        b.handlers[apis.LIST_OFFSETS.key] = slow_offsets
+        async with KafkaClient(b.bootstrap) as c:
+            conn = await c.connection(1)
+            bodies = [
+                apis.LIST_OFFSETS.request(
+                    replica_id=-1,
+                    topics=[{"name": "t", "partitions": [{"partition_index": 0, "timestamp": -1}]}],
+                )
+                for _ in range(5)
+            ]
+            start = time.monotonic()
+            resps = await asyncio.gather(*(conn.request(apis.LIST_OFFSETS, x) for x in bodies))
+            elapsed = time.monotonic() - start
+            offsets = [r.topics[0].partitions[0].offset for r in resps]
+            assert offsets == sorted(offsets) and len(set(offsets)) == 5
+            assert b.max_in_flight == 5
+            assert elapsed < 0.2  # concurrent, not 5 x 50 ms one after the other
+
+    run(go)
+
+
+def test_request_timeout_then_the_connection_still_works() -> None:
+    async def go(b: FakeBroker) -> None:
+        delays = [0.4, 0.0]
+
+        async def offsets(h: RequestHeader, body: Any) -> Any:
+            await asyncio.sleep(delays.pop(0))
+            return apis.LIST_OFFSETS.response(
+                topics=[{"name": "t", "partitions": [{"partition_index": 0, "offset": 7}]}]
+            )
+
+        b.handlers[apis.LIST_OFFSETS.key] = offsets
+        async with KafkaClient(b.bootstrap, request_timeout=0.1, retries=0) as c:
+            with pytest.raises(KafkaTimeoutError):
+                await c.list_offsets([("t", 0)], LATEST)
+            c.request_timeout = 2.0
+            for conn in c._conns.values():
+                conn.request_timeout = 2.0
+            # The late answer to the first request is dropped; this one is matched.
+            assert await c.list_offsets([("t", 0)], LATEST) == {("t", 0): (7, -1)}
+
+    run(go)
+
+
+def test_retriable_errors_are_retried_after_a_metadata_refresh() -> None:
+    async def go(b: FakeBroker) -> None:
+        answers = [ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NONE]
+        produced: list[bytes] = []
+
+        async def produce(h: RequestHeader, body: Any) -> Any:
+            code = answers.pop(0)
+            if not code:
+                produced.append(bytes(body.topic_data[0].partition_data[0].records))
+            return apis.PRODUCE.response(
+                responses=[
+                    {
+                        "name": "t",
+                        "partition_responses": [
+                            {"index": 1, "error_code": code, "base_offset": 42 if not code else -1}
+                        ],
+                    }
+                ]
+            )
+
+        b.handlers[apis.PRODUCE.key] = produce
+        async with KafkaClient(b.bootstrap, retry_backoff=0.01) as c:
+            metadata_calls = sum(1 for k, _ in b.seen if k == apis.METADATA.key)
+            res = await c.produce("t", 1, [RecordSpec(b"k", b"v")], codec=Codec.GZIP)
+            assert res.base_offset == 42
+            assert sum(1 for k, _ in b.seen if k == apis.METADATA.key) > metadata_calls
+        recs, _ = decode_records("t", 1, produced[0], 0)
+        assert [(r.key, r.value) for r in recs] == [(b"k", b"v")]
+
+    run(go)
+
+
+def test_leader_not_available_is_waited_out() -> None:
+    async def go(b: FakeBroker) -> None:
+        async def offsets(h: RequestHeader, body: Any) -> Any:
+            return apis.LIST_OFFSETS.response(
+                topics=[{"name": "t", "partitions": [{"partition_index": 0, "offset": 3}]}]
+            )
+
+        b.handlers[apis.LIST_OFFSETS.key] = offsets
+        async with KafkaClient(b.bootstrap, retry_backoff=0.01) as c:
+            b.leader_errors = [1, 1]
+            await c.refresh_metadata()
+            assert await c.list_offsets([("t", 0)]) == {("t", 0): (3, -1)}
+
+    run(go)
+
+
+def test_non_retriable_errors_fail_at_once() -> None:
+    async def go(b: FakeBroker) -> None:
+        calls = 0
+
+        async def produce(h: RequestHeader, body: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            return apis.PRODUCE.response(
+                responses=[
+                    {
+                        "name": "t",
+                        "partition_responses": [
+                            {"index": 0, "error_code": ErrorCode.MESSAGE_TOO_LARGE}
+                        ],
+                    }
+                ]
+            )
+
+        b.handlers[apis.PRODUCE.key] = produce
+        async with KafkaClient(b.bootstrap) as c:
+            with pytest.raises(KafkaError) as err:
+                await c.produce("t", 0, [RecordSpec(None, b"x")])
+            assert err.value.code == ErrorCode.MESSAGE_TOO_LARGE and not err.value.retriable
+            assert calls == 1
+            with pytest.raises(KafkaError) as err:
+                await c.partitions_for("missing")
+            assert err.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    run(go)
+
+
+def test_acks_zero_gets_no_response() -> None:
+    async def go(b: FakeBroker) -> None:
+        got: list[int] = []
+
+        async def produce(h: RequestHeader, body: Any) -> Any:
+            got.append(body.acks)
+            return None
+
+        b.handlers[apis.PRODUCE.key] = produce
+        async with KafkaClient(b.bootstrap) as c:
+            res = await c.produce("t", 0, [RecordSpec(None, b"x")], acks=0)
+            assert res.base_offset == -1
+            await c.refresh_metadata()  # the connection is still in step
+        assert got == [0]
+
+    run(go)
+
+
+def test_fetch_by_topic_id_decodes_records() -> None:
+    async def go(b: FakeBroker) -> None:
+        batch1 = build_batch([RecordSpec(b"a", b"1"), RecordSpec(b"b", None, [("h", b"x")])],
+                             base_offset=5, codec=Codec.LZ4, base_timestamp=1000)  # fmt: skip
+        marker = build_end_txn_marker(commit=True, coordinator_epoch=0, producer_id=1,
+                                      producer_epoch=0, base_offset=7,
+                                      timestamp=1000)  # fmt: skip
+
+        async def fetch(h: RequestHeader, body: Any) -> Any:
+            assert h.api_version == 16 and body.topics[0].topic_id == TOPIC_ID
+            return apis.FETCH.response(
+                responses=[
+                    {
+                        "topic_id": TOPIC_ID,
+                        "partitions": [
+                            {
+                                "partition_index": 0,
+                                "high_watermark": 9,
+                                "records": batch1 + marker + batch1[:30],
+                            }
+                        ],
+                    }
+                ]
+            )
+
+        b.handlers[apis.FETCH.key] = fetch
+        async with KafkaClient(b.bootstrap) as c:
+            got = await c.fetch({("t", 0): 6})
+        r = got[("t", 0)]
+        assert r.error == ErrorCode.NONE and r.high_watermark == 9
+        assert [(x.offset, x.key, x.value, x.headers) for x in r.records] == [
+            (6, b"b", None, [("h", b"x")])
+        ]
+        assert r.next_offset == 8  # past the control batch, not into the cut one
+
+    run(go)
+
+
+def test_unreachable_bootstrap_fails_within_the_connect_timeout() -> None:
+    async def go() -> None:
+        srv = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        srv.close()
+        await srv.wait_closed()
+        start = time.monotonic()
+        with pytest.raises(KafkaConnectionError) as err:
+            await KafkaClient(f"127.0.0.1:{port}", connect_timeout=0.5).start()
+        assert time.monotonic() - start < 2.0
+        assert f"127.0.0.1:{port}" in str(err.value)
+
+    asyncio.run(go())
+
+
+def test_broken_connection_fails_requests_in_flight() -> None:
+    async def go(b: FakeBroker) -> None:
+        async def hang(h: RequestHeader, body: Any) -> Any:
+            await asyncio.sleep(10)
+
+        b.handlers[apis.LIST_OFFSETS.key] = hang
+        async with KafkaClient(b.bootstrap, retries=0) as c:
+            conn = await c.connection(1)
+            task = asyncio.create_task(
+                conn.request(apis.LIST_OFFSETS, apis.LIST_OFFSETS.request(replica_id=-1))
+            )
+            await asyncio.sleep(0.05)
+            await conn.close()
+            with pytest.raises(KafkaConnectionError):
+                await task
+
+    run(go)
+
+
+def test_range_assignor_matches_kafka() -> None:
+    subs = {"m1": ["a", "b"], "m2": ["a"], "m0": ["a", "b"]}
+    got = range_assign(subs, {"a": [0, 1, 2, 3, 4], "b": [0, 1]})
+    assert got == {
+        "m0": [("a", 0), ("a", 1), ("b", 0)],
+        "m1": [("a", 2), ("a", 3), ("b", 1)],
+        "m2": [("a", 4)],
+    }
+    assert range_assign({"x": ["none"]}, {}) == {"x": []}
