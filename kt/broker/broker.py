@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from kt.broker.config import DEFAULTS, BrokerConfig, Listener
 from kt.broker.log_manager import LogManager
@@ -366,18 +367,20 @@ class Broker:
     # --- background tasks ------------------------------------------------
 
     def start_background_tasks(self) -> None:
-        """Periodic checkpoints (recovery points, log start offsets, high watermarks)."""
+        """Periodic checkpoints (recovery points, log start offsets, high watermarks),
+        written from a worker thread so their fsyncs never stall the event loop."""
         loop = asyncio.get_running_loop()
         cfg = self.config
-        for interval_key, job in (
-            ("log.flush.offset.checkpoint.interval.ms", self.logs.checkpoint_recovery_points),
-            (
-                "log.flush.start.offset.checkpoint.interval.ms",
-                self.logs.checkpoint_log_start_offsets,
-            ),
-            ("replica.high.watermark.checkpoint.interval.ms", self.logs.checkpoint_high_watermarks),
+        for interval_key, plan in (
+            ("log.flush.offset.checkpoint.interval.ms", self.logs.recovery_point_plan),
+            ("log.flush.start.offset.checkpoint.interval.ms", self.logs.log_start_offset_plan),
+            ("replica.high.watermark.checkpoint.interval.ms", self.logs.high_watermark_plan),
         ):
-            self._tasks.append(loop.create_task(_every(cfg.get_int(interval_key) / 1000, job)))
+            self._tasks.append(
+                loop.create_task(
+                    _every_in_thread(cfg.get_int(interval_key) / 1000, plan, self.logs.write_plan)
+                )
+            )
         self._tasks.append(loop.create_task(_every(1.0, self._flush_by_time)))
 
     def _flush_by_time(self) -> None:
@@ -406,6 +409,19 @@ class Broker:
             except (asyncio.CancelledError, Exception):
                 pass
         self._tasks.clear()
+
+
+async def _every_in_thread(
+    seconds: float, collect: Callable[[], Any], write: Callable[[Any], None]
+) -> None:
+    """Every `seconds`: `collect()` on the loop, then `write(result)` in a thread."""
+    loop = asyncio.get_running_loop()
+    while True:
+        await asyncio.sleep(seconds)
+        try:
+            await loop.run_in_executor(None, write, collect())
+        except Exception:
+            log.exception("background task %s failed", getattr(write, "__name__", write))
 
 
 async def _every(seconds: float, job: Callable[[], None]) -> None:

@@ -237,18 +237,25 @@ class LogManager:
         for d in self.log_dirs:
             yield d, {tp: lg for tp, lg in self.logs.items() if self.dir_of.get(tp) == d}
 
-    def checkpoint_recovery_points(self) -> None:
-        """Write recovery-point-offset-checkpoint in every directory."""
-        for d, logs in self._by_dir():
-            write_offset_checkpoint(
+    # Each checkpoint is collected (a quick read of in-memory offsets, on the caller's
+    # thread) and then written (temp file, fsyncs, rename: slow), so the broker can
+    # write from a worker thread without stalling the event loop.
+    CheckpointPlan = list[tuple[Path, dict[TopicPartition, int]]]
+
+    def recovery_point_plan(self) -> CheckpointPlan:
+        """recovery-point-offset-checkpoint contents per directory."""
+        return [
+            (
                 d / RECOVERY_POINT_CHECKPOINT_FILE,
                 {tp: lg.recovery_point for tp, lg in sorted(logs.items())},
             )
+            for d, logs in self._by_dir()
+        ]
 
-    def checkpoint_log_start_offsets(self) -> None:
-        """Write log-start-offset-checkpoint (only logs that start above their first segment)."""
-        for d, logs in self._by_dir():
-            write_offset_checkpoint(
+    def log_start_offset_plan(self) -> CheckpointPlan:
+        """log-start-offset-checkpoint contents (logs starting above their first segment)."""
+        return [
+            (
                 d / LOG_START_OFFSET_CHECKPOINT_FILE,
                 {
                     tp: lg.log_start_offset
@@ -256,14 +263,36 @@ class LogManager:
                     if lg.log_start_offset > lg.segments[0].base_offset
                 },
             )
+            for d, logs in self._by_dir()
+        ]
 
-    def checkpoint_high_watermarks(self) -> None:
-        """Write replication-offset-checkpoint (the high watermarks)."""
-        for d, logs in self._by_dir():
-            write_offset_checkpoint(
+    def high_watermark_plan(self) -> CheckpointPlan:
+        """replication-offset-checkpoint contents (the high watermarks)."""
+        return [
+            (
                 d / REPLICATION_CHECKPOINT_FILE,
                 {tp: lg.high_watermark for tp, lg in sorted(logs.items())},
             )
+            for d, logs in self._by_dir()
+        ]
+
+    @staticmethod
+    def write_plan(plan: CheckpointPlan) -> None:
+        """Write collected checkpoints atomically (safe from a worker thread)."""
+        for path, entries in plan:
+            write_offset_checkpoint(path, entries)
+
+    def checkpoint_recovery_points(self) -> None:
+        """Write recovery-point-offset-checkpoint in every directory."""
+        self.write_plan(self.recovery_point_plan())
+
+    def checkpoint_log_start_offsets(self) -> None:
+        """Write log-start-offset-checkpoint in every directory."""
+        self.write_plan(self.log_start_offset_plan())
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write replication-offset-checkpoint in every directory."""
+        self.write_plan(self.high_watermark_plan())
 
     def flush_all(self) -> None:
         """fsync every log up to its end (advancing the recovery points)."""
