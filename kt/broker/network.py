@@ -1,7 +1,9 @@
 """The broker's network layer: asyncio connections speaking the Kafka protocol.
 
-Per connection, one reader task frames and decodes requests (the sans-IO
-`ServerConnection`) and one processor task handles them strictly in order, so
+Per connection, the protocol receives frames in place (the sans-IO
+`FrameReceiver`: a large produce request is read once, straight into its own
+buffer, and its record batches are patched and written from there) and one
+processor task handles them strictly in order, so
 responses leave in request order even when a client pipelines; a long-polling
 fetch holds back the requests behind it, as in Kafka (which mutes the channel).
 A frame larger than `socket.request.max.bytes` or one that does not decode closes
@@ -19,7 +21,8 @@ from typing import Any
 
 from kt.broker import handlers
 from kt.broker.handlers import HANDLERS, RequestContext
-from kt.protocol import DecodeError, ErrorCode, Request, ServerConnection, apis, encode_response
+from kt.protocol import DecodeError, ErrorCode, Request, apis, decode_request, encode_response
+from kt.protocol.framing import FrameReceiver
 
 log = logging.getLogger("kt.broker.network")
 
@@ -46,6 +49,89 @@ class _FdFile:
         return offset
 
 
+class _Connection(asyncio.BufferedProtocol):
+    """One client connection: frames are received in place (see FrameReceiver) and
+    queued; a processor task answers them in order."""
+
+    def __init__(self, server: NetworkServer) -> None:
+        self.server = server
+        self.conn_id = next(_conn_ids)
+        self.receiver = FrameReceiver(server.max_request_size)
+        self.queue: asyncio.Queue[Request | None] = asyncio.Queue()
+        self.transport: asyncio.Transport | None = None
+        self.host = "unknown"
+        self.closed = False
+        self.reading_paused = False
+        self.can_write = asyncio.Event()
+        self.can_write.set()
+        self.last_activity = 0.0
+        self.task: asyncio.Task[None] | None = None
+
+    # --- asyncio protocol callbacks ---
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.host = peer[0] if isinstance(peer, tuple) else "unknown"
+        loop = asyncio.get_running_loop()
+        self.last_activity = loop.time()
+        self.task = loop.create_task(self.server._run(self))
+        self.server.connections.add(self)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.receiver.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.last_activity = asyncio.get_running_loop().time()
+        try:
+            for frame in self.receiver.buffer_updated(nbytes):
+                header, body = decode_request(frame)
+                self.queue.put_nowait(Request(header, body))
+        except DecodeError as exc:
+            log.warning("closing connection %d from %s: %s", self.conn_id, self.host, exc)
+            self.close()
+            return
+        if self.queue.qsize() >= _MAX_QUEUED and self.transport is not None:
+            # Backpressure: stop reading until the processor catches up.
+            self.transport.pause_reading()
+            self.reading_paused = True
+
+    def eof_received(self) -> bool:
+        self.queue.put_nowait(None)
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.queue.put_nowait(None)
+        self.can_write.set()
+        self.server.connections.discard(self)
+
+    def pause_writing(self) -> None:
+        self.can_write.clear()
+
+    def resume_writing(self) -> None:
+        self.can_write.set()
+
+    # --- used by the processor ---
+    def close(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self.closed or self.transport is None:
+            raise ConnectionResetError("connection closed")
+        self.transport.write(data)
+
+    async def drain(self) -> None:
+        await self.can_write.wait()
+        if self.closed:
+            raise ConnectionResetError("connection closed")
+
+
+# Requests read ahead of the one being processed before reading pauses.
+_MAX_QUEUED = 32
+
+
 class NetworkServer:
     """Listens on the configured listeners and serves connections."""
 
@@ -54,99 +140,69 @@ class NetworkServer:
         self.max_request_size = max_request_size
         self.idle_s = idle_ms / 1000
         self.servers: list[asyncio.base_events.Server] = []
-        self.connections: set[asyncio.Task[None]] = set()
+        self.connections: set[_Connection] = set()
+        self._reaper: asyncio.Task[None] | None = None
         handlers.load_all()
 
     async def start(self, host: str, port: int) -> int:
         """Listen on host:port; return the bound port (useful with port 0)."""
-        server = await asyncio.start_server(self._serve, host or None, port, reuse_address=True)
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(
+            lambda: _Connection(self), host or None, port, reuse_address=True
+        )
         self.servers.append(server)
-        sock = server.sockets[0]
-        bound: int = sock.getsockname()[1]
+        if self._reaper is None:
+            self._reaper = loop.create_task(self._reap_idle())
+        bound: int = server.sockets[0].getsockname()[1]
         return bound
 
     async def stop(self) -> None:
         """Stop listening and close every connection."""
         for s in self.servers:
             s.close()
-        for task in list(self.connections):
-            task.cancel()
+        if self._reaper is not None:
+            self._reaper.cancel()
+        conns = list(self.connections)
+        for c in conns:
+            c.close()
+        tasks = [c.task for c in conns if c.task is not None]
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
         for s in self.servers:
             await s.wait_closed()
-        if self.connections:
-            await asyncio.gather(*self.connections, return_exceptions=True)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self.connections.add(task)
-        conn_id = next(_conn_ids)
-        peer = writer.get_extra_info("peername")
-        host = peer[0] if isinstance(peer, tuple) else "unknown"
-        queue: asyncio.Queue[Request | None] = asyncio.Queue()
-        processor = asyncio.create_task(self._process(queue, writer, host, conn_id))
-        proto = ServerConnection(max_frame_size=self.max_request_size)
+    async def _reap_idle(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(min(self.idle_s / 2, 30.0))
+            now = loop.time()
+            for c in list(self.connections):
+                if now - c.last_activity > self.idle_s and c.queue.empty():
+                    log.debug("connection %d from %s idle, closing", c.conn_id, c.host)
+                    c.close()
+
+    async def _run(self, conn: _Connection) -> None:
         try:
-            while not processor.done():
-                try:
-                    data = await asyncio.wait_for(reader.read(256 * 1024), self.idle_s)
-                except TimeoutError:
-                    log.debug("connection %d from %s idle, closing", conn_id, host)
-                    break
-                if not data:
-                    break
-                try:
-                    requests = proto.receive_data(data)
-                except DecodeError as exc:
-                    log.warning("closing connection %d from %s: %s", conn_id, host, exc)
-                    break
-                for req in requests:
-                    queue.put_nowait(req)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
+            await self._process_requests(conn)
         except asyncio.CancelledError:
-            # Only stop() cancels a connection. Ending normally keeps asyncio's stream
-            # callback from logging the cancellation as an error at every shutdown.
             pass
-        finally:
-            queue.put_nowait(None)
-            try:
-                await asyncio.wait_for(processor, 30)
-            except (TimeoutError, asyncio.CancelledError, Exception):
-                processor.cancel()
-            writer.close()
-            try:
-                await writer.wait_closed()
-            except Exception:
-                pass
-            self.connections.discard(task)
-
-    async def _process(
-        self,
-        queue: asyncio.Queue[Request | None],
-        writer: asyncio.StreamWriter,
-        host: str,
-        conn_id: int,
-    ) -> None:
-        try:
-            await self._process_requests(queue, writer, host, conn_id)
         finally:
             # The processor also stops on a request it will not serve (unknown API
-            # or version, a failing handler): closing the transport ends the reader's
-            # pending read as well, so the connection closes now, not at the idle timeout.
-            writer.close()
+            # or version, a failing handler): close the connection at once.
+            conn.close()
 
-    async def _process_requests(
-        self,
-        queue: asyncio.Queue[Request | None],
-        writer: asyncio.StreamWriter,
-        host: str,
-        conn_id: int,
-    ) -> None:
+    async def _process_requests(self, conn: _Connection) -> None:
+        host, conn_id, writer = conn.host, conn.conn_id, conn
         while True:
-            req = await queue.get()
+            req = await conn.queue.get()
             if req is None:
                 return
+            if conn.reading_paused and conn.queue.qsize() < _MAX_QUEUED // 2:
+                conn.reading_paused = False
+                if conn.transport is not None and not conn.closed:
+                    conn.transport.resume_reading()
             header = req.header
             if req.body is None:
                 if header.api_key == apis.API_VERSIONS.key:
@@ -187,7 +243,7 @@ class NetworkServer:
                 )
                 return
 
-    async def _send(self, writer: asyncio.StreamWriter, req: Request, body: Any) -> None:
+    async def _send(self, writer: _Connection, req: Request, body: Any) -> None:
         from kt.protocol.headers import encode_response_parts
         from kt.protocol.regions import ExternalRecords
 
@@ -205,6 +261,7 @@ class NetworkServer:
                 fd, position = part.source
                 await writer.drain()
                 try:
+                    assert writer.transport is not None
                     await loop.sendfile(writer.transport, _FdFile(fd), position, part.length)
                 except (NotImplementedError, RuntimeError):
                     writer.write(os.pread(fd, part.length, position))

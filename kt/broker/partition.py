@@ -28,7 +28,7 @@ class ProducerStateError(CorruptRecordError):
         self.error_code = error_code
 
 
-def _peek_headers(data: bytes | bytearray) -> list[v2.BatchHeader]:
+def _peek_headers(data: bytes | bytearray | memoryview) -> list[v2.BatchHeader]:
     """The v2 headers of concatenated batches, read without any validation (the log
     validates the bytes itself; this only feeds the producer-state check)."""
     out = []
@@ -80,7 +80,9 @@ class Partition:
         """The upper bound for read_committed consumers (no transactions yet: the HW)."""
         return self.log.high_watermark
 
-    def append_records(self, data: bytes | bytearray, now_ms: int | None = None) -> AppendResult:
+    def append_records(
+        self, data: bytes | bytearray | memoryview, now_ms: int | None = None
+    ) -> AppendResult:
         """Append producer batches as leader and advance the high watermark (the ISR
         is just us). Idempotent producers' retries of any of their last five
         batches are answered with the original offsets and write nothing. Raises

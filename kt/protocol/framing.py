@@ -53,3 +53,72 @@ class FrameDecoder:
 def frame(payload: bytes | bytearray | memoryview) -> bytes:
     """`payload` with its int32 size prefix."""
     return INT32.pack(len(payload)) + bytes(payload)
+
+
+class FrameReceiver:
+    """Frames assembled in place, for transports that read into a buffer we supply
+    (asyncio's BufferedProtocol, `socket.recv_into`).
+
+    Small frames are read through a staging buffer together (one receive call can
+    bring many pipelined requests); a frame larger than the staging area gets a
+    buffer of its own and the transport reads straight into it, so a produce
+    request's records are received once and never copied again. Frames come back
+    as bytearrays the caller owns (and may modify, e.g. to patch record batches).
+    """
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, staging: int = 64 * 1024):
+        self.max_frame_size = max_frame_size
+        self._staging = bytearray(staging)
+        self._start = 0  # first unconsumed byte in staging
+        self._end = 0  # end of received bytes in staging
+        self._big: bytearray | None = None  # a large frame being filled directly
+        self._big_got = 0
+
+    def get_buffer(self) -> memoryview:
+        """Where the transport should write the next received bytes."""
+        if self._big is not None:
+            return memoryview(self._big)[self._big_got :]
+        if self._end == len(self._staging):
+            # Move the unconsumed tail to the front to make room.
+            tail = self._end - self._start
+            self._staging[:tail] = self._staging[self._start : self._end]
+            self._start, self._end = 0, tail
+        return memoryview(self._staging)[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> list[bytearray]:
+        """Account for `nbytes` written into the last buffer; return completed frames.
+
+        Raises FrameSizeError for a negative or oversized frame size.
+        """
+        frames: list[bytearray] = []
+        if self._big is not None:
+            self._big_got += nbytes
+            if self._big_got < len(self._big):
+                return frames
+            frames.append(self._big)
+            self._big = None
+            return frames
+        self._end += nbytes
+        buf = self._staging
+        while self._end - self._start >= 4:
+            size = INT32.unpack_from(buf, self._start)[0]
+            if size < 0 or size > self.max_frame_size:
+                raise FrameSizeError(
+                    f"frame size {size} is outside 0..{self.max_frame_size}; closing"
+                )
+            have = self._end - self._start - 4
+            if have >= size:
+                begin = self._start + 4
+                frames.append(buf[begin : begin + size])
+                self._start = begin + size
+                continue
+            if size + 4 > len(buf):
+                # Too big for staging: give it its own buffer, seeded with what we have.
+                big = bytearray(size)
+                big[:have] = buf[self._start + 4 : self._end]
+                self._big, self._big_got = big, have
+                self._start = self._end = 0
+            break
+        if self._start == self._end:
+            self._start = self._end = 0
+        return frames

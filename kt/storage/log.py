@@ -259,7 +259,7 @@ class PartitionLog:
 
     def append_as_leader(
         self,
-        data: bytes | bytearray,
+        data: bytes | bytearray | memoryview,
         leader_epoch: int,
         *,
         now_ms: int | None = None,
@@ -268,15 +268,22 @@ class PartitionLog:
         """Append producer batches: validate, assign offsets, stamp epoch (and
         LogAppendTime when configured), roll if needed, write.
 
-        `data` holds one or more v2 batches. Raises CorruptRecordError (or one of
-        its subclasses below, which map to Kafka error codes) for invalid ones;
-        nothing is written then. `origin` is CLIENT for produce requests and
-        COORDINATOR for the broker's own writes (transaction markers).
+        `data` holds one or more v2 batches. A writable buffer (a bytearray or a
+        writable memoryview, e.g. a slice of the request frame) is patched in place
+        and written as is — no copy on the produce path; the caller hands it over.
+        Raises CorruptRecordError (or one of its subclasses below, which map to
+        Kafka error codes) for invalid ones; nothing is written then. `origin` is
+        CLIENT for produce requests and COORDINATOR for the broker's own writes
+        (transaction markers).
         """
         if origin is AppendOrigin.REPLICATION:
             raise ValueError("replicated batches go through append_as_follower")
         now = int(time.time() * 1000) if now_ms is None else now_ms
-        buf = bytearray(data)
+        buf: bytearray | memoryview
+        if isinstance(data, bytearray) or (isinstance(data, memoryview) and not data.readonly):
+            buf = data
+        else:
+            buf = bytearray(data)
         infos = self.validate_batches(buf, origin=origin, now_ms=now)
         offset = self.log_end_offset
         append_time = now if self.config.log_append_time else v2.NO_TIMESTAMP
@@ -427,7 +434,7 @@ class PartitionLog:
 
     def _append(
         self,
-        buf: bytes | bytearray,
+        buf: bytes | bytearray | memoryview,
         infos: list[BatchInfo],
         leader_epoch: int,
         first_offset: int,
@@ -770,7 +777,7 @@ def _check_client_batch(header: v2.BatchHeader, pos: int) -> None:
 _ATTRS = struct.Struct(">h")
 
 
-def _set_create_time(buf: bytearray, pos: int, size: int, attributes: int) -> None:
+def _set_create_time(buf: bytearray | memoryview, pos: int, size: int, attributes: int) -> None:
     """Clear the LogAppendTime bit of the batch at `pos` and fix its CRC."""
     _ATTRS.pack_into(buf, pos + v2.ATTRIBUTES_OFFSET, attributes & ~v2.TIMESTAMP_TYPE_MASK)
     crc = v2.compute_crc(memoryview(buf)[pos : pos + size])

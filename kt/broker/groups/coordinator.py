@@ -795,6 +795,9 @@ class GroupCoordinator:
                 m.assignment = full[mid]
             self._propagate_assignment(group, E.NONE)
             group.transition_to(GroupState.STABLE)
+            # With the "generation N (CompletingRebalance)" line, this tells a group
+            # whose leader never synced from one that completed its rebalance.
+            log.info("group %s generation %d is Stable", group.group_id, group.generation)
 
     def _received_sync(self, group: Group, member_id: str) -> None:
         group.pending_sync.discard(member_id)

@@ -101,7 +101,8 @@ def _append_one(
         out["error_message"] = "produce request has no records"
         return out
     try:
-        result = part.append_records(bytes(records), now_ms=int(time.time() * 1000))
+        # `records` is a view into the request frame: the log patches it in place.
+        result = part.append_records(records, now_ms=int(time.time() * 1000))
     except StorageError as exc:
         code = error_for_append(exc)
         out["error_code"] = code
