@@ -37,9 +37,13 @@ RECORD_SIZE = 1024
 RECORDS_PER_BATCH = 16
 
 
-def generate(path: Path, size: int) -> tuple[int, int]:
-    """Write a segment of about `size` bytes; return (batches, records)."""
+def generate(path: Path, size: int, text: bool = False) -> tuple[int, int]:
+    """Write a segment of about `size` bytes; return (batches, records). Values are
+    random bytes, or random printable ASCII with `text`."""
     value = os.urandom(RECORD_SIZE)
+    if text:
+        alphabet = b"abcdefghijklmnopqrstuvwxyz0123456789"
+        value = bytes(alphabet[b % len(alphabet)] for b in value)
     batches = records = 0
     offset = 0
     ts = 1_700_000_000_000
@@ -118,6 +122,12 @@ def main() -> None:
         t = time.perf_counter()
         b, r = generate(seg, size)
         print(f"generated {seg} ({b} batches, {r} records) in {time.perf_counter() - t:.1f}s")
+    text_part = args.out / f"bench-{args.size_mib}m-text-0"
+    text_seg = text_part / "00000000000000000000.log"
+    if not text_seg.exists() or text_seg.stat().st_size < size:
+        shutil.rmtree(text_part, ignore_errors=True)
+        text_part.mkdir(parents=True)
+        generate(text_seg, size, text=True)
     actual = seg.stat().st_size
     mb = actual / 1e6
     # Count records once (and warm the page cache) with kt's decoder.
@@ -134,7 +144,9 @@ def main() -> None:
     t, rss = run([KT, "dump-log-segments", "--deep-iteration", "--files", str(seg)])
     row("kt dump-log-segments --deep-iteration", f"{records / t / 1e3:.0f}k rec/s", rss)
     t, rss = run([KT, "dump-log-segments", "--deep-iteration", "--json", "--files", str(seg)])
-    row("kt dump-log-segments --deep-iteration --json", f"{records / t / 1e3:.0f}k rec/s", rss)
+    row("... --deep-iteration --json (binary values: hex)", f"{records / t / 1e3:.0f}k rec/s", rss)
+    t, rss = run([KT, "dump-log-segments", "--deep-iteration", "--json", "--files", str(text_seg)])
+    row("... --deep-iteration --json (ASCII text values)", f"{records / t / 1e3:.0f}k rec/s", rss)
     for p in part.glob("*index"):
         p.unlink()
     t, rss = run([KT, "index", "rebuild", str(part)])

@@ -62,6 +62,11 @@ _JSON_SPECIAL = bytes(range(32)) + b'"\\'
 
 
 def _json_utf8(data: bytes) -> tuple[str, str]:
+    # ASCII is the common case and the cheapest check; anything else tries UTF-8.
+    if data.isascii():
+        if len(data.translate(None, _JSON_SPECIAL)) == len(data):
+            return f'"{data.decode("ascii")}"', "utf8"
+        return jstr(data.decode("ascii")), "utf8"
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

@@ -506,6 +506,9 @@ class LogDumper:
         append = lines.append
         kv = self._json_kv
         expect = self.last_offset + 1 if self.last_offset != -1 else None
+        # The common case (no decoder, no headers, not control) renders inline: this
+        # loop is the whole cost of `--deep-iteration --json`.
+        render = self.jrender if self._key_parser is None and not control else None
         try:
             for off, ts, k, val, hdrs, seq in v2.iter_record_tuples(h, b.data):
                 if ranged:
@@ -519,6 +522,25 @@ class LogDumper:
                 else:
                     self.last_offset = off
                 expect = off + 1
+                if render is not None and not hdrs:
+                    if k is None:
+                        kj = ke = "null"
+                    else:
+                        kj, kname = render(k)
+                        ke = f'"{kname}"'
+                    if val is None:
+                        vj = ve = "null"
+                    else:
+                        vj, vname = render(val)
+                        ve = f'"{vname}"'
+                    append(
+                        f'{{"type":"record","file":{f},"offset":{off},"timestamp":{ts},'
+                        f'"key":{kj},"key_encoding":{ke},"value":{vj},"value_encoding":{ve},'
+                        f'"headers":[],"key_size":{-1 if k is None else len(k)},'
+                        f'"value_size":{-1 if val is None else len(val)},'
+                        f'"sequence":{seq},"batch_base_offset":{base}}}'
+                    )
+                    continue
                 extra = self._control_json(b, off, k, val) if control else ""
                 append(
                     f'{{"type":"record","file":{f},"offset":{off},"timestamp":{ts},'
