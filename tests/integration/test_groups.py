@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -180,21 +181,64 @@ def test_kafka_python_group_and_admin_client(broker_factory) -> None:
             auto_offset_reset="earliest",
             enable_auto_commit=False,
             heartbeat_interval_ms=200,
-            # The leader assigns from its metadata; refresh it soon if the first
-            # assignment raced the topic's metadata (it then rejoins).
-            metadata_max_age_ms=500,
+            client_id=f"kp-{i}",
         )
-        for _ in range(2)
+        for i in range(2)
     ]
+    # kafka-python 3.0.12 applies a JoinGroup/SyncGroup round trip only if it ends
+    # while a poll() of that consumer waits for it. One that ends between polls is
+    # thrown away and the consumer joins again (a leader that does forces another
+    # rebalance) or, if the rejoin was the leader's own (its topic metadata changed
+    # since it assigned), is never applied: need_rejoin() turns False, so the member
+    # keeps no partitions and sends no heartbeats while the other member waits in
+    # JoinGroup for it until its 45 s session expires. So: each consumer polls in
+    # its own thread, as applications do (polling both in turn from one thread left
+    # one of them outside poll() half the time), and knows the topic's partitions
+    # before it first joins (else the leader's first assignment can race its
+    # metadata: it assigns nothing and rejoins when the metadata arrives).
+    for c in consumers:
+        assert c.partitions_for_topic(topic) == set(range(6))
     seen: Counter[tuple[int, int]] = Counter()
+    assigned: list[set[Any]] = [set(), set()]
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def consume(i: int) -> None:
+        c = consumers[i]
+        try:
+            while not stop.is_set():
+                batches = c.poll(timeout_ms=100)
+                c.commit()
+                with lock:
+                    for records in batches.values():
+                        for r in records:
+                            seen[(r.partition, r.offset)] += 1
+                    assigned[i] = set(c.assignment())
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=consume, args=(i,), daemon=True) for i in range(2)]
+    for t in threads:
+        t.start()
     deadline = time.monotonic() + 30
-    while len(seen) < 60 or not all(c.assignment() for c in consumers):
-        assert time.monotonic() < deadline, f"consumed {len(seen)}"
-        for c in consumers:
-            for records in c.poll(timeout_ms=100).values():
-                for r in records:
-                    seen[(r.partition, r.offset)] += 1
-            c.commit()
+    try:
+        while not errors:
+            with lock:
+                done = len(seen) >= 60 and all(assigned)
+                state = (len(seen), [sorted(tp.partition for tp in a) for a in assigned])
+            if done:
+                break
+            assert time.monotonic() < deadline, (
+                f"consumed {state[0]}, assignments {state[1]}; broker:\n"
+                + "\n".join(ln for ln in broker.log().splitlines() if "kt.broker.groups" in ln)
+            )
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+    assert not errors, errors
     a, b = (c.assignment() for c in consumers)
     assert a and b and not (a & b) and len(a | b) == 6
     assert set(seen.values()) == {1}

@@ -180,6 +180,39 @@ def test_session_timeout_expires_a_member_and_rebalances() -> None:
     run(t)
 
 
+def test_leader_rejoin_then_a_newcomer_waits_for_the_silent_leader() -> None:
+    # The broker's side of a kafka-python flake: the leader assigns nothing (no topic
+    # metadata yet), rejoins alone when its metadata arrives, syncs, then goes silent;
+    # a newcomer's JoinGroup waits for it to rejoin until its session expires.
+    async def t() -> None:
+        coord, _ = make()
+        a = await wait(await join_new(coord, session=200))
+        assert (await wait(await sync(coord, a, {a.member_id: b""}))).error == E.NONE
+        group = coord.groups[GID]
+        assert group.state is GroupState.STABLE
+        # The leader rejoining a Stable group, same metadata: a rebalance that
+        # completes at once (it is the only member), then Stable after its SyncGroup.
+        a2 = await wait(coord.join_group(request(a.member_id, session=200)))
+        assert a2.generation == 2 and a2.leader == a.member_id and len(a2.members) == 1
+        assert group.state is GroupState.COMPLETING_REBALANCE
+        assert coord.heartbeat(GID, a.member_id, None, 2) == E.NONE
+        assert (await wait(await sync(coord, a2, {a.member_id: b"A"}))).assignment == b"A"
+        assert group.state is GroupState.STABLE
+        b_fut = await join_new(coord, client="d")
+        assert group.state is GroupState.PREPARING_REBALANCE
+        # A live leader learns of the rebalance from its next heartbeat ...
+        assert coord.heartbeat(GID, a.member_id, None, 2) == E.REBALANCE_IN_PROGRESS
+        await asyncio.sleep(0.05)
+        assert not b_fut.done()
+        # ... a silent one is dropped when its session expires, and the newcomer leads.
+        b = await wait(b_fut)
+        assert b.generation == 3 and b.leader == b.member_id
+        assert [m[0] for m in b.members] == [b.member_id]
+        await coord.stop()
+
+    run(t)
+
+
 def test_rebalance_timeout_removes_members_that_do_not_rejoin() -> None:
     async def t() -> None:
         coord, _ = make()
