@@ -209,7 +209,48 @@ async function groupConsume (spec) {
   return { messages }
 }
 
-const COMMANDS = { produce, fetch: fetchPartition, 'group-consume': groupConsume }
+// spec: {brokers, topic, partitions, configs: {k: v}, morePartitions}: the admin
+// client's topic lifecycle. result: what the broker reported at each step.
+async function adminTopics (spec) {
+  const kafka = kafkaFor(spec)
+  const admin = kafka.admin()
+  await admin.connect()
+  try {
+    const created = await admin.createTopics({
+      topics: [{
+        topic: spec.topic,
+        numPartitions: spec.partitions,
+        configEntries: Object.entries(spec.configs || {}).map(([name, value]) => ({ name, value }))
+      }],
+      waitForLeaders: true
+    })
+    // kafkajs resolves to false (not an error) when the topic already exists.
+    const createdAgain = await admin.createTopics({ topics: [{ topic: spec.topic, numPartitions: 1 }] })
+    const listed = await admin.listTopics()
+    const meta = await admin.fetchTopicMetadata({ topics: [spec.topic] })
+    const configs = await admin.describeConfigs({
+      includeSynonyms: false,
+      resources: [{ type: 2, name: spec.topic }]
+    })
+    await admin.createPartitions({ topicPartitions: [{ topic: spec.topic, count: spec.morePartitions }] })
+    const grown = await admin.fetchTopicMetadata({ topics: [spec.topic] })
+    await admin.deleteTopics({ topics: [spec.topic] })
+    const after = await admin.listTopics()
+    return {
+      created,
+      createdAgain,
+      listed: listed.includes(spec.topic),
+      partitions: meta.topics[0].partitions.length,
+      configs: Object.fromEntries(configs.resources[0].configEntries.map(c => [c.configName, c.configValue])),
+      grownPartitions: grown.topics[0].partitions.length,
+      listedAfterDelete: after.includes(spec.topic)
+    }
+  } finally {
+    await admin.disconnect()
+  }
+}
+
+const COMMANDS = { produce, fetch: fetchPartition, 'group-consume': groupConsume, 'admin-topics': adminTopics }
 
 async function main () {
   const command = COMMANDS[process.argv[2]]
