@@ -6,7 +6,7 @@
 _kt_node() {
     case $1 in
         'kt')
-            _kt_subs='broker checkpoint cluster configs consume dump-log-segments dump-segment group index log-dirs produce topic'
+            _kt_subs='broker checkpoint cluster compaction configs consume dump-log-segments dump-segment group index log-dirs produce topic'
             _kt_opts='-V --version -h --help'
             ;;
         'kt broker')
@@ -36,6 +36,14 @@ _kt_node() {
         'kt cluster describe')
             _kt_subs=''
             _kt_opts='--bootstrap-server -b --timeout --json -h --help'
+            ;;
+        'kt compaction')
+            _kt_subs='estimate'
+            _kt_opts='-h --help'
+            ;;
+        'kt compaction estimate')
+            _kt_subs=''
+            _kt_opts='--json --now --delete-retention-ms --min-compaction-lag-ms -h --help'
             ;;
         'kt configs')
             _kt_subs='alter describe'
@@ -90,12 +98,16 @@ _kt_node() {
             _kt_opts='--json --quiet -q -h --help'
             ;;
         'kt log-dirs')
-            _kt_subs='describe'
+            _kt_subs='describe inspect'
             _kt_opts='-h --help'
             ;;
         'kt log-dirs describe')
             _kt_subs=''
             _kt_opts='--bootstrap-server -b --timeout --broker-list --topic-list --json -h --help'
+            ;;
+        'kt log-dirs inspect')
+            _kt_subs=''
+            _kt_opts='--verify-indexes --json -h --help'
             ;;
         'kt produce')
             _kt_subs=''
@@ -135,6 +147,7 @@ _kt_child() {
         'kt/broker') _kt_next='kt broker' ;;
         'kt/checkpoint') _kt_next='kt checkpoint' ;;
         'kt/cluster') _kt_next='kt cluster' ;;
+        'kt/compaction') _kt_next='kt compaction' ;;
         'kt/configs') _kt_next='kt configs' ;;
         'kt/consume') _kt_next='kt consume' ;;
         'kt/dump-log-segments') _kt_next='kt dump-log-segments' ;;
@@ -148,6 +161,7 @@ _kt_child() {
         'kt checkpoint/edit') _kt_next='kt checkpoint edit' ;;
         'kt checkpoint/show') _kt_next='kt checkpoint show' ;;
         'kt cluster/describe') _kt_next='kt cluster describe' ;;
+        'kt compaction/estimate') _kt_next='kt compaction estimate' ;;
         'kt configs/alter') _kt_next='kt configs alter' ;;
         'kt configs/describe') _kt_next='kt configs describe' ;;
         'kt group/delete') _kt_next='kt group delete' ;;
@@ -157,6 +171,7 @@ _kt_child() {
         'kt index/rebuild') _kt_next='kt index rebuild' ;;
         'kt index/verify') _kt_next='kt index verify' ;;
         'kt log-dirs/describe') _kt_next='kt log-dirs describe' ;;
+        'kt log-dirs/inspect') _kt_next='kt log-dirs inspect' ;;
         'kt topic/alter') _kt_next='kt topic alter' ;;
         'kt topic/create') _kt_next='kt topic create' ;;
         'kt topic/delete') _kt_next='kt topic delete' ;;
@@ -180,6 +195,9 @@ _kt_option() {
         'kt checkpoint edit/--truncate-from') _kt_nargs=1 ;;
         'kt cluster describe/--bootstrap-server'|'kt cluster describe/-b') _kt_nargs=1 ;;
         'kt cluster describe/--timeout') _kt_nargs=1 ;;
+        'kt compaction estimate/--now') _kt_nargs=1 ;;
+        'kt compaction estimate/--delete-retention-ms') _kt_nargs=1 ;;
+        'kt compaction estimate/--min-compaction-lag-ms') _kt_nargs=1 ;;
         'kt configs alter/--bootstrap-server'|'kt configs alter/-b') _kt_nargs=1 ;;
         'kt configs alter/--timeout') _kt_nargs=1 ;;
         'kt configs alter/--entity-type') _kt_nargs=1 _kt_kind=choice _kt_words=$'brokers\ntopics' ;;
@@ -269,8 +287,10 @@ _kt_argument() {
     case "$1/$2" in
         'kt checkpoint edit/0') _kt_kind=file ;;
         'kt checkpoint show/0') _kt_kind=file ;;
+        'kt compaction estimate/0') _kt_kind=file ;;
         'kt index rebuild/'*) _kt_kind=file ;;
         'kt index verify/'*) _kt_kind=file ;;
+        'kt log-dirs inspect/0') _kt_kind=file ;;
     esac
 }
 

@@ -18,6 +18,7 @@ COMMANDS: dict[str, str] = {
     "broker": "kt.tools.broker_cmd:broker",
     "checkpoint": "kt.tools.checkpoint_cmd:checkpoint",
     "cluster": "kt.tools.cluster_cmd:cluster",
+    "compaction": "kt.tools.compaction_cmd:compaction",
     "configs": "kt.tools.configs_cmd:configs",
     "consume": "kt.tools.consume_cmd:consume",
     "dump-log-segments": "kt.tools.dump_log:dump_log_segments",

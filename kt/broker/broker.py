@@ -11,8 +11,10 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from kt.broker import faults
 from kt.broker.config import DEFAULTS, BrokerConfig, Listener
 from kt.broker.log_manager import LogManager
 from kt.broker.metadata_store import MetadataStore, TopicInfo, topic_name_problem
@@ -22,6 +24,7 @@ from kt.protocol import ErrorCode
 from kt.storage.checkpoint import TopicPartition
 from kt.storage.log_config import LogConfig
 from kt.storage.partition_metadata import random_uuid, uuid_from_str
+from kt.storage.retention import RetentionPlan, RetentionResult
 
 log = logging.getLogger("kt.broker")
 
@@ -42,7 +45,11 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.node_id = config.node_id
+        # Test-only I/O fault injection; does nothing unless its variable is set.
+        faults.install_from_env()
         self.logs = LogManager(config.log_dirs, config.node_id, config.log_config)
+        self.logs.failure_listener = self._dir_failure_from_any_thread
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.metadata = MetadataStore.load(self.logs.log_dirs[0])
         self.partitions: dict[TopicPartition, Partition] = {}
         self.cluster_id = ""
@@ -58,6 +65,9 @@ class Broker:
 
         # Loads __consumer_offsets when the server starts it.
         self.services["group_coordinator"] = GroupCoordinator.for_broker(self)
+        from kt.broker.log_cleaner import LogCleaner
+
+        self.services["log_cleaner"] = LogCleaner(self)
 
     # --- lifecycle -------------------------------------------------------
 
@@ -80,8 +90,17 @@ class Broker:
         for info in self.metadata.topics.values():
             for p in range(info.partitions):
                 tp = TopicPartition(info.name, p)
-                if tp not in self.partitions:
-                    self._create_partition(info, p)
+                if tp in self.partitions:
+                    continue
+                if self.logs.offline_dirs:
+                    # Kafka's getOrCreateLog(isNew=false): the log may be in an offline
+                    # directory, so it is not recreated empty elsewhere.
+                    log.error(
+                        "no log for %s-%d: not recreated while log dirs %s are offline",
+                        tp.topic, tp.partition, ", ".join(map(str, self.logs.offline_dirs)),
+                    )  # fmt: skip
+                    continue
+                self._create_partition(info, p)
 
     def _adopt_topic_from_disk(self, tp: TopicPartition) -> TopicInfo:
         """A partition directory without metadata (e.g. a copied Kafka log dir)."""
@@ -107,7 +126,10 @@ class Broker:
         """Clean shutdown: producer snapshots, flush, checkpoints, the clean-shutdown
         marker, unlock."""
         for part in self.partitions.values():
-            part.close()
+            try:
+                part.close()
+            except OSError as exc:
+                log.error("%s: cannot snapshot producer state at shutdown: %s", part.tp, exc)
         self.logs.shutdown()
 
     def advertised_listeners(self) -> list[Listener]:
@@ -121,10 +143,38 @@ class Broker:
         return out or self.config.advertised
 
     def on_storage_error(self, part: Partition, exc: BaseException) -> None:
-        """An I/O error in a partition's log: take it offline, keep serving the rest."""
+        """An error in a partition's log. An I/O error (OSError) fails the partition's
+        whole log directory, as in Kafka (see fail_log_dir); any other storage error
+        takes just this partition offline. The rest keeps serving."""
+        d = self.logs.dir_of.get(part.tp)
+        if isinstance(exc, OSError) and d is not None:
+            self.fail_log_dir(d, exc)
+            return
         log.error("storage error on %s, taking it offline: %s", part.tp, exc)
         part.offline = True
         part.notify()
+
+    def fail_log_dir(self, d: Path, exc: BaseException | str) -> None:
+        """Kafka's LogDirFailureHandler: take log directory `d` offline with all its
+        partitions (clients get KAFKA_STORAGE_ERROR for them), keep serving the other
+        directories; the log manager halts the broker when none is left."""
+        for tp in self.logs.handle_dir_failure(d, exc):
+            part = self.partitions.get(tp)
+            if part is not None:
+                part.offline = True
+                part.notify()
+
+    def _dir_failure_from_any_thread(self, d: Path, exc: BaseException) -> None:
+        # Checkpoints are written from worker threads: hand the failure to the loop.
+        loop = self._loop
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if loop is not None and running is not loop and not loop.is_closed():
+            loop.call_soon_threadsafe(self.fail_log_dir, d, exc)
+        else:
+            self.fail_log_dir(d, exc)
 
     def config_given(self) -> dict[str, str]:
         """Server settings set explicitly (config file or overrides), not kt's defaults."""
@@ -370,6 +420,7 @@ class Broker:
         """Periodic checkpoints (recovery points, log start offsets, high watermarks),
         written from a worker thread so their fsyncs never stall the event loop."""
         loop = asyncio.get_running_loop()
+        self._loop = loop
         cfg = self.config
         for interval_key, plan in (
             ("log.flush.offset.checkpoint.interval.ms", self.logs.recovery_point_plan),
@@ -382,6 +433,12 @@ class Broker:
                 )
             )
         self._tasks.append(loop.create_task(_every(1.0, self._flush_by_time)))
+        self._tasks.append(
+            loop.create_task(
+                _every_in_thread(1.0, self.logs.take_expired_deletions, self.logs.remove_dirs)
+            )
+        )
+        self._tasks.append(loop.create_task(_retention_schedule(self)))
 
     def _flush_by_time(self) -> None:
         """Each second: fsync rolled segments (advancing recovery points), flush logs
@@ -399,6 +456,80 @@ class Broker:
             except OSError as exc:
                 self.on_storage_error(part, exc)
 
+    async def run_retention(self, now_ms: int | None = None) -> list[RetentionResult]:
+        """One retention pass over every partition (Kafka's LogManager.cleanupLogs):
+        see `PartitionLog.delete_old_segments` for the rules.
+
+        Per partition it claims the log (`try_begin_maintenance("retention")`; a log
+        the cleaner holds is skipped until the next pass), plans (the log start
+        offsets move, in memory), then — when any moved — writes the
+        log-start-offset checkpoint synchronously (from a worker thread, but before
+        going on), and only then renames the segments `.deleted`; producer snapshots
+        below the new log starts are deleted. A restart, even after kill -9, thus
+        never re-exposes deleted data.
+
+        Where kt differs from Kafka: Kafka's retention task skips compacted logs and
+        the cleaner threads run their deleteOldSegments; kt runs every log's here,
+        under the same per-partition claim the cleaner takes.
+        """
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        claimed: list[Partition] = []
+        plans: list[tuple[Partition, RetentionPlan]] = []
+        results: list[RetentionResult] = []
+        try:
+            for part in list(self.partitions.values()):
+                if part.offline or not part.log.try_begin_maintenance("retention"):
+                    continue
+                claimed.append(part)
+                try:
+                    plan = part.log.plan_retention(now)
+                except OSError as exc:
+                    self.on_storage_error(part, exc)
+                    continue
+                if plan.future_timestamps:
+                    log.warning(
+                        "%s: time retention blocked by segments with future timestamps "
+                        "(base offset, largest timestamp): %s; now is %d",
+                        part.tp, plan.future_timestamps, now,
+                    )  # fmt: skip
+                if plan.rolled and part.producer_state is not None:
+                    # As on any roll: a snapshot at the new segment's base.
+                    part.producer_state.take_snapshot(part.log.log_end_offset)
+                if not plan.empty:
+                    plans.append((part, plan))
+            if any(plan.log_start_moved for _, plan in plans):
+                checkpoint = self.logs.log_start_offset_plan()
+                await asyncio.get_running_loop().run_in_executor(
+                    None, self.logs.write_plan, checkpoint
+                )
+            for part, plan in plans:
+                if (
+                    self.partitions.get(part.tp) is not part
+                    or part.offline
+                    or self.logs.get(part.tp) is not part.log
+                ):
+                    continue  # deleted or failed while the checkpoint was written
+                try:
+                    result = part.log.apply_retention(plan)
+                    psm = part.producer_state
+                    if psm is not None and result.deleted:
+                        psm.on_log_start_offset_incremented(result.log_start_offset)
+                        psm.delete_snapshots_below(result.log_start_offset)
+                except OSError as exc:
+                    self.on_storage_error(part, exc)
+                    continue
+                results.append(result)
+                log.info(
+                    "%s: retention deleted %d segments (%d bytes; %s), log start offset %d",
+                    part.tp, result.deleted_segments, result.deleted_bytes,
+                    ", ".join(sorted({d.reason.value for d in result.deleted})),
+                    result.log_start_offset,
+                )  # fmt: skip
+        finally:
+            for part in claimed:
+                part.log.end_maintenance("retention")
+        return results
+
     async def stop_background_tasks(self) -> None:
         """Cancel the periodic tasks."""
         for t in self._tasks:
@@ -409,6 +540,19 @@ class Broker:
             except (asyncio.CancelledError, Exception):
                 pass
         self._tasks.clear()
+
+
+async def _retention_schedule(broker: Broker) -> None:
+    """Retention passes: the first after log.initial.task.delay.ms, then every
+    log.retention.check.interval.ms (Kafka's kafka-log-retention task)."""
+    cfg = broker.config
+    await asyncio.sleep(cfg.get_int("log.initial.task.delay.ms") / 1000)
+    while True:
+        try:
+            await broker.run_retention()
+        except Exception:
+            log.exception("retention pass failed")
+        await asyncio.sleep(cfg.get_int("log.retention.check.interval.ms") / 1000)
 
 
 async def _every_in_thread(

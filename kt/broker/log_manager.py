@@ -5,22 +5,34 @@ keeps the offset checkpoints (`recovery-point-offset-checkpoint`,
 `log-start-offset-checkpoint`, `replication-offset-checkpoint`). A clean shutdown
 leaves `.kafka_cleanshutdown`; its absence at startup means the logs above their
 recovery points are recovered (validated, indexes rebuilt, torn tails cut).
-New partitions go to the directory holding the fewest.
+New partitions go to the live directory holding the fewest.
+
+Several directories (JBOD) work as in Kafka: each has its own lock, identity
+(`directory.id`), checkpoints and marker, is loaded by its own pool of
+`num.recovery.threads.per.data.dir` threads, and fails alone: an I/O error in a
+directory takes it offline with all its partitions while the others keep
+serving; the broker halts only when the last one (or the metadata directory, the
+first) fails.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import os
 import shutil
+import threading
+import time
 import uuid
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import NoReturn
 
 from kt.storage.atomic import atomic_write, fsync_dir
 from kt.storage.checkpoint import TopicPartition, read_offset_checkpoint, write_offset_checkpoint
-from kt.storage.errors import StorageError
+from kt.storage.errors import LogDirLockedError, StorageError
 from kt.storage.log import PartitionLog
 from kt.storage.log_config import LogConfig
 from kt.storage.log_files import (
@@ -48,101 +60,203 @@ PARTITION_METADATA_FILE = "partition.metadata"
 class LogManager:
     """Opens, creates, checkpoints and deletes the partition logs of this broker."""
 
-    def __init__(self, log_dirs: list[Path], node_id: int, default_config: LogConfig) -> None:
+    def __init__(
+        self,
+        log_dirs: list[Path],
+        node_id: int,
+        default_config: LogConfig,
+        *,
+        halt: Callable[[str], None] | None = None,
+    ) -> None:
         self.log_dirs = [Path(d).resolve() for d in log_dirs]
+        check_log_dirs(self.log_dirs)
         self.node_id = node_id
         self.default_config = default_config
         self.logs: dict[TopicPartition, PartitionLog] = {}
         self.dir_of: dict[TopicPartition, Path] = {}
-        self._locks: list[LogDirLock] = []
+        self._locks: dict[Path, LogDirLock] = {}
         self.cluster_id: str | None = None
         self.had_clean_shutdown: dict[Path, bool] = {}
+        self.directory_ids: dict[Path, str] = {}
+        # Directories out of service until restart, with why (Kafka's offline dirs).
+        self.offline_dirs: dict[Path, str] = {}
+        # Logs of offline directories: never touched again, closed (without a flush)
+        # at shutdown. Keeping them open means a fetch still holding one of their
+        # descriptors can never send from a reused descriptor number.
+        self.offline_logs: dict[TopicPartition, tuple[Path, PartitionLog]] = {}
+        # Kafka's LogDirFailureChannel: any thread reports an I/O error in a
+        # directory; the broker takes it offline on its own thread (see
+        # report_dir_failure / handle_dir_failure).
+        self.failure_listener: Callable[[Path, BaseException], None] | None = None
+        self._reported: set[Path] = set()
+        self._failure_lock = threading.Lock()
+        self.halt = halt or _halt
+        # Renamed `-delete` partition directories and when they may go (see delete).
+        self._dirs_to_delete: list[tuple[int, Path]] = []
+
+    @property
+    def metadata_dir(self) -> Path:
+        """The directory holding the cluster metadata (Kafka's metadata.log.dir
+        defaults to the first of log.dirs, as here)."""
+        return self.log_dirs[0]
+
+    @property
+    def live_dirs(self) -> list[Path]:
+        """The directories in service, in log.dirs order."""
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
 
     # --- startup ---------------------------------------------------------
 
     def lock_and_validate(self, cluster_id: str | None) -> str:
         """Create missing directories, take every `.lock`, and check or write
-        `meta.properties` (the same cluster and node id everywhere). Returns the
-        cluster id in use."""
+        `meta.properties` (the same cluster and node id everywhere, a distinct
+        directory.id each). Returns the cluster id in use.
+
+        As Kafka's createAndValidateLogDirs / lockLogDirs: a directory that cannot
+        be created, is not a readable and writable directory, cannot be locked for
+        an I/O reason, or whose meta.properties cannot be read or written is taken
+        offline; the broker refuses to start when none is left, when the metadata
+        directory (the first) is offline, when a `.lock` is held by another
+        process, or when the identities disagree.
+        """
         metas: dict[Path, MetaProperties] = {}
         for d in self.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
-            lock = LogDirLock(d)
-            lock.acquire()
-            self._locks.append(lock)
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+                if not d.is_dir():
+                    raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(d))
+                if not os.access(d, os.R_OK | os.W_OK | os.X_OK):
+                    raise PermissionError(errno.EACCES, "not readable and writable", str(d))
+                lock = LogDirLock(d)
+                lock.acquire()
+            except LogDirLockedError:
+                self.release_locks()
+                raise
+            except OSError as exc:
+                self._offline_at_startup(d, f"cannot create or validate it: {_os_reason(exc)}")
+                continue
+            self._locks[d] = lock
             meta_path = d / META_PROPERTIES_FILE_NAME
-            if meta_path.exists():
-                metas[d] = read_meta_properties(meta_path)
+            try:
+                if meta_path.exists():
+                    metas[d] = read_meta_properties(meta_path)
+            except (OSError, StorageError) as exc:
+                self._offline_at_startup(d, f"cannot read meta.properties: {_reason(exc)}")
         for d, meta in metas.items():
             if meta.node_id is not None and meta.node_id != self.node_id:
-                raise StorageError(
+                self._fatal(
                     f"meta.properties says node id {meta.node_id} but this broker is node "
                     f"{self.node_id}",
-                    path=str(d),
+                    d,
                 )
             if meta.cluster_id:
                 if cluster_id is not None and meta.cluster_id != cluster_id:
-                    raise StorageError(
-                        f"meta.properties says cluster {meta.cluster_id}, not {cluster_id}",
-                        path=str(d),
+                    self._fatal(
+                        f"meta.properties says cluster {meta.cluster_id}, not {cluster_id}", d
                     )
                 cluster_id = meta.cluster_id
+        seen_ids: dict[str, Path] = {}
+        for d, meta in metas.items():
+            if meta.directory_id is None:
+                continue
+            if meta.directory_id in seen_ids:
+                self._fatal(
+                    f"duplicate directory.id {meta.directory_id} (also in "
+                    f"{seen_ids[meta.directory_id]}): a copied log directory? Remove "
+                    "directory.id from one of them",
+                    d,
+                )
+            seen_ids[meta.directory_id] = d
+            self.directory_ids[d] = meta.directory_id
         if cluster_id is None:
             from kt.broker.config import new_cluster_id
 
             cluster_id = new_cluster_id()
-        for d in self.log_dirs:
-            if d not in metas:
-                directory_id = uuid_to_str(uuid.uuid4().bytes)
-                write_meta_properties(
-                    d / META_PROPERTIES_FILE_NAME,
-                    MetaProperties(1, self.node_id, cluster_id, directory_id),
-                )
+        for d in self.live_dirs:
+            old = metas.get(d)
+            if old is not None and (old.version == 0 or old.directory_id is not None):
+                continue  # version 0 (a ZooKeeper-era directory) has no directory.id
+            directory_id = _new_directory_id(set(seen_ids))
+            new_meta = MetaProperties(
+                1, self.node_id, cluster_id, directory_id, dict(old.extra) if old else {}
+            )
+            try:
+                write_meta_properties(d / META_PROPERTIES_FILE_NAME, new_meta)
+            except OSError as exc:
+                self._offline_at_startup(d, f"cannot write meta.properties: {_os_reason(exc)}")
+                continue
+            seen_ids[directory_id] = d
+            self.directory_ids[d] = directory_id
+        if not self.live_dirs:
+            reasons = "; ".join(f"{d}: {why}" for d, why in self.offline_dirs.items())
+            self._fatal(
+                f"none of the log dirs {', '.join(map(str, self.log_dirs))} can be created "
+                f"or validated ({reasons})"
+            )
+        if self.metadata_dir in self.offline_dirs:
+            self._fatal(
+                f"the metadata log dir (the first of log.dirs) is offline: "
+                f"{self.offline_dirs[self.metadata_dir]}",
+                self.metadata_dir,
+            )
         self.cluster_id = cluster_id
         return cluster_id
 
+    def _offline_at_startup(self, d: Path, why: str) -> None:
+        log.error("log directory %s is offline: %s", d, why)
+        self.offline_dirs[d] = why
+        lock = self._locks.pop(d, None)
+        if lock is not None:
+            lock.release()
+
+    def _fatal(self, message: str, d: Path | None = None) -> NoReturn:
+        self.release_locks()
+        raise StorageError(message, path=None if d is None else str(d))
+
     def load_logs(self, topic_configs: dict[str, dict[str, str]], threads: int = 2) -> None:
-        """Open every partition directory, recovering after an unclean shutdown."""
-        jobs: list[tuple[Path, Path, TopicPartition]] = []
-        for d in self.log_dirs:
-            marker = d / CLEAN_SHUTDOWN_FILE_NAME
-            self.had_clean_shutdown[d] = marker.exists()
-            for child in sorted(d.iterdir()):
-                parsed = parse_partition_dir_name(child.name)
-                if parsed is None or not child.is_dir():
-                    continue
-                if parsed.state == "delete":
-                    # A deletion that did not finish before the broker stopped.
-                    shutil.rmtree(child, ignore_errors=True)
-                    continue
-                if parsed.state is not None:
-                    continue
-                jobs.append((d, child, TopicPartition(parsed.topic, parsed.partition)))
-        recovery = {
-            d: self._read_checkpoint(d, RECOVERY_POINT_CHECKPOINT_FILE) for d in self.log_dirs
-        }
-        starts = {
-            d: self._read_checkpoint(d, LOG_START_OFFSET_CHECKPOINT_FILE) for d in self.log_dirs
-        }
-        hws = {d: self._read_checkpoint(d, REPLICATION_CHECKPOINT_FILE) for d in self.log_dirs}
+        """Open every partition directory of the live directories, recovering after
+        an unclean shutdown: `threads` loader threads per directory, as Kafka's
+        num.recovery.threads.per.data.dir.
 
-        def open_one(
-            job: tuple[Path, Path, TopicPartition],
-        ) -> tuple[TopicPartition, Path, PartitionLog]:
-            d, path, tp = job
-            cfg = self.default_config.with_overrides(topic_configs.get(tp.topic, {}))
-            plog = PartitionLog.open(
-                path,
-                cfg,
-                log_start_offset=starts[d].get(tp, 0),
-                recovery_point=recovery[d].get(tp, 0),
-                had_clean_shutdown=self.had_clean_shutdown[d],
-            )
-            plog.update_high_watermark(hws[d].get(tp, plog.log_end_offset))
-            return tp, d, plog
-
-        with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-            for tp, d, plog in pool.map(open_one, jobs):
+        A directory's clean-shutdown marker is read and deleted before its logs
+        load (KAFKA-10471: a crash while loading is then unclean next time). An I/O
+        error while loading a directory takes it offline; corrupt checkpoints are
+        ignored with an error line (recovery starts from zero, as in Kafka).
+        """
+        pools: list[ThreadPoolExecutor] = []
+        pending: list[tuple[Path, Future[tuple[TopicPartition, Path, PartitionLog]]]] = []
+        try:
+            for d in self.live_dirs:
+                try:
+                    jobs, plan = self._prepare_dir(d)
+                except OSError as exc:
+                    self._offline_at_startup(d, f"cannot load it: {_os_reason(exc)}")
+                    continue
+                pool = ThreadPoolExecutor(
+                    max_workers=max(1, threads), thread_name_prefix=f"log-recovery-{d}"
+                )
+                pools.append(pool)
+                for child, tp in jobs:
+                    pending.append(
+                        (d, pool.submit(self._open_log, d, child, tp, plan, topic_configs))
+                    )
+            loaded: dict[Path, list[tuple[TopicPartition, PartitionLog]]] = {}
+            for d, fut in pending:
+                try:
+                    tp, _, plog = fut.result()
+                except OSError as exc:
+                    if d not in self.offline_dirs:
+                        self._offline_at_startup(d, f"cannot load it: {_os_reason(exc)}")
+                    continue
+                loaded.setdefault(d, []).append((tp, plog))
+        finally:
+            for pool in pools:
+                pool.shutdown(wait=True)
+        for d, items in loaded.items():
+            for tp, plog in items:
+                if d in self.offline_dirs:
+                    _close_quietly(plog)
+                    continue
                 self.logs[tp] = plog
                 self.dir_of[tp] = d
                 report = plog.load_report
@@ -150,23 +264,78 @@ class LogManager:
                     log.warning(
                         "%s: recovery truncated %s", tp, "; ".join(report.truncation_reasons)
                     )
-        # The marker is removed once the logs are open: from now on a crash is unclean.
-        for d in self.log_dirs:
-            marker = d / CLEAN_SHUTDOWN_FILE_NAME
-            if marker.exists():
-                marker.unlink()
-                fsync_dir(d)
+        if not self.live_dirs:
+            self.halt(
+                f"Shutdown broker because all log dirs in {', '.join(map(str, self.log_dirs))} "
+                "have failed"
+            )
+
+    def _prepare_dir(
+        self, d: Path
+    ) -> tuple[list[tuple[Path, TopicPartition]], dict[str, dict[TopicPartition, int]]]:
+        """The partition directories to load and the dir's checkpoints; removes the
+        clean-shutdown marker (remembered in had_clean_shutdown)."""
+        marker = d / CLEAN_SHUTDOWN_FILE_NAME
+        self.had_clean_shutdown[d] = marker.exists()
+        if self.had_clean_shutdown[d]:
+            marker.unlink()
+            fsync_dir(d)
+        jobs: list[tuple[Path, TopicPartition]] = []
+        for child in sorted(d.iterdir()):
+            if child.name in SKIPPED_DIR_NAMES:
+                continue
+            parsed = parse_partition_dir_name(child.name)
+            if parsed is None or not child.is_dir():
+                continue
+            if parsed.state == "delete":
+                # A deletion that did not finish before the broker stopped.
+                shutil.rmtree(child, ignore_errors=True)
+                continue
+            if parsed.state is not None:
+                continue
+            jobs.append((child, TopicPartition(parsed.topic, parsed.partition)))
+        plan = {
+            name: self._read_checkpoint(d, name)
+            for name in (
+                RECOVERY_POINT_CHECKPOINT_FILE,
+                LOG_START_OFFSET_CHECKPOINT_FILE,
+                REPLICATION_CHECKPOINT_FILE,
+            )
+        }
+        return jobs, plan
+
+    def _open_log(
+        self,
+        d: Path,
+        path: Path,
+        tp: TopicPartition,
+        checkpoints: dict[str, dict[TopicPartition, int]],
+        topic_configs: dict[str, dict[str, str]],
+    ) -> tuple[TopicPartition, Path, PartitionLog]:
+        cfg = self.default_config.with_overrides(topic_configs.get(tp.topic, {}))
+        plog = PartitionLog.open(
+            path,
+            cfg,
+            log_start_offset=checkpoints[LOG_START_OFFSET_CHECKPOINT_FILE].get(tp, 0),
+            recovery_point=checkpoints[RECOVERY_POINT_CHECKPOINT_FILE].get(tp, 0),
+            had_clean_shutdown=self.had_clean_shutdown[d],
+        )
+        plog.update_high_watermark(
+            checkpoints[REPLICATION_CHECKPOINT_FILE].get(tp, plog.log_end_offset)
+        )
+        return tp, d, plog
 
     def _read_checkpoint(self, d: Path, name: str) -> dict[TopicPartition, int]:
+        """An offset checkpoint of `d`; {} when absent or corrupt (I/O errors raise)."""
         path = d / name
-        if not path.exists():
-            return {}
         try:
             return read_offset_checkpoint(path, allow_empty=True)
+        except FileNotFoundError:
+            return {}
         except StorageError as exc:
-            # Kafka fails the directory here; we start from zero, which only costs
-            # recovery time (recovery point) or re-reads (HW), and say so.
-            log.error("ignoring unreadable checkpoint: %s", exc)
+            # As Kafka's loadLogs: a corrupt recovery-point or log-start checkpoint
+            # is reset (recovery from 0, start at the first segment), with an error.
+            log.error("ignoring corrupt checkpoint: %s", exc)
             return {}
 
     # --- partitions --------------------------------------------------------
@@ -178,24 +347,37 @@ class LogManager:
     def create(
         self, tp: TopicPartition, topic_id: bytes, overrides: dict[str, str]
     ) -> PartitionLog:
-        """Create (or open, if it exists) a partition log in the least-loaded directory."""
+        """Create (or open, if it exists) a partition log in the live directory
+        holding the fewest partitions (ties: log.dirs order), as Kafka's
+        nextLogDirs. An I/O error takes the chosen directory offline and raises."""
         existing = self.logs.get(tp)
         if existing is not None:
             return existing
-        counts = {d: 0 for d in self.log_dirs}
+        live = self.live_dirs
+        if not live:
+            raise StorageError(
+                f"cannot create the log of {tp.topic}-{tp.partition}: no log dir is online"
+            )
+        counts = {d: 0 for d in live}
         for d in self.dir_of.values():
-            counts[d] = counts.get(d, 0) + 1
-        d = min(self.log_dirs, key=lambda x: (counts[x], self.log_dirs.index(x)))
-        path = d / f"{tp.topic}-{tp.partition}"
-        created = not path.exists()
-        path.mkdir(parents=True, exist_ok=True)
-        if created:
-            fsync_dir(d)
-        meta_path = path / PARTITION_METADATA_FILE
-        if not meta_path.exists():
-            write_partition_metadata(meta_path, PartitionMetadata(uuid_to_str(topic_id)))
-        cfg = self.default_config.with_overrides(overrides)
-        plog = PartitionLog.open(path, cfg, had_clean_shutdown=True)
+            if d in counts:
+                counts[d] += 1
+        d = min(live, key=lambda x: (counts[x], self.log_dirs.index(x)))
+        try:
+            path = d / f"{tp.topic}-{tp.partition}"
+            created = not path.exists()
+            path.mkdir(parents=True, exist_ok=True)
+            if created:
+                fsync_dir(d)
+            meta_path = path / PARTITION_METADATA_FILE
+            if not meta_path.exists():
+                write_partition_metadata(meta_path, PartitionMetadata(uuid_to_str(topic_id)))
+            cfg = self.default_config.with_overrides(overrides)
+            plog = PartitionLog.open(path, cfg, had_clean_shutdown=True)
+        except OSError as exc:
+            self.report_dir_failure(d, exc)
+            raise
+        self.offline_logs.pop(tp, None)
         self.logs[tp] = plog
         self.dir_of[tp] = d
         return plog
@@ -210,9 +392,14 @@ class LogManager:
             return None
         return read_partition_metadata(path).topic_id
 
-    def delete(self, tp: TopicPartition) -> None:
-        """Close a partition log and delete its directory: first renamed
-        `<topic>-<p>.<uuid>-delete` (so a crash never resurrects it), then removed."""
+    def delete(self, tp: TopicPartition, *, now_ms: int | None = None) -> None:
+        """Close a partition log and delete its directory, as Kafka's asyncDelete: at
+        once renamed `<topic>-<p>.<uuid>-delete` (so a crash never resurrects it; a
+        restart removes leftovers), removed after the broker's file.delete.delay.ms
+        by `take_expired_deletions` + `remove_dirs` (the broker's background task).
+
+        Where kt differs: Kafka keeps the log's files open until the directory goes;
+        kt closes them at once (the partition is offline from here on anyway)."""
         plog = self.logs.pop(tp, None)
         d = self.dir_of.pop(tp, None)
         if plog is None or d is None:
@@ -222,7 +409,27 @@ class LogManager:
         doomed = d / f"{tp.topic}-{tp.partition}.{uuid.uuid4().hex}-delete"
         os.replace(path, doomed)
         fsync_dir(d)
-        shutil.rmtree(doomed, ignore_errors=True)
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        self._dirs_to_delete.append((now + self.default_config.file_delete_delay_ms, doomed))
+
+    def take_expired_deletions(self, now_ms: int | None = None) -> list[Path]:
+        """The `-delete` directories whose delay has passed, no longer queued (the
+        caller removes them, e.g. with `remove_dirs` from a worker thread)."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        due = [p for deadline, p in self._dirs_to_delete if deadline <= now]
+        self._dirs_to_delete = [(t, p) for t, p in self._dirs_to_delete if t > now]
+        return due
+
+    @property
+    def pending_dir_deletions(self) -> list[Path]:
+        """The `-delete` directories still waiting for their delay."""
+        return [p for _, p in self._dirs_to_delete]
+
+    @staticmethod
+    def remove_dirs(paths: list[Path]) -> None:
+        """Remove directories recursively (safe from a worker thread)."""
+        for path in paths:
+            shutil.rmtree(path, ignore_errors=True)
 
     def update_config(self, topic: str, overrides: dict[str, str]) -> None:
         """Apply a topic's new config overrides to its open logs."""
@@ -231,87 +438,242 @@ class LogManager:
             if tp.topic == topic:
                 plog.config = cfg
 
+    # --- directory failure ---------------------------------------------------
+
+    def dir_of_path(self, path: str | os.PathLike[str]) -> Path | None:
+        """The log directory a path lies in, if any."""
+        p = Path(os.path.abspath(path))
+        for d in self.log_dirs:
+            if p == d or d in p.parents:
+                return d
+        return None
+
+    def report_dir_failure(self, d: Path, exc: BaseException) -> None:
+        """An I/O error in directory `d`, from any thread (Kafka's
+        LogDirFailureChannel.maybeAddOfflineLogDir): reported once per directory to
+        `failure_listener` (the broker), or handled here when there is none."""
+        with self._failure_lock:
+            if d in self._reported or d in self.offline_dirs:
+                return
+            self._reported.add(d)
+        listener = self.failure_listener
+        if listener is not None:
+            listener(d, exc)
+        else:
+            self.handle_dir_failure(d, exc)
+
+    def handle_dir_failure(self, d: Path, exc: BaseException | str) -> list[TopicPartition]:
+        """Take directory `d` offline until restart (Kafka's handleLogDirFailure):
+        its logs leave the registry (their partitions are offline from now on), its
+        checkpoints are no longer written, its `.lock` is released. Returns the
+        partitions that went offline. Halts the broker when `d` was the last live
+        directory or holds the cluster metadata. Call on the broker's thread."""
+        if d in self.offline_dirs:
+            return []
+        why = exc if isinstance(exc, str) else _reason(exc)
+        self.offline_dirs[d] = why
+        with self._failure_lock:
+            self._reported.add(d)
+        gone = sorted(tp for tp, where in self.dir_of.items() if where == d)
+        for tp in gone:
+            plog = self.logs.pop(tp)
+            del self.dir_of[tp]
+            self.offline_logs[tp] = (d, plog)
+        lock = self._locks.pop(d, None)
+        if lock is not None:
+            lock.release()
+        log.error(
+            "log directory %s failed and is offline until restart (%d partitions offline): %s",
+            d,
+            len(gone),
+            why,
+        )
+        if not self.live_dirs:
+            self.halt(
+                f"Shutdown broker because all log dirs in {', '.join(map(str, self.log_dirs))} "
+                f"have failed (last: {d}: {why})"
+            )
+        elif d == self.metadata_dir:
+            self.halt(f"Shutdown broker because the metadata log dir {d} has failed: {why}")
+        return gone
+
     # --- checkpoints and shutdown -----------------------------------------
 
     def _by_dir(self) -> Iterator[tuple[Path, dict[TopicPartition, PartitionLog]]]:
-        for d in self.log_dirs:
+        for d in self.live_dirs:
             yield d, {tp: lg for tp, lg in self.logs.items() if self.dir_of.get(tp) == d}
 
     # Each checkpoint is collected (a quick read of in-memory offsets, on the caller's
     # thread) and then written (temp file, fsyncs, rename: slow), so the broker can
-    # write from a worker thread without stalling the event loop.
+    # write from a worker thread without stalling the event loop. Offline
+    # directories get no checkpoints.
     CheckpointPlan = list[tuple[Path, dict[TopicPartition, int]]]
 
     def recovery_point_plan(self) -> CheckpointPlan:
-        """recovery-point-offset-checkpoint contents per directory."""
-        return [
-            (
-                d / RECOVERY_POINT_CHECKPOINT_FILE,
-                {tp: lg.recovery_point for tp, lg in sorted(logs.items())},
-            )
-            for d, logs in self._by_dir()
-        ]
+        """recovery-point-offset-checkpoint contents per live directory."""
+        return [self.recovery_point_plan_for(d, logs) for d, logs in self._by_dir()]
 
     def log_start_offset_plan(self) -> CheckpointPlan:
         """log-start-offset-checkpoint contents (logs starting above their first segment)."""
-        return [
-            (
-                d / LOG_START_OFFSET_CHECKPOINT_FILE,
-                {
-                    tp: lg.log_start_offset
-                    for tp, lg in sorted(logs.items())
-                    if lg.log_start_offset > lg.segments[0].base_offset
-                },
-            )
-            for d, logs in self._by_dir()
-        ]
+        return [self.log_start_offset_plan_for(d, logs) for d, logs in self._by_dir()]
 
     def high_watermark_plan(self) -> CheckpointPlan:
         """replication-offset-checkpoint contents (the high watermarks)."""
-        return [
-            (
-                d / REPLICATION_CHECKPOINT_FILE,
-                {tp: lg.high_watermark for tp, lg in sorted(logs.items())},
-            )
-            for d, logs in self._by_dir()
-        ]
+        return [self.high_watermark_plan_for(d, logs) for d, logs in self._by_dir()]
 
-    @staticmethod
-    def write_plan(plan: CheckpointPlan) -> None:
-        """Write collected checkpoints atomically (safe from a worker thread)."""
+    def write_plan(self, plan: CheckpointPlan) -> None:
+        """Write collected checkpoints atomically (safe from a worker thread). An
+        I/O error is reported as a failure of that directory, not raised (Kafka's
+        CheckpointFileWithFailureHandler); directories gone offline are skipped."""
         for path, entries in plan:
-            write_offset_checkpoint(path, entries)
+            d = path.parent
+            if d in self.offline_dirs:
+                continue
+            try:
+                write_offset_checkpoint(path, entries)
+            except OSError as exc:
+                self.report_dir_failure(d, exc)
 
     def checkpoint_recovery_points(self) -> None:
-        """Write recovery-point-offset-checkpoint in every directory."""
+        """Write recovery-point-offset-checkpoint in every live directory."""
         self.write_plan(self.recovery_point_plan())
 
     def checkpoint_log_start_offsets(self) -> None:
-        """Write log-start-offset-checkpoint in every directory."""
+        """Write log-start-offset-checkpoint in every live directory."""
         self.write_plan(self.log_start_offset_plan())
 
     def checkpoint_high_watermarks(self) -> None:
-        """Write replication-offset-checkpoint in every directory."""
+        """Write replication-offset-checkpoint in every live directory."""
         self.write_plan(self.high_watermark_plan())
 
     def flush_all(self) -> None:
         """fsync every log up to its end (advancing the recovery points)."""
-        for plog in self.logs.values():
-            plog.flush()
+        for tp, plog in list(self.logs.items()):
+            try:
+                plog.flush()
+            except OSError as exc:
+                d = self.dir_of.get(tp)
+                if d is not None:
+                    self.report_dir_failure(d, exc)
 
     def shutdown(self) -> None:
-        """Flush, checkpoint, close every log, leave the clean-shutdown marker, unlock."""
-        for plog in self.logs.values():
-            plog.close()
-        self.checkpoint_recovery_points()
-        self.checkpoint_log_start_offsets()
-        self.checkpoint_high_watermarks()
-        for d in self.log_dirs:
-            atomic_write(d / CLEAN_SHUTDOWN_FILE_NAME, b"")
+        """Per live directory: close (flush) its logs, write its checkpoints and the
+        clean-shutdown marker. A directory failing here gets no marker (its logs are
+        recovered at the next start); offline directories' logs are closed without
+        a flush. Then unlock."""
+        for d, logs in list(self._by_dir()):
+            try:
+                for plog in logs.values():
+                    plog.close()
+                for path, entries in (
+                    self.recovery_point_plan_for(d, logs),
+                    self.log_start_offset_plan_for(d, logs),
+                    self.high_watermark_plan_for(d, logs),
+                ):
+                    write_offset_checkpoint(path, entries)
+                atomic_write(d / CLEAN_SHUTDOWN_FILE_NAME, b"")
+            except OSError as exc:
+                log.error("log directory %s failed at shutdown, no clean-shutdown marker: %s",
+                          d, _reason(exc))  # fmt: skip
+        for _d, plog in self.offline_logs.values():
+            _close_quietly(plog)
         self.release_locks()
+
+    @staticmethod
+    def recovery_point_plan_for(
+        d: Path, logs: dict[TopicPartition, PartitionLog]
+    ) -> tuple[Path, dict[TopicPartition, int]]:
+        """One directory's recovery-point-offset-checkpoint."""
+        return d / RECOVERY_POINT_CHECKPOINT_FILE, {
+            tp: lg.recovery_point for tp, lg in sorted(logs.items())
+        }
+
+    @staticmethod
+    def log_start_offset_plan_for(
+        d: Path, logs: dict[TopicPartition, PartitionLog]
+    ) -> tuple[Path, dict[TopicPartition, int]]:
+        """One directory's log-start-offset-checkpoint."""
+        return d / LOG_START_OFFSET_CHECKPOINT_FILE, {
+            tp: lg.log_start_offset
+            for tp, lg in sorted(logs.items())
+            if lg.log_start_offset > lg.segments[0].base_offset
+        }
+
+    @staticmethod
+    def high_watermark_plan_for(
+        d: Path, logs: dict[TopicPartition, PartitionLog]
+    ) -> tuple[Path, dict[TopicPartition, int]]:
+        """One directory's replication-offset-checkpoint."""
+        return d / REPLICATION_CHECKPOINT_FILE, {
+            tp: lg.high_watermark for tp, lg in sorted(logs.items())
+        }
 
     def release_locks(self) -> None:
         """Give up every directory lock."""
-        for lock in self._locks:
+        for lock in self._locks.values():
             lock.release()
         self._locks.clear()
+
+
+# Kafka's KRaft metadata log and tiered storage's index cache live beside the
+# partitions but are not partition logs.
+SKIPPED_DIR_NAMES = frozenset({"__cluster_metadata-0", "remote-log-index-cache"})
+
+
+def check_log_dirs(dirs: list[Path]) -> None:
+    """Refuse a log.dirs listing a directory twice (as Kafka) or one directory
+    inside another (kt: the outer would see the inner as a partition directory)."""
+    seen: dict[str, Path] = {}
+    for d in dirs:
+        real = os.path.realpath(d)
+        if real in seen:
+            raise StorageError(f"duplicate log directory: {d} and {seen[real]} are the same")
+        seen[real] = d
+    reals = sorted(seen)
+    for a in reals:
+        for b in reals:
+            if a != b and b.startswith(a.rstrip(os.sep) + os.sep):
+                raise StorageError(
+                    f"log directory {seen[b]} is inside log directory {seen[a]}; log.dirs "
+                    "must not be nested"
+                )
+
+
+def _new_directory_id(taken: set[str]) -> str:
+    # Kafka reserves the ids whose first 8 bytes are zero (UNASSIGNED, LOST, ...)
+    # and requires directory ids to be unique.
+    while True:
+        raw = uuid.uuid4().bytes
+        if raw[:8] == bytes(8):
+            continue
+        directory_id = uuid_to_str(raw)
+        if directory_id not in taken:
+            return directory_id
+
+
+def _os_reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f"{exc.filename}: " if exc.filename else ""
+        return f"{where}{exc.strerror}"
+    return str(exc)
+
+
+def _close_quietly(plog: PartitionLog) -> None:
+    """Close a log's files without flushing (its directory has failed)."""
+    for seg in plog.segments:
+        with contextlib.suppress(Exception):
+            seg.close()
+
+
+def _halt(message: str) -> NoReturn:
+    """Kafka's Exit.halt(1): one fatal line, then exit at once (no clean shutdown,
+    so no clean-shutdown marker anywhere)."""
+    log.critical("%s", message)
+    for handler in logging.getLogger("kt").handlers + logging.getLogger().handlers:
+        with contextlib.suppress(Exception):
+            handler.flush()
+    os._exit(1)

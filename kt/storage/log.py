@@ -22,8 +22,9 @@ import itertools
 import os
 import random
 import struct
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,6 +51,11 @@ from kt.storage.log_files import (
 from kt.storage.log_files import (
     parse_segment_file_name,
     segment_file_name,
+)
+from kt.storage.retention import (
+    RetentionPlan,
+    RetentionResult,
+    select_deletable,
 )
 from kt.storage.segment import BatchInfo, LogSegment, RecoveryResult
 
@@ -149,6 +155,10 @@ class PartitionLog:
         self._epochs_flushed = leader_epoch_cache.entries
         # The base offset of the newest rolled segment not yet flushed (see flush_rolled).
         self.pending_roll_flush: int | None = None
+        # Who maintains the log right now (retention, compaction, ...), see
+        # try_begin_maintenance; a lock because the cleaner may run in a thread.
+        self._maintenance_lock = threading.Lock()
+        self._maintenance: str | None = None
         for seg in segments:
             seg.roll_jitter_ms = config.random_segment_jitter(self._rng)
 
@@ -684,6 +694,140 @@ class PartitionLog:
         self._epochs_flushed = self.leader_epoch_cache.entries
         return True
 
+    # --- maintenance guard --------------------------------------------------
+
+    def try_begin_maintenance(self, kind: str) -> bool:
+        """Claim the log for one maintenance job (`kind`: "retention", "compaction",
+        "truncation", "deletion", ...); False if another job holds it. Never blocks.
+
+        Kafka keeps a per-partition state machine in LogCleanerManager (InProgress,
+        Paused) so retention, truncation, partition deletion and compaction never
+        touch the same log at once. kt's equivalent is this cooperative claim: a job
+        that rewrites or removes segments claims the log first, skips the log when
+        the claim fails (it will come round again), and calls `end_maintenance(kind)`
+        in a `finally`. Retention holds it across its whole pass, including the
+        log-start-offset checkpoint between `plan_retention` and `apply_retention`;
+        the log cleaner should hold it from choosing segments to swapping them in.
+        Thread-safe (the cleaner may run in a worker thread); the other PartitionLog
+        methods are not, so a thread holding the claim must still leave appends and
+        reads to the event loop and touch only the segments it owns (sealed ones).
+        """
+        with self._maintenance_lock:
+            if self._maintenance is not None:
+                return False
+            self._maintenance = kind
+            return True
+
+    def end_maintenance(self, kind: str) -> None:
+        """Release the claim taken by `try_begin_maintenance(kind)`."""
+        with self._maintenance_lock:
+            if self._maintenance != kind:
+                raise StorageError(
+                    f"{self.dir}: ending {kind!r} maintenance, but {self._maintenance!r} holds it"
+                )
+            self._maintenance = None
+
+    @property
+    def maintenance(self) -> str | None:
+        """The maintenance job holding the log, if any."""
+        return self._maintenance
+
+    # --- retention -----------------------------------------------------------
+
+    def delete_old_segments(
+        self,
+        now_ms: int | None = None,
+        *,
+        persist_log_start: Callable[[RetentionPlan], None] | None = None,
+    ) -> RetentionResult:
+        """One retention pass (Kafka's UnifiedLog.deleteOldSegments): drop the oldest
+        segments breaching the log start offset, `retention.bytes` or `retention.ms`
+        (the last two only with cleanup.policy delete); see `kt.storage.retention`.
+
+        In order: the log start offset moves to the first kept segment's base (a new
+        empty active segment is rolled first when every segment goes); when it moved,
+        `persist_log_start(plan)` is called — the broker writes its
+        log-start-offset checkpoint there, so a crash before the files are renamed
+        cannot re-expose the data; then the segments leave the log, their files are
+        renamed `.deleted` at once and unlinked `file.delete.delay.ms` later by
+        `delete_expired_files`. The same as `plan_retention` + `apply_retention`.
+
+        Where kt differs from Kafka: the caller (not this method) owns the
+        maintenance claim and the producer state (snapshots below the new log start
+        are the broker's to delete); and Kafka writes no checkpoint here, relying on
+        the rename alone, while kt checkpoints first.
+        """
+        plan = self.plan_retention(now_ms)
+        if plan.log_start_moved and persist_log_start is not None:
+            persist_log_start(plan)
+        return self.apply_retention(plan, now_ms)
+
+    def plan_retention(self, now_ms: int | None = None) -> RetentionPlan:
+        """First half of a retention pass: select the segments to delete, roll a new
+        active segment if they are all of them, and advance the log start offset
+        (truncating the leader-epoch cache from the start). No file is renamed yet:
+        checkpoint the log start offset (`plan.log_start_moved`), then call
+        `apply_retention(plan)`. Reads below the new start fail from now on."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        old_start = self.log_start_offset
+        chosen = select_deletable(
+            self._segments,
+            config=self.config,
+            log_start_offset=self.log_start_offset,
+            log_end_offset=self.log_end_offset,
+            high_watermark=self.high_watermark,
+            now_ms=now,
+        )
+        doomed = self._segments[: chosen.count]
+        selected = chosen.selected
+        rolled = False
+        if doomed and len(doomed) == len(self._segments):
+            # Never leave the log without a segment: roll first (Kafka's deleteSegments).
+            # The selected active segment is non-empty and wholly below the high
+            # watermark, so the new one starts at the log end offset.
+            new_active = self.roll(now_ms=now)
+            rolled = True
+            if new_active is doomed[-1]:  # an empty active segment is never selected
+                doomed, selected = doomed[:-1], selected[:-1]
+        new_start = self._segments[len(doomed)].base_offset if doomed else old_start
+        if new_start > self.log_start_offset:
+            self.maybe_increment_log_start_offset(new_start)
+        return RetentionPlan(
+            segments=list(doomed),
+            selected=list(selected),
+            old_log_start_offset=old_start,
+            new_log_start_offset=self.log_start_offset,
+            rolled=rolled,
+            future_timestamps=chosen.future_timestamps,
+        )
+
+    def apply_retention(self, plan: RetentionPlan, now_ms: int | None = None) -> RetentionResult:
+        """Second half of a retention pass: take the planned segments out of the log,
+        rename their files `.deleted` (fsyncing the directory) and schedule their
+        unlink after `file.delete.delay.ms`.
+
+        Only segments still at the head of the log and wholly below the current log
+        start offset go: whatever changed the log since `plan_retention` (a
+        truncation lowering the log start, say) keeps them.
+        """
+        gone = []
+        for seg in plan.segments:
+            if len(self._segments) < 2 or self._segments[0] is not seg:
+                break
+            if self._segments[1].base_offset > self.log_start_offset:
+                break
+            gone.append(self._segments.pop(0))
+        if gone:
+            self._bound_cache = None
+            self._delete_later(gone, now_ms)
+        return RetentionResult(
+            deleted=plan.selected[: len(gone)],
+            old_log_start_offset=plan.old_log_start_offset,
+            log_start_offset=self.log_start_offset,
+            rolled=plan.rolled,
+            future_timestamps=plan.future_timestamps,
+        )
+
     # --- deleting segments ------------------------------------------------
 
     def _delete_later(self, segments: list[LogSegment], now_ms: int | None) -> None:
@@ -708,6 +852,60 @@ class PartitionLog:
         for seg in due:
             _delete_segment_files(seg)
         return len(due)
+
+    def replace_segments(
+        self,
+        new_segments: list[LogSegment],
+        old_segments: list[LogSegment],
+        *,
+        now_ms: int | None = None,
+        on_step: Callable[[str], None] | None = None,
+    ) -> None:
+        """Swap `.cleaned` segments in for the run of segments they replace (Kafka's
+        LocalLog.replaceSegments), crash-safe at every step:
+
+        1. the new segments' files are renamed `.cleaned` -> `.swap` (highest base
+           first) and the directory fsynced: from here the loader completes the swap;
+        2. the log serves the new segments instead of the old ones;
+        3. the old segments are renamed `.deleted` (unlinked after
+           file.delete.delay.ms, so fetches holding them finish);
+        4. the `.swap` files are renamed live and the directory fsynced.
+
+        `old_segments` must be consecutive segments of this log, not the active one;
+        the new segments must lie within their offset range. `on_step` is called
+        with "swap", "deleted" and "live" after each step (fault-injection tests).
+        """
+        if not new_segments or not old_segments:
+            raise ValueError("replace_segments needs new and old segments")
+        segs = self._segments
+        first = next((i for i, s in enumerate(segs) if s is old_segments[0]), None)
+        count = len(old_segments)
+        if first is None or any(
+            first + k >= len(segs) or segs[first + k] is not seg
+            for k, seg in enumerate(old_segments)
+        ):
+            raise StorageError("segments to replace are not consecutive segments of the log")
+        if first + count >= len(segs):
+            raise StorageError("the active segment cannot be replaced")
+        new = sorted(new_segments, key=lambda s: s.base_offset)
+        low, high = old_segments[0].base_offset, segs[first + count].base_offset
+        if new[0].base_offset < low or new[-1].base_offset >= high:
+            raise StorageError(f"replacement segments must lie within offsets [{low}, {high})")
+        for seg in reversed(new):
+            seg.rename_suffix(SWAP_SUFFIX)
+        fsync_dir(self.dir)
+        if on_step is not None:
+            on_step("swap")
+        self._segments = segs[:first] + new + segs[first + count :]
+        self._bound_cache = None
+        self._delete_later(list(old_segments), now_ms)
+        if on_step is not None:
+            on_step("deleted")
+        for seg in new:
+            seg.rename_suffix("")
+        fsync_dir(self.dir)
+        if on_step is not None:
+            on_step("live")
 
     @property
     def pending_deletes(self) -> int:

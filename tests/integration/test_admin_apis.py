@@ -168,7 +168,8 @@ def test_kafka_python_topics_and_partitions(kt_broker: Any) -> None:
         a.close()
 
 
-def test_delete_topic_renames_then_removes_dir(kt_broker: Any) -> None:
+def test_delete_topic_renames_then_removes_dir(broker_factory: Any) -> None:
+    kt_broker = broker_factory(**{"log.segment.delete.delay.ms": "1000"})
     a = admin(kt_broker)
     assert create(a, NewTopic("doomed", 2, 1)) == {"doomed": None}
     produce(kt_broker, "doomed", 3)
@@ -178,7 +179,13 @@ def test_delete_topic_renames_then_removes_dir(kt_broker: Any) -> None:
     assert error_of(fs["doomed"]) is None
     assert error_of(fs["never-was"]).code() == KafkaError.UNKNOWN_TOPIC_OR_PART
     assert "doomed" not in topic_names(a)
-    assert not [p for p in data.iterdir() if p.name.startswith("doomed")]
+    # Renamed at once to <topic>-<p>.<uuid>-delete, removed after the delay.
+    doomed = sorted(p.name for p in data.iterdir() if p.name.startswith("doomed"))
+    assert len(doomed) == 2 and all(n.endswith("-delete") for n in doomed), doomed
+    deadline = time.monotonic() + 15
+    while [p for p in data.iterdir() if p.name.startswith("doomed")]:
+        assert time.monotonic() < deadline, "deleted topic directories were never removed"
+        time.sleep(0.2)
 
     # A deletion interrupted after the rename is finished at the next start.
     kt_broker.stop()

@@ -2,8 +2,9 @@
 
 Offset lag is always 0 and no partition is a "future" replica (kt never moves
 replicas between directories). v4 adds the file system's total and usable
-bytes. A directory that cannot be examined (gone, unreadable) is reported with
-KAFKA_STORAGE_ERROR and no partitions; offline partitions are left out.
+bytes. An offline directory (failed at startup or since), or one that cannot be
+examined, is reported with KAFKA_STORAGE_ERROR and no partitions; offline
+partitions are left out.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ def _describe_dir(ctx: RequestContext, d: Path, wanted: set[TopicPartition] | No
     broker = ctx.broker
     out: dict[str, Any] = {"error_code": ErrorCode.NONE, "log_dir": str(d), "topics": [],
                            "total_bytes": -1, "usable_bytes": -1}  # fmt: skip
+    if d in broker.logs.offline_dirs:
+        # Kafka: "Log directory ... is offline" -> KAFKA_STORAGE_ERROR, no sizes.
+        out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+        return out
     try:
         if not d.is_dir():
             raise OSError(f"{d} is not a directory")

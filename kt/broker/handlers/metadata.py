@@ -67,9 +67,13 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
             part = broker.partition(name, p)
             replicas = info.assignment.get(p, [broker.node_id])
             if part is None or part.offline:
+                # This broker's replica is offline (its log dir failed). As a KRaft
+                # controller records it: no leader, the ISR keeps its last member,
+                # the replica listed offline; clients see LEADER_NOT_AVAILABLE.
                 partitions.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE,
-                                   "partition_index": p, "leader_id": -1, "leader_epoch": -1,
-                                   "replica_nodes": replicas, "isr_nodes": [],
+                                   "partition_index": p, "leader_id": -1,
+                                   "leader_epoch": part.leader_epoch if part else -1,
+                                   "replica_nodes": replicas, "isr_nodes": replicas,
                                    "offline_replicas": replicas})  # fmt: skip
                 continue
             partitions.append(
