@@ -1,0 +1,1 @@
+"""`kt tui`: a live cluster dashboard in Textual, fed by kt's client library."""

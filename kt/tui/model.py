@@ -1,0 +1,318 @@
+"""The TUI's data model: immutable snapshots of cluster state, and their history.
+
+`ClusterSampler` (kt/tui/sampler.py) polls a cluster through kt's client library
+and produces one `ClusterSnapshot` per refresh; `History` keeps the last N
+snapshots so screens can show rates and trends (throughput sparklines, lag over
+time, lag in seconds). Screens only read these objects: they never talk to the
+network, so a refresh can never freeze input and screens are testable with
+deterministic data (snapshot tests build snapshots by hand).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    """One broker as the cluster reports it."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+    is_controller: bool
+    partitions_led: int
+    log_dir_bytes: int  # total size of its log directories (-1 unknown)
+    offline_log_dirs: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    """One partition: placement, replication state and offsets."""
+
+    topic: str
+    partition: int
+    leader: int  # -1 when offline
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+    log_start_offset: int  # -1 unknown
+    log_end_offset: int  # -1 unknown
+    size_bytes: int  # -1 unknown
+
+    @property
+    def preferred_leader(self) -> int:
+        """The first replica: where the leader should be."""
+        return self.replicas[0] if self.replicas else -1
+
+    @property
+    def under_replicated(self) -> bool:
+        """Fewer in-sync replicas than replicas."""
+        return len(self.isr) < len(self.replicas)
+
+    @property
+    def offline(self) -> bool:
+        """No leader."""
+        return self.leader < 0
+
+    @property
+    def leader_not_preferred(self) -> bool:
+        """Led by a replica other than the preferred one."""
+        return not self.offline and self.leader != self.preferred_leader
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    """One topic with its partitions and configuration."""
+
+    name: str
+    topic_id: str
+    internal: bool
+    partitions: tuple[PartitionInfo, ...]
+    replication_factor: int
+    min_insync_replicas: int
+    overridden_configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def size_bytes(self) -> int:
+        """Total size of the partitions whose size is known."""
+        return sum(p.size_bytes for p in self.partitions if p.size_bytes >= 0)
+
+    @property
+    def end_offsets_sum(self) -> int:
+        """Sum of log end offsets (records produced so far, for rates)."""
+        return sum(p.log_end_offset for p in self.partitions if p.log_end_offset >= 0)
+
+    @property
+    def under_replicated(self) -> int:
+        """How many partitions are under-replicated."""
+        return sum(1 for p in self.partitions if p.under_replicated)
+
+    @property
+    def under_min_isr(self) -> int:
+        """How many partitions have fewer in-sync replicas than min.insync.replicas."""
+        return sum(1 for p in self.partitions if len(p.isr) < self.min_insync_replicas)
+
+    @property
+    def offline(self) -> int:
+        """How many partitions have no leader."""
+        return sum(1 for p in self.partitions if p.offline)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMemberInfo:
+    """A consumer group member and its assigned partitions."""
+
+    member_id: str
+    client_id: str
+    host: str
+    group_instance_id: str | None
+    assignment: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPartitionLag:
+    """A group's committed offset on one partition and the lag behind its end."""
+
+    topic: str
+    partition: int
+    committed: int  # -1 when nothing committed
+    log_end_offset: int
+    consumer: str | None  # member id holding the partition, if any
+
+    @property
+    def lag(self) -> int:
+        """Records behind the log end (0 when unknown)."""
+        if self.committed < 0 or self.log_end_offset < 0:
+            return 0
+        return max(0, self.log_end_offset - self.committed)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupInfo:
+    """A consumer group: state, members, and lag per partition."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[GroupMemberInfo, ...]
+    lags: tuple[GroupPartitionLag, ...]
+
+    @property
+    def total_lag(self) -> int:
+        """Sum of the partitions' lag."""
+        return sum(pl.lag for pl in self.lags)
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirInfo:
+    """One log directory of one broker."""
+
+    broker: int
+    path: str
+    error: str | None  # None when online
+    size_bytes: int
+    partitions: int
+    total_bytes: int  # -1 unknown
+    usable_bytes: int  # -1 unknown
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    """Everything one refresh learned, at one instant."""
+
+    taken_at: float  # time.monotonic() of the refresh
+    wall_time: float  # time.time() of the refresh
+    bootstrap: str
+    cluster_id: str | None
+    controller_id: int
+    brokers: tuple[BrokerInfo, ...]
+    topics: tuple[TopicInfo, ...]
+    groups: tuple[GroupInfo, ...]
+    log_dirs: tuple[LogDirInfo, ...]
+    refresh_seconds: float  # how long the refresh took
+    error: str | None = None  # set when the cluster could not be reached
+
+    def topic(self, name: str) -> TopicInfo | None:
+        """The topic of that name, if any."""
+        for t in self.topics:
+            if t.name == name:
+                return t
+        return None
+
+    def group(self, group_id: str) -> GroupInfo | None:
+        """The group of that id, if any."""
+        for g in self.groups:
+            if g.group_id == group_id:
+                return g
+        return None
+
+    @property
+    def partitions(self) -> Iterable[PartitionInfo]:
+        """Every partition of every topic."""
+        for t in self.topics:
+            yield from t.partitions
+
+
+class History:
+    """The last `capacity` snapshots, oldest first, with rates derived from them."""
+
+    def __init__(self, capacity: int = 120) -> None:
+        self._items: deque[ClusterSnapshot] = deque(maxlen=capacity)
+
+    def add(self, snap: ClusterSnapshot) -> None:
+        """Record a snapshot (failed refreshes included: screens show the outage)."""
+        self._items.append(snap)
+
+    @property
+    def latest(self) -> ClusterSnapshot | None:
+        """The newest snapshot."""
+        return self._items[-1] if self._items else None
+
+    @property
+    def latest_ok(self) -> ClusterSnapshot | None:
+        """The newest snapshot that reached the cluster."""
+        for snap in reversed(self._items):
+            if snap.error is None:
+                return snap
+        return None
+
+    def snapshots(self) -> list[ClusterSnapshot]:
+        """All kept snapshots, oldest first."""
+        return list(self._items)
+
+    def _ok_pairs(self) -> list[tuple[ClusterSnapshot, ClusterSnapshot]]:
+        ok = [s for s in self._items if s.error is None]
+        return list(itertools.pairwise(ok))
+
+    def topic_rate_series(self, topic: str) -> list[float]:
+        """Records/s of a topic between consecutive snapshots (for sparklines)."""
+        out = []
+        for a, b in self._ok_pairs():
+            ta, tb = a.topic(topic), b.topic(topic)
+            dt = b.taken_at - a.taken_at
+            if ta is None or tb is None or dt <= 0:
+                continue
+            out.append(max(0.0, (tb.end_offsets_sum - ta.end_offsets_sum) / dt))
+        return out
+
+    def produce_rate_series(self) -> list[float]:
+        """Records/s produced cluster-wide between consecutive snapshots."""
+        out = []
+        for a, b in self._ok_pairs():
+            dt = b.taken_at - a.taken_at
+            if dt <= 0:
+                continue
+            before = sum(t.end_offsets_sum for t in a.topics)
+            after = sum(t.end_offsets_sum for t in b.topics)
+            out.append(max(0.0, (after - before) / dt))
+        return out
+
+    def bytes_rate_series(self) -> list[float]:
+        """Bytes/s of log growth cluster-wide between consecutive snapshots."""
+        out = []
+        for a, b in self._ok_pairs():
+            dt = b.taken_at - a.taken_at
+            if dt <= 0:
+                continue
+            before = sum(t.size_bytes for t in a.topics)
+            after = sum(t.size_bytes for t in b.topics)
+            out.append(max(0.0, (after - before) / dt))
+        return out
+
+    def consume_rate_series(self) -> list[float]:
+        """Records/s committed cluster-wide by consumer groups (the consume rate)."""
+        out = []
+        for a, b in self._ok_pairs():
+            dt = b.taken_at - a.taken_at
+            if dt <= 0:
+                continue
+            out.append(max(0.0, (_committed_sum(b) - _committed_sum(a)) / dt))
+        return out
+
+    def group_lag_series(self, group_id: str) -> list[int]:
+        """A group's total lag at each snapshot (its trend)."""
+        out = []
+        for s in self._items:
+            g = s.group(group_id) if s.error is None else None
+            if g is not None:
+                out.append(g.total_lag)
+        return out
+
+    def group_consume_rate(self, group_id: str, window: int = 10) -> float:
+        """Records/s a group committed over the last `window` snapshots (0 if unknown)."""
+        ok = [s for s in self._items if s.error is None and s.group(group_id) is not None]
+        ok = ok[-window:]
+        if len(ok) < 2:
+            return 0.0
+        a, b = ok[0], ok[-1]
+        dt = b.taken_at - a.taken_at
+        ga, gb = a.group(group_id), b.group(group_id)
+        assert ga is not None and gb is not None
+        done = _group_committed(gb) - _group_committed(ga)
+        return max(0.0, done / dt) if dt > 0 else 0.0
+
+    def group_lag_seconds(self, group_id: str) -> float | None:
+        """Estimated time to catch up: lag / consume rate (None when not consuming)."""
+        latest = self.latest_ok
+        g = latest.group(group_id) if latest else None
+        if g is None:
+            return None
+        if g.total_lag == 0:
+            return 0.0
+        rate = self.group_consume_rate(group_id)
+        return g.total_lag / rate if rate > 0 else None
+
+
+def _group_committed(g: GroupInfo) -> int:
+    return sum(pl.committed for pl in g.lags if pl.committed >= 0)
+
+
+def _committed_sum(s: ClusterSnapshot) -> int:
+    return sum(_group_committed(g) for g in s.groups)
