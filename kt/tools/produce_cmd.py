@@ -10,6 +10,7 @@ from typing import BinaryIO
 import click
 
 from kt.client import Codec, KafkaClient, KafkaError, RecordSpec
+from kt.client.partitioner import partition_for_key
 from kt.protocol.errors import ErrorCode
 from kt.tools.console import emit_json, handle_errors, usage_error
 from kt.tools.wire import Wire, parse_kv, unescape, wire_options
@@ -18,39 +19,6 @@ CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 #: records written per round before flushing every partition's batches
 ROUND_RECORDS = 20000
 ROUND_BYTES = 8 * 1024 * 1024
-
-
-def murmur2(data: bytes) -> int:
-    """Kafka's murmur2 hash (the Java producer's default partitioner), as int32."""
-    m = 0x5BD1E995
-    mask = 0xFFFFFFFF
-    length = len(data)
-    h = (0x9747B28C ^ length) & mask
-    n4 = length & ~3
-    for i in range(0, n4, 4):
-        k = int.from_bytes(data[i : i + 4], "little")
-        k = (k * m) & mask
-        k ^= k >> 24
-        k = (k * m) & mask
-        h = (h * m) & mask
-        h ^= k
-    rest = length & 3
-    if rest == 3:
-        h ^= data[n4 + 2] << 16
-    if rest >= 2:
-        h ^= data[n4 + 1] << 8
-    if rest >= 1:
-        h ^= data[n4]
-        h = (h * m) & mask
-    h ^= h >> 13
-    h = (h * m) & mask
-    h ^= h >> 15
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for_key(key: bytes, partitions: int) -> int:
-    """The partition the Java producer's default partitioner picks for `key`."""
-    return (murmur2(key) & 0x7FFFFFFF) % partitions
 
 
 def split_stream(stream: BinaryIO, delimiter: bytes, chunk: int = 1 << 16) -> Iterator[bytes]:

@@ -148,7 +148,7 @@ def test_consume_offsets_partitions_count(broker: Any) -> None:
 def test_produce_files_whole_and_keyed_partitioning(broker: Any, tmp_path: Path) -> None:
     from kafka.partitioner.default import murmur2
 
-    from kt.tools.produce_cmd import murmur2 as ours
+    from kt.client.partitioner import murmur2 as ours
 
     for key in (b"", b"a", b"ab", b"abc", b"abcd", b"hello world", bytes(range(200))):
         assert ours(key) & 0xFFFFFFFF == murmur2(key) & 0xFFFFFFFF
