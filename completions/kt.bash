@@ -6,8 +6,24 @@
 _kt_node() {
     case $1 in
         'kt')
-            _kt_subs='broker checkpoint cluster compaction configs consume dump-log-segments dump-segment group index log-dirs produce topic'
+            _kt_subs='analyze broker checkpoint cluster compaction configs consume dump-log-segments dump-segment export group index log-dirs produce topic tui'
             _kt_opts='-V --version -h --help'
+            ;;
+        'kt analyze')
+            _kt_subs='anomalies keys topics'
+            _kt_opts='-h --help'
+            ;;
+        'kt analyze anomalies')
+            _kt_subs=''
+            _kt_opts='--json --to --format --mode --master --conf --topic --topic-regex --start-offset --end-offset --start-time --end-time --max-bytes-per-partition --now --future-tolerance-ms -h --help'
+            ;;
+        'kt analyze keys')
+            _kt_subs=''
+            _kt_opts='--json --to --format --mode --master --conf --topic --topic-regex --start-offset --end-offset --start-time --end-time --max-bytes-per-partition --key --key-hex --key-regex --decode -h --help'
+            ;;
+        'kt analyze topics')
+            _kt_subs=''
+            _kt_opts='--json --to --format --mode --master --conf --topic --topic-regex --start-offset --end-offset --start-time --end-time --max-bytes-per-partition --now --delete-retention-ms --min-compaction-lag-ms -h --help'
             ;;
         'kt broker')
             _kt_subs='start'
@@ -64,6 +80,10 @@ _kt_node() {
         'kt dump-log-segments')
             _kt_subs=''
             _kt_opts='--files --deep-iteration --print-data-log --skip-record-metadata --verify-index-only --index-sanity-check --max-bytes --max-message-size --offsets-decoder --transaction-log-decoder --decode --json --start-offset --end-offset --start-time --end-time --resync -h --help'
+            ;;
+        'kt export')
+            _kt_subs=''
+            _kt_opts='--master --conf --topic --topic-regex --start-offset --end-offset --start-time --end-time --max-bytes-per-partition --to --format --decode --mode --partition-by --resync --json -h --help'
             ;;
         'kt group')
             _kt_subs='delete describe list reset-offsets'
@@ -137,6 +157,10 @@ _kt_node() {
             _kt_subs=''
             _kt_opts='--bootstrap-server -b --timeout --topic -t --exclude-internal --json -h --help'
             ;;
+        'kt tui')
+            _kt_subs=''
+            _kt_opts='--bootstrap-server -b --interval -i --timeout --theme --paused -h --help'
+            ;;
         *) _kt_subs='' _kt_opts='' ;;
     esac
 }
@@ -144,6 +168,7 @@ _kt_node() {
 # _kt_child PATH WORD: the path of subcommand WORD of PATH (aliases resolved), or ''.
 _kt_child() {
     case "$1/$2" in
+        'kt/analyze') _kt_next='kt analyze' ;;
         'kt/broker') _kt_next='kt broker' ;;
         'kt/checkpoint') _kt_next='kt checkpoint' ;;
         'kt/cluster') _kt_next='kt cluster' ;;
@@ -151,12 +176,17 @@ _kt_child() {
         'kt/configs') _kt_next='kt configs' ;;
         'kt/consume') _kt_next='kt consume' ;;
         'kt/dump-log-segments') _kt_next='kt dump-log-segments' ;;
+        'kt/export') _kt_next='kt export' ;;
         'kt/group') _kt_next='kt group' ;;
         'kt/index') _kt_next='kt index' ;;
         'kt/log-dirs') _kt_next='kt log-dirs' ;;
         'kt/produce') _kt_next='kt produce' ;;
         'kt/topic') _kt_next='kt topic' ;;
+        'kt/tui') _kt_next='kt tui' ;;
         'kt/dump-segment') _kt_next='kt dump-log-segments' ;;
+        'kt analyze/anomalies') _kt_next='kt analyze anomalies' ;;
+        'kt analyze/keys') _kt_next='kt analyze keys' ;;
+        'kt analyze/topics') _kt_next='kt analyze topics' ;;
         'kt broker/start') _kt_next='kt broker start' ;;
         'kt checkpoint/edit') _kt_next='kt checkpoint edit' ;;
         'kt checkpoint/show') _kt_next='kt checkpoint show' ;;
@@ -186,6 +216,51 @@ _kt_child() {
 _kt_option() {
     _kt_nargs=0 _kt_kind='' _kt_words=''
     case "$1/$2" in
+        'kt analyze anomalies/--to') _kt_nargs=1 _kt_kind=dir ;;
+        'kt analyze anomalies/--format') _kt_nargs=1 _kt_kind=choice _kt_words=$'parquet\njson\ncsv' ;;
+        'kt analyze anomalies/--mode') _kt_nargs=1 _kt_kind=choice _kt_words=$'error\noverwrite\nappend' ;;
+        'kt analyze anomalies/--master') _kt_nargs=1 ;;
+        'kt analyze anomalies/--conf') _kt_nargs=1 ;;
+        'kt analyze anomalies/--topic') _kt_nargs=1 ;;
+        'kt analyze anomalies/--topic-regex') _kt_nargs=1 ;;
+        'kt analyze anomalies/--start-offset') _kt_nargs=1 ;;
+        'kt analyze anomalies/--end-offset') _kt_nargs=1 ;;
+        'kt analyze anomalies/--start-time') _kt_nargs=1 ;;
+        'kt analyze anomalies/--end-time') _kt_nargs=1 ;;
+        'kt analyze anomalies/--max-bytes-per-partition') _kt_nargs=1 ;;
+        'kt analyze anomalies/--now') _kt_nargs=1 ;;
+        'kt analyze anomalies/--future-tolerance-ms') _kt_nargs=1 ;;
+        'kt analyze keys/--to') _kt_nargs=1 _kt_kind=dir ;;
+        'kt analyze keys/--format') _kt_nargs=1 _kt_kind=choice _kt_words=$'parquet\njson\ncsv' ;;
+        'kt analyze keys/--mode') _kt_nargs=1 _kt_kind=choice _kt_words=$'error\noverwrite\nappend' ;;
+        'kt analyze keys/--master') _kt_nargs=1 ;;
+        'kt analyze keys/--conf') _kt_nargs=1 ;;
+        'kt analyze keys/--topic') _kt_nargs=1 ;;
+        'kt analyze keys/--topic-regex') _kt_nargs=1 ;;
+        'kt analyze keys/--start-offset') _kt_nargs=1 ;;
+        'kt analyze keys/--end-offset') _kt_nargs=1 ;;
+        'kt analyze keys/--start-time') _kt_nargs=1 ;;
+        'kt analyze keys/--end-time') _kt_nargs=1 ;;
+        'kt analyze keys/--max-bytes-per-partition') _kt_nargs=1 ;;
+        'kt analyze keys/--key') _kt_nargs=1 ;;
+        'kt analyze keys/--key-hex') _kt_nargs=1 ;;
+        'kt analyze keys/--key-regex') _kt_nargs=1 ;;
+        'kt analyze keys/--decode') _kt_nargs=1 _kt_kind=choice _kt_words=$'utf8\nhex\nbase64' ;;
+        'kt analyze topics/--to') _kt_nargs=1 _kt_kind=dir ;;
+        'kt analyze topics/--format') _kt_nargs=1 _kt_kind=choice _kt_words=$'parquet\njson\ncsv' ;;
+        'kt analyze topics/--mode') _kt_nargs=1 _kt_kind=choice _kt_words=$'error\noverwrite\nappend' ;;
+        'kt analyze topics/--master') _kt_nargs=1 ;;
+        'kt analyze topics/--conf') _kt_nargs=1 ;;
+        'kt analyze topics/--topic') _kt_nargs=1 ;;
+        'kt analyze topics/--topic-regex') _kt_nargs=1 ;;
+        'kt analyze topics/--start-offset') _kt_nargs=1 ;;
+        'kt analyze topics/--end-offset') _kt_nargs=1 ;;
+        'kt analyze topics/--start-time') _kt_nargs=1 ;;
+        'kt analyze topics/--end-time') _kt_nargs=1 ;;
+        'kt analyze topics/--max-bytes-per-partition') _kt_nargs=1 ;;
+        'kt analyze topics/--now') _kt_nargs=1 ;;
+        'kt analyze topics/--delete-retention-ms') _kt_nargs=1 ;;
+        'kt analyze topics/--min-compaction-lag-ms') _kt_nargs=1 ;;
         'kt broker start/--config') _kt_nargs=1 _kt_kind=file ;;
         'kt broker start/--override') _kt_nargs=1 ;;
         'kt broker start/--log-format') _kt_nargs=1 _kt_kind=choice _kt_words=$'text\njson' ;;
@@ -226,6 +301,20 @@ _kt_option() {
         'kt dump-log-segments/--end-offset') _kt_nargs=1 ;;
         'kt dump-log-segments/--start-time') _kt_nargs=1 ;;
         'kt dump-log-segments/--end-time') _kt_nargs=1 ;;
+        'kt export/--master') _kt_nargs=1 ;;
+        'kt export/--conf') _kt_nargs=1 ;;
+        'kt export/--topic') _kt_nargs=1 ;;
+        'kt export/--topic-regex') _kt_nargs=1 ;;
+        'kt export/--start-offset') _kt_nargs=1 ;;
+        'kt export/--end-offset') _kt_nargs=1 ;;
+        'kt export/--start-time') _kt_nargs=1 ;;
+        'kt export/--end-time') _kt_nargs=1 ;;
+        'kt export/--max-bytes-per-partition') _kt_nargs=1 ;;
+        'kt export/--to') _kt_nargs=1 _kt_kind=dir ;;
+        'kt export/--format') _kt_nargs=1 _kt_kind=choice _kt_words=$'parquet\njson\ncsv' ;;
+        'kt export/--decode') _kt_nargs=1 _kt_kind=choice _kt_words=$'base64\nutf8\nhex' ;;
+        'kt export/--mode') _kt_nargs=1 _kt_kind=choice _kt_words=$'error\noverwrite\nappend' ;;
+        'kt export/--partition-by') _kt_nargs=1 _kt_kind=choice _kt_words=$'none\ntopic\ntopic,partition' ;;
         'kt group delete/--bootstrap-server'|'kt group delete/-b') _kt_nargs=1 ;;
         'kt group delete/--timeout') _kt_nargs=1 ;;
         'kt group delete/--group'|'kt group delete/-g') _kt_nargs=1 ;;
@@ -278,6 +367,10 @@ _kt_option() {
         'kt topic list/--bootstrap-server'|'kt topic list/-b') _kt_nargs=1 ;;
         'kt topic list/--timeout') _kt_nargs=1 ;;
         'kt topic list/--topic'|'kt topic list/-t') _kt_nargs=1 ;;
+        'kt tui/--bootstrap-server'|'kt tui/-b') _kt_nargs=1 ;;
+        'kt tui/--interval'|'kt tui/-i') _kt_nargs=1 ;;
+        'kt tui/--timeout') _kt_nargs=1 ;;
+        'kt tui/--theme') _kt_nargs=1 ;;
     esac
 }
 

@@ -5,6 +5,8 @@
 # __kt_child PATH WORD: the path of subcommand WORD of PATH (aliases resolved).
 function __kt_child --argument-names path word
     switch "$path/$word"
+        case 'kt/analyze'
+            echo 'kt analyze'
         case 'kt/broker'
             echo 'kt broker'
         case 'kt/checkpoint'
@@ -19,6 +21,8 @@ function __kt_child --argument-names path word
             echo 'kt consume'
         case 'kt/dump-log-segments'
             echo 'kt dump-log-segments'
+        case 'kt/export'
+            echo 'kt export'
         case 'kt/group'
             echo 'kt group'
         case 'kt/index'
@@ -29,8 +33,16 @@ function __kt_child --argument-names path word
             echo 'kt produce'
         case 'kt/topic'
             echo 'kt topic'
+        case 'kt/tui'
+            echo 'kt tui'
         case 'kt/dump-segment'
             echo 'kt dump-log-segments'
+        case 'kt analyze/anomalies'
+            echo 'kt analyze anomalies'
+        case 'kt analyze/keys'
+            echo 'kt analyze keys'
+        case 'kt analyze/topics'
+            echo 'kt analyze topics'
         case 'kt broker/start'
             echo 'kt broker start'
         case 'kt checkpoint/edit'
@@ -77,6 +89,96 @@ end
 # __kt_nargs PATH OPTION: how many values OPTION of PATH takes.
 function __kt_nargs --argument-names path option
     switch "$path/$option"
+        case 'kt analyze anomalies/--to'
+            echo 1
+        case 'kt analyze anomalies/--format'
+            echo 1
+        case 'kt analyze anomalies/--mode'
+            echo 1
+        case 'kt analyze anomalies/--master'
+            echo 1
+        case 'kt analyze anomalies/--conf'
+            echo 1
+        case 'kt analyze anomalies/--topic'
+            echo 1
+        case 'kt analyze anomalies/--topic-regex'
+            echo 1
+        case 'kt analyze anomalies/--start-offset'
+            echo 1
+        case 'kt analyze anomalies/--end-offset'
+            echo 1
+        case 'kt analyze anomalies/--start-time'
+            echo 1
+        case 'kt analyze anomalies/--end-time'
+            echo 1
+        case 'kt analyze anomalies/--max-bytes-per-partition'
+            echo 1
+        case 'kt analyze anomalies/--now'
+            echo 1
+        case 'kt analyze anomalies/--future-tolerance-ms'
+            echo 1
+        case 'kt analyze keys/--to'
+            echo 1
+        case 'kt analyze keys/--format'
+            echo 1
+        case 'kt analyze keys/--mode'
+            echo 1
+        case 'kt analyze keys/--master'
+            echo 1
+        case 'kt analyze keys/--conf'
+            echo 1
+        case 'kt analyze keys/--topic'
+            echo 1
+        case 'kt analyze keys/--topic-regex'
+            echo 1
+        case 'kt analyze keys/--start-offset'
+            echo 1
+        case 'kt analyze keys/--end-offset'
+            echo 1
+        case 'kt analyze keys/--start-time'
+            echo 1
+        case 'kt analyze keys/--end-time'
+            echo 1
+        case 'kt analyze keys/--max-bytes-per-partition'
+            echo 1
+        case 'kt analyze keys/--key'
+            echo 1
+        case 'kt analyze keys/--key-hex'
+            echo 1
+        case 'kt analyze keys/--key-regex'
+            echo 1
+        case 'kt analyze keys/--decode'
+            echo 1
+        case 'kt analyze topics/--to'
+            echo 1
+        case 'kt analyze topics/--format'
+            echo 1
+        case 'kt analyze topics/--mode'
+            echo 1
+        case 'kt analyze topics/--master'
+            echo 1
+        case 'kt analyze topics/--conf'
+            echo 1
+        case 'kt analyze topics/--topic'
+            echo 1
+        case 'kt analyze topics/--topic-regex'
+            echo 1
+        case 'kt analyze topics/--start-offset'
+            echo 1
+        case 'kt analyze topics/--end-offset'
+            echo 1
+        case 'kt analyze topics/--start-time'
+            echo 1
+        case 'kt analyze topics/--end-time'
+            echo 1
+        case 'kt analyze topics/--max-bytes-per-partition'
+            echo 1
+        case 'kt analyze topics/--now'
+            echo 1
+        case 'kt analyze topics/--delete-retention-ms'
+            echo 1
+        case 'kt analyze topics/--min-compaction-lag-ms'
+            echo 1
         case 'kt broker start/--config'
             echo 1
         case 'kt broker start/--override'
@@ -156,6 +258,34 @@ function __kt_nargs --argument-names path option
         case 'kt dump-log-segments/--start-time'
             echo 1
         case 'kt dump-log-segments/--end-time'
+            echo 1
+        case 'kt export/--master'
+            echo 1
+        case 'kt export/--conf'
+            echo 1
+        case 'kt export/--topic'
+            echo 1
+        case 'kt export/--topic-regex'
+            echo 1
+        case 'kt export/--start-offset'
+            echo 1
+        case 'kt export/--end-offset'
+            echo 1
+        case 'kt export/--start-time'
+            echo 1
+        case 'kt export/--end-time'
+            echo 1
+        case 'kt export/--max-bytes-per-partition'
+            echo 1
+        case 'kt export/--to'
+            echo 1
+        case 'kt export/--format'
+            echo 1
+        case 'kt export/--decode'
+            echo 1
+        case 'kt export/--mode'
+            echo 1
+        case 'kt export/--partition-by'
             echo 1
         case 'kt group delete/--bootstrap-server' 'kt group delete/-b'
             echo 1
@@ -261,6 +391,14 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt topic list/--topic' 'kt topic list/-t'
             echo 1
+        case 'kt tui/--bootstrap-server' 'kt tui/-b'
+            echo 1
+        case 'kt tui/--interval' 'kt tui/-i'
+            echo 1
+        case 'kt tui/--timeout'
+            echo 1
+        case 'kt tui/--theme'
+            echo 1
         case '*'
             echo 0
     end
@@ -296,6 +434,7 @@ function __kt_is --argument-names want
 end
 
 complete -c kt -f
+complete -c kt -n "__kt_is 'kt'" -a 'analyze' -d 'Forensic analyses of log segments on Spark (needs `pip install \'kt[spark]\'`).'
 complete -c kt -n "__kt_is 'kt'" -a 'broker' -d 'Run a Kafka-compatible broker.'
 complete -c kt -n "__kt_is 'kt'" -a 'checkpoint' -d 'Show and edit checkpoint files of a Kafka log directory.'
 complete -c kt -n "__kt_is 'kt'" -a 'cluster' -d 'Describe the cluster a broker belongs to.'
@@ -304,13 +443,70 @@ complete -c kt -n "__kt_is 'kt'" -a 'configs' -d 'Describe and change topic and 
 complete -c kt -n "__kt_is 'kt'" -a 'consume' -d 'Print records of TOPIC... to stdout, like kcat -C.'
 complete -c kt -n "__kt_is 'kt'" -a 'dump-log-segments' -d 'Dump the contents of log segment files, like Kafka\'s kafka-dump-log.sh.'
 complete -c kt -n "__kt_is 'kt'" -a 'dump-segment' -d 'alias of dump-log-segments'
+complete -c kt -n "__kt_is 'kt'" -a 'export' -d 'Export the records of PATHS (log directories, partition directories, segment...'
 complete -c kt -n "__kt_is 'kt'" -a 'group' -d 'List, describe, delete consumer groups and reset their offsets (like...'
 complete -c kt -n "__kt_is 'kt'" -a 'index' -d 'Check and repair offset, time and transaction indexes (.index, .timeindex...'
 complete -c kt -n "__kt_is 'kt'" -a 'log-dirs' -d 'Describe brokers\' log directories (like kafka-log-dirs.sh), or inspect one...'
 complete -c kt -n "__kt_is 'kt'" -a 'produce' -d 'Write records to TOPIC: one per line of stdin (or of --file), like kcat -P.'
 complete -c kt -n "__kt_is 'kt'" -a 'topic' -d 'Create, list, describe, alter and delete topics (like kafka-topics.sh).'
+complete -c kt -n "__kt_is 'kt'" -a 'tui' -d 'Watch a cluster live: brokers, topics, partitions, consumer lag, log...'
 complete -c kt -n "__kt_is 'kt'" -s 'V' -l 'version' -d 'Show the version and exit.'
 complete -c kt -n "__kt_is 'kt'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt analyze'" -a 'anomalies' -d 'Everything suspicious in the segments: damaged regions and CRC mismatches...'
+complete -c kt -n "__kt_is 'kt analyze'" -a 'keys' -d 'Every record of one key (or of the keys matching a regex) across all...'
+complete -c kt -n "__kt_is 'kt analyze'" -a 'topics' -d 'Per topic and partition: records, bytes, batches, codecs, first and last...'
+complete -c kt -n "__kt_is 'kt analyze'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt analyze anomalies'" -l 'json' -d 'NDJSON, one object per row.'
+complete -c kt -n "__kt_is 'kt analyze anomalies'" -l 'to' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Write the result as a dataset in DIR instead of printing it.'
+complete -c kt -n "__kt_is 'kt analyze anomalies'" -l 'format' -x -a 'parquet json csv' -d 'The format of --to.'
+complete -c kt -n "__kt_is 'kt analyze anomalies'" -l 'mode' -x -a 'error overwrite append' -d 'When --to exists: fail, replace it, or add to it.'
+complete -c kt -n "__kt_is 'kt analyze anomalies'" -l 'master' -x -d 'Spark master URL: local[N], spark://host:port, yarn, ...'
+complete -c kt -n "__kt_is 'kt analyze anomalies'" -l 'conf' -x -d 'A Spark configuration property (repeatable).'
+complete -c kt -n "__kt_is 'kt analyze anomalies'" -l 'topic' -x -d 'Only topics matching these globs (a,b*).'
+complete -c kt -n "__kt_is 'kt analyze anomalies'" -l 'topic-regex' -x -d 'Only topics matching this regex.'
+complete -c kt -n "__kt_is 'kt analyze anomalies'" -l 'start-offset' -x -d 'First offset (inclusive).'
+complete -c kt -n "__kt_is 'kt analyze anomalies'" -l 'end-offset' -x -d 'Last offset (exclusive).'
+complete -c kt -n "__kt_is 'kt analyze anomalies'" -l 'start-time' -x -d 'Earliest timestamp, ms or ISO-8601 (inclusive).'
+complete -c kt -n "__kt_is 'kt analyze anomalies'" -l 'end-time' -x -d 'Latest timestamp, ms or ISO-8601 (exclusive).'
+complete -c kt -n "__kt_is 'kt analyze anomalies'" -l 'max-bytes-per-partition' -x -d 'Split segments larger than this into several Spark tasks (default 128 MiB).'
+complete -c kt -n "__kt_is 'kt analyze anomalies'" -l 'now' -x -d 'What counts as the future: ms or ISO-8601 (default: now).'
+complete -c kt -n "__kt_is 'kt analyze anomalies'" -l 'future-tolerance-ms' -x -d 'Timestamps up to this far after --now are not reported.'
+complete -c kt -n "__kt_is 'kt analyze anomalies'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt analyze keys'" -l 'json' -d 'NDJSON, one object per row.'
+complete -c kt -n "__kt_is 'kt analyze keys'" -l 'to' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Write the result as a dataset in DIR instead of printing it.'
+complete -c kt -n "__kt_is 'kt analyze keys'" -l 'format' -x -a 'parquet json csv' -d 'The format of --to.'
+complete -c kt -n "__kt_is 'kt analyze keys'" -l 'mode' -x -a 'error overwrite append' -d 'When --to exists: fail, replace it, or add to it.'
+complete -c kt -n "__kt_is 'kt analyze keys'" -l 'master' -x -d 'Spark master URL: local[N], spark://host:port, yarn, ...'
+complete -c kt -n "__kt_is 'kt analyze keys'" -l 'conf' -x -d 'A Spark configuration property (repeatable).'
+complete -c kt -n "__kt_is 'kt analyze keys'" -l 'topic' -x -d 'Only topics matching these globs (a,b*).'
+complete -c kt -n "__kt_is 'kt analyze keys'" -l 'topic-regex' -x -d 'Only topics matching this regex.'
+complete -c kt -n "__kt_is 'kt analyze keys'" -l 'start-offset' -x -d 'First offset (inclusive).'
+complete -c kt -n "__kt_is 'kt analyze keys'" -l 'end-offset' -x -d 'Last offset (exclusive).'
+complete -c kt -n "__kt_is 'kt analyze keys'" -l 'start-time' -x -d 'Earliest timestamp, ms or ISO-8601 (inclusive).'
+complete -c kt -n "__kt_is 'kt analyze keys'" -l 'end-time' -x -d 'Latest timestamp, ms or ISO-8601 (exclusive).'
+complete -c kt -n "__kt_is 'kt analyze keys'" -l 'max-bytes-per-partition' -x -d 'Split segments larger than this into several Spark tasks (default 128 MiB).'
+complete -c kt -n "__kt_is 'kt analyze keys'" -l 'key' -x -d 'The key (its UTF-8 bytes).'
+complete -c kt -n "__kt_is 'kt analyze keys'" -l 'key-hex' -x -d 'The key as hex bytes.'
+complete -c kt -n "__kt_is 'kt analyze keys'" -l 'key-regex' -x -d 'Keys matching this regex (on the key as UTF-8).'
+complete -c kt -n "__kt_is 'kt analyze keys'" -l 'decode' -x -a 'utf8 hex base64' -d 'How keys, values and header values are shown (utf8 escapes invalid bytes).'
+complete -c kt -n "__kt_is 'kt analyze keys'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt analyze topics'" -l 'json' -d 'NDJSON, one object per row.'
+complete -c kt -n "__kt_is 'kt analyze topics'" -l 'to' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Write the result as a dataset in DIR instead of printing it.'
+complete -c kt -n "__kt_is 'kt analyze topics'" -l 'format' -x -a 'parquet json csv' -d 'The format of --to.'
+complete -c kt -n "__kt_is 'kt analyze topics'" -l 'mode' -x -a 'error overwrite append' -d 'When --to exists: fail, replace it, or add to it.'
+complete -c kt -n "__kt_is 'kt analyze topics'" -l 'master' -x -d 'Spark master URL: local[N], spark://host:port, yarn, ...'
+complete -c kt -n "__kt_is 'kt analyze topics'" -l 'conf' -x -d 'A Spark configuration property (repeatable).'
+complete -c kt -n "__kt_is 'kt analyze topics'" -l 'topic' -x -d 'Only topics matching these globs (a,b*).'
+complete -c kt -n "__kt_is 'kt analyze topics'" -l 'topic-regex' -x -d 'Only topics matching this regex.'
+complete -c kt -n "__kt_is 'kt analyze topics'" -l 'start-offset' -x -d 'First offset (inclusive).'
+complete -c kt -n "__kt_is 'kt analyze topics'" -l 'end-offset' -x -d 'Last offset (exclusive).'
+complete -c kt -n "__kt_is 'kt analyze topics'" -l 'start-time' -x -d 'Earliest timestamp, ms or ISO-8601 (inclusive).'
+complete -c kt -n "__kt_is 'kt analyze topics'" -l 'end-time' -x -d 'Latest timestamp, ms or ISO-8601 (exclusive).'
+complete -c kt -n "__kt_is 'kt analyze topics'" -l 'max-bytes-per-partition' -x -d 'Split segments larger than this into several Spark tasks (default 128 MiB).'
+complete -c kt -n "__kt_is 'kt analyze topics'" -l 'now' -x -d 'The time of the compaction estimate, ms or ISO-8601 (default: now).'
+complete -c kt -n "__kt_is 'kt analyze topics'" -l 'delete-retention-ms' -x -d 'delete.retention.ms for the compaction estimate.'
+complete -c kt -n "__kt_is 'kt analyze topics'" -l 'min-compaction-lag-ms' -x -d 'min.compaction.lag.ms for the compaction estimate.'
+complete -c kt -n "__kt_is 'kt analyze topics'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt broker'" -a 'start' -d 'Run the broker in the foreground until SIGTERM or SIGINT.'
 complete -c kt -n "__kt_is 'kt broker'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt broker start'" -l 'config' -r -F -d 'A Kafka server.properties file (Kafka\'s key names).'
@@ -397,6 +593,23 @@ complete -c kt -n "__kt_is 'kt dump-log-segments'" -l 'start-time' -x -d 'Start 
 complete -c kt -n "__kt_is 'kt dump-log-segments'" -l 'end-time' -x -d 'Stop at the first record with a timestamp > this (shallow: after the first...'
 complete -c kt -n "__kt_is 'kt dump-log-segments'" -l 'resync' -d 'After a damaged region, scan forward to the next valid batch and go on.'
 complete -c kt -n "__kt_is 'kt dump-log-segments'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt export'" -l 'master' -x -d 'Spark master URL: local[N], spark://host:port, yarn, ...'
+complete -c kt -n "__kt_is 'kt export'" -l 'conf' -x -d 'A Spark configuration property (repeatable).'
+complete -c kt -n "__kt_is 'kt export'" -l 'topic' -x -d 'Only topics matching these globs (a,b*).'
+complete -c kt -n "__kt_is 'kt export'" -l 'topic-regex' -x -d 'Only topics matching this regex.'
+complete -c kt -n "__kt_is 'kt export'" -l 'start-offset' -x -d 'First offset (inclusive).'
+complete -c kt -n "__kt_is 'kt export'" -l 'end-offset' -x -d 'Last offset (exclusive).'
+complete -c kt -n "__kt_is 'kt export'" -l 'start-time' -x -d 'Earliest timestamp, ms or ISO-8601 (inclusive).'
+complete -c kt -n "__kt_is 'kt export'" -l 'end-time' -x -d 'Latest timestamp, ms or ISO-8601 (exclusive).'
+complete -c kt -n "__kt_is 'kt export'" -l 'max-bytes-per-partition' -x -d 'Split segments larger than this into several Spark tasks (default 128 MiB).'
+complete -c kt -n "__kt_is 'kt export'" -l 'to' -x -a '(__fish_complete_directories (commandline -ct))' -d 'The output directory (a Spark dataset).'
+complete -c kt -n "__kt_is 'kt export'" -l 'format' -x -a 'parquet json csv' -d 'parquet keeps keys and values as binary; json and csv decode them (--decode).'
+complete -c kt -n "__kt_is 'kt export'" -l 'decode' -x -a 'base64 utf8 hex' -d 'Keys, values and header values in json/csv: base64 (exact), utf8, or hex.'
+complete -c kt -n "__kt_is 'kt export'" -l 'mode' -x -a 'error overwrite append' -d 'When DIR exists: fail, replace it, or add to it.'
+complete -c kt -n "__kt_is 'kt export'" -l 'partition-by' -x -a 'none topic topic,partition' -d 'Lay the dataset out in topic=/partition= directories.'
+complete -c kt -n "__kt_is 'kt export'" -l 'resync' -d 'Skip damaged regions (exported as rows with an error) instead of failing.'
+complete -c kt -n "__kt_is 'kt export'" -l 'json' -d 'The summary as one JSON object.'
+complete -c kt -n "__kt_is 'kt export'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt group'" -a 'delete' -d 'Delete groups and their committed offsets (groups must have no members).'
 complete -c kt -n "__kt_is 'kt group'" -a 'describe' -d 'Describe groups: per partition the committed (current) offset, the log end...'
 complete -c kt -n "__kt_is 'kt group'" -a 'list' -d 'List group ids, one per line (with --state: a GROUP STATE table).'
@@ -522,3 +735,9 @@ complete -c kt -n "__kt_is 'kt topic list'" -l 'topic' -s 't' -x -d 'Only topics
 complete -c kt -n "__kt_is 'kt topic list'" -l 'exclude-internal' -d 'Leave out internal topics.'
 complete -c kt -n "__kt_is 'kt topic list'" -l 'json' -d 'A JSON array of names.'
 complete -c kt -n "__kt_is 'kt topic list'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt tui'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt tui'" -l 'interval' -s 'i' -x -d 'Refresh every SECONDS (+/- change it, p pauses).'
+complete -c kt -n "__kt_is 'kt tui'" -l 'timeout' -x -d 'Per-request timeout of a refresh; a cluster slower than this shows as...'
+complete -c kt -n "__kt_is 'kt tui'" -l 'theme' -x -d 'Textual theme, e.g. textual-light, textual-dark, nord (the palette changes...'
+complete -c kt -n "__kt_is 'kt tui'" -l 'paused' -d 'Start with the periodic refresh paused.'
+complete -c kt -n "__kt_is 'kt tui'" -s 'h' -l 'help' -d 'Show this message and exit.'

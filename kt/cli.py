@@ -15,6 +15,7 @@ from kt import __version__
 # name -> "module:attribute". One line per command or command group; aliases point
 # at the same object. Keep sorted by name.
 COMMANDS: dict[str, str] = {
+    "analyze": "kt.tools.analyze_cmd:analyze",
     "broker": "kt.tools.broker_cmd:broker",
     "checkpoint": "kt.tools.checkpoint_cmd:checkpoint",
     "cluster": "kt.tools.cluster_cmd:cluster",
@@ -23,11 +24,13 @@ COMMANDS: dict[str, str] = {
     "consume": "kt.tools.consume_cmd:consume",
     "dump-log-segments": "kt.tools.dump_log:dump_log_segments",
     "dump-segment": "kt.tools.dump_log:dump_log_segments",
+    "export": "kt.tools.export_cmd:export",
     "group": "kt.tools.group_cmd:group",
     "index": "kt.tools.index_cmd:index",
     "log-dirs": "kt.tools.log_dirs_cmd:log_dirs",
     "produce": "kt.tools.produce_cmd:produce",
     "topic": "kt.tools.topic_cmd:topic",
+    "tui": "kt.tools.tui_cmd:tui",
 }
 
 # Aliases are listed in help once, under their main name.

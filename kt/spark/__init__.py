@@ -24,7 +24,7 @@ class SparkMissingError(ImportError):
 def require_pyspark() -> None:
     """Raise SparkMissingError with the install hint when PySpark is missing."""
     try:
-        import pyspark  # noqa: F401
+        import pyspark
         import pyspark.sql.datasource  # noqa: F401
     except ImportError as exc:
         raise SparkMissingError(INSTALL_HINT) from exc

@@ -178,6 +178,8 @@ class ClusterSnapshot:
     log_dirs: tuple[LogDirInfo, ...]
     refresh_seconds: float  # how long the refresh took
     error: str | None = None  # set when the cluster could not be reached
+    # requests of the refresh that failed while others worked (their fields are -1)
+    warnings: tuple[str, ...] = ()
 
     def topic(self, name: str) -> TopicInfo | None:
         """The topic of that name, if any."""

@@ -1,0 +1,104 @@
+"""`kt tui`: the live cluster dashboard (kt/tui), started from the command line."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import click
+
+from kt.tools.console import handle_errors, usage_error
+from kt.tools.wire import DEFAULT_BOOTSTRAP, MAX_CONNECT_TIMEOUT
+
+
+@click.command()
+@click.option(
+    "--bootstrap-server",
+    "-b",
+    "bootstrap",
+    envvar="KT_BOOTSTRAP_SERVER",
+    default=DEFAULT_BOOTSTRAP,
+    show_default=True,
+    metavar="HOST:PORT[,...]",
+    help="Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).",
+)
+@click.option(
+    "--interval",
+    "-i",
+    type=click.FloatRange(min=0.2),
+    default=2.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Refresh every SECONDS (+/- change it, p pauses).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=5.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Per-request timeout of a refresh; a cluster slower than this shows as unreachable.",
+)
+@click.option(
+    "--theme",
+    default=None,
+    metavar="NAME",
+    help="Textual theme, e.g. textual-light, textual-dark, nord (the palette changes it too).",
+)
+@click.option("--paused", is_flag=True, help="Start with the periodic refresh paused.")
+@handle_errors
+def tui(bootstrap: str, interval: float, timeout: float, theme: str | None, paused: bool) -> None:
+    """Watch a cluster live: brokers, topics, partitions, consumer lag, log
+    directories and messages, refreshed in the background.
+
+    \b
+    Screens (keys): 1 overview, 2 topics, 3 consumer groups, 4 log directories,
+    5 messages, ? help (every key binding); Ctrl+P opens the command palette.
+    p pauses the refresh, +/- change its interval, q quits. Actions (create
+    or delete a topic, add partitions, alter a config, reset a group's
+    offsets) each ask for confirmation, showing what will happen.
+
+    \b
+    Examples:
+      kt tui -b broker1:9092,broker2:9092
+      kt tui --interval 1 --theme textual-light
+      KT_BOOTSTRAP_SERVER=localhost:9092 kt tui
+
+    Exit codes: 0 ok, 2 usage error (bad option or bootstrap list).
+    """
+    from kt.client import KafkaClient, parse_bootstrap
+    from kt.tui.actions import ClusterActions
+    from kt.tui.app import KtApp
+    from kt.tui.sampler import ClusterSampler
+
+    try:
+        parse_bootstrap(bootstrap)
+    except ValueError as exc:
+        usage_error(f"--bootstrap-server: {exc}")
+
+    def client_factory() -> KafkaClient:
+        return KafkaClient(
+            bootstrap,
+            client_id="kt-tui",
+            request_timeout=max(timeout, 5.0),
+            connect_timeout=min(timeout, MAX_CONNECT_TIMEOUT),
+        )
+
+    sampler = ClusterSampler(bootstrap, request_timeout=timeout)
+    app = KtApp(
+        sampler,
+        bootstrap=bootstrap,
+        interval=interval,
+        client_factory=client_factory,
+        actions=ClusterActions(bootstrap, request_timeout=max(timeout, 15.0)),
+        paused=paused,
+        theme=theme,
+    )
+    if theme is not None and theme not in app.available_themes:
+        names = ", ".join(sorted(app.available_themes))
+        usage_error(f"--theme: unknown theme {theme!r} (one of {names})")
+    try:
+        app.run()
+    finally:
+        with contextlib.suppress(Exception):
+            asyncio.run(app.close_sampler())

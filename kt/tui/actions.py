@@ -1,0 +1,476 @@
+"""The TUI's write actions, through kt's client library.
+
+Each action comes in two halves: `describe_*` says exactly what the action will do
+(the confirmation dialog's text) and whether the cluster would accept it, asking
+the broker to validate where the protocol allows (`validate_only` on CreateTopics,
+CreatePartitions and IncrementalAlterConfigs); the action itself then does it.
+Both return an `ActionResult` and never raise for cluster-side problems: `ok` is
+False and `message` says why, in one sentence a dialog can show.
+
+Every call opens its own short-lived client, so actions work from any event loop
+and never reuse a connection a broker restart left dead. Offsets are reset like
+Kafka's `kafka-consumer-groups.sh --reset-offsets`: only for inactive groups
+(state Empty or Dead), with new offsets clamped to each partition's log start
+and end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from kt.client import (
+    EARLIEST,
+    INACTIVE_STATES,
+    LATEST,
+    OP_DELETE,
+    OP_SET,
+    RESOURCE_TOPIC,
+    ConfigEntry,
+    KafkaClient,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    NewTopic,
+    TopicInfo,
+)
+from kt.protocol.errors import ErrorCode
+
+T = TypeVar("T")
+TopicPartition = tuple[str, int]
+
+#: reset targets
+RESET_TARGETS = ("earliest", "latest", "offset", "timestamp")
+
+
+@dataclass(frozen=True, slots=True)
+class ActionResult:
+    """The outcome of an action, or of a `describe_*` (then `ok` tells whether the
+    action would be accepted)."""
+
+    ok: bool
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResetPlan:
+    """What a reset would commit: the group, its state, and per partition the
+    current committed offset (-1 none) and the new one."""
+
+    group_id: str
+    state: str
+    members: int
+    moves: tuple[tuple[str, int, int, int], ...]  # topic, partition, current, new
+
+
+class _Refused(Exception):
+    """An action the cluster would not accept, with the sentence saying why."""
+
+
+class ClusterActions:
+    """Topic and group actions against one cluster."""
+
+    def __init__(self, bootstrap: str, *, request_timeout: float = 15.0) -> None:
+        self.bootstrap = bootstrap
+        self.request_timeout = request_timeout
+
+    async def _with_client(self, fn: Callable[[KafkaClient], Awaitable[T]]) -> T:
+        async with KafkaClient(
+            self.bootstrap,
+            client_id="kt-tui-actions",
+            request_timeout=self.request_timeout,
+            connect_timeout=self.request_timeout,
+            retries=2,
+        ) as client:
+            return await fn(client)
+
+    async def _result(self, fn: Callable[[KafkaClient], Awaitable[str]]) -> ActionResult:
+        try:
+            return ActionResult(True, await self._with_client(fn))
+        except (_Refused, ValueError) as exc:
+            return ActionResult(False, str(exc))
+        except KafkaError as exc:
+            return ActionResult(False, _kafka_message(exc))
+        except (KafkaConnectionError, KafkaTimeoutError, OSError) as exc:
+            return ActionResult(False, f"cannot reach the cluster: {exc}")
+
+    # --- create topic --------------------------------------------------------------
+
+    async def describe_create_topic(
+        self,
+        name: str,
+        partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str] | None = None,
+    ) -> ActionResult:
+        """What creating the topic does; the broker validates it first."""
+        configs = dict(configs or {})
+
+        async def go(c: KafkaClient) -> str:
+            topic = NewTopic(name, partitions, replication_factor, configs=dict(configs))
+            err = (await c.create_topics([topic], validate_only=True)).get(name)
+            if err is not None:
+                raise _Refused(f"cannot create topic {name!r}: {_kafka_message(err)}")
+            return _create_text(name, partitions, replication_factor, configs)
+
+        return await self._result(go)
+
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str] | None = None,
+    ) -> ActionResult:
+        """Create a topic (-1: the broker's default partitions / replication)."""
+        configs = dict(configs or {})
+
+        async def go(c: KafkaClient) -> str:
+            topic = NewTopic(name, partitions, replication_factor, configs=dict(configs))
+            err = (await c.create_topics([topic])).get(name)
+            if err is not None:
+                raise _Refused(f"cannot create topic {name!r}: {_kafka_message(err)}")
+            info = await c.topic(name, refresh=True)
+            rf = max((len(p.replicas) for p in info.partitions.values()), default=0)
+            count = _n(len(info.partitions), "partition")
+            return f"Created topic {name!r} with {count}, replication factor {rf}."
+
+        return await self._result(go)
+
+    # --- delete topic --------------------------------------------------------------
+
+    async def describe_delete_topic(self, name: str) -> ActionResult:
+        """What deleting the topic destroys: its partitions, records and bytes."""
+
+        async def go(c: KafkaClient) -> str:
+            info = await _existing_topic(c, name)
+            if info.is_internal:
+                raise _Refused(f"{name!r} is an internal topic: kt will not delete it")
+            tps = [(name, p) for p in sorted(info.partitions)]
+            starts, ends = await asyncio.gather(
+                c.list_offsets(tps, EARLIEST), c.list_offsets(tps, LATEST)
+            )
+            records = sum(max(0, ends[tp][0] - starts[tp][0]) for tp in tps)
+            size = await _topic_size(c, name, info.partitions)
+            return (
+                f"Delete topic {name!r}: {_n(len(tps), 'partition')}, "
+                f"{_n(records, 'record')}, {_bytes(size)} on disk. "
+                "Its data is removed and cannot be recovered."
+            )
+
+        return await self._result(go)
+
+    async def delete_topic(self, name: str) -> ActionResult:
+        """Delete a topic and its data."""
+
+        async def go(c: KafkaClient) -> str:
+            info = await _existing_topic(c, name)
+            if info.is_internal:
+                raise _Refused(f"{name!r} is an internal topic: kt will not delete it")
+            err = (await c.delete_topics([name])).get(name)
+            if err is not None:
+                raise _Refused(f"cannot delete topic {name!r}: {_kafka_message(err)}")
+            return f"Deleted topic {name!r}."
+
+        return await self._result(go)
+
+    # --- add partitions ------------------------------------------------------------
+
+    async def describe_add_partitions(self, topic: str, total: int) -> ActionResult:
+        """What raising the partition count to `total` does (the broker validates)."""
+
+        async def go(c: KafkaClient) -> str:
+            info = await _existing_topic(c, topic)
+            now = len(info.partitions)
+            if total <= now:
+                raise _Refused(
+                    f"topic {topic!r} has {_n(now, 'partition')}: the count can only "
+                    f"grow, so give more than {now}"
+                )
+            err = (await c.create_partitions({topic: total}, validate_only=True)).get(topic)
+            if err is not None:
+                raise _Refused(f"cannot add partitions to {topic!r}: {_kafka_message(err)}")
+            new = list(range(now, total))
+            shown = ", ".join(map(str, new)) if len(new) <= 8 else f"{new[0]}-{new[-1]}"
+            return (
+                f"Increase topic {topic!r} from {now} to {total} partitions "
+                f"(new: {shown}). Partitions cannot be removed again, and keyed "
+                "records will hash to different partitions from now on."
+            )
+
+        return await self._result(go)
+
+    async def add_partitions(self, topic: str, total: int) -> ActionResult:
+        """Raise a topic's partition count to `total`."""
+
+        async def go(c: KafkaClient) -> str:
+            info = await _existing_topic(c, topic)
+            now = len(info.partitions)
+            if total <= now:
+                raise _Refused(
+                    f"topic {topic!r} has {_n(now, 'partition')}: the count can only grow"
+                )
+            err = (await c.create_partitions({topic: total})).get(topic)
+            if err is not None:
+                raise _Refused(f"cannot add partitions to {topic!r}: {_kafka_message(err)}")
+            return f"Topic {topic!r} now has {total} partitions (was {now})."
+
+        return await self._result(go)
+
+    # --- alter a topic config ------------------------------------------------------
+
+    async def describe_alter_topic_config(
+        self, topic: str, key: str, value: str | None
+    ) -> ActionResult:
+        """What setting `key` to `value` (None: removing the override) changes."""
+
+        async def go(c: KafkaClient) -> str:
+            await _existing_topic(c, topic)
+            entry = await _config_entry(c, topic, key)
+            await c.incremental_alter_configs(
+                RESOURCE_TOPIC, topic, [_op(key, value)], validate_only=True
+            )
+            return _alter_text(topic, key, value, entry)
+
+        return await self._result(go)
+
+    async def alter_topic_config(self, topic: str, key: str, value: str | None) -> ActionResult:
+        """Set a topic config override (IncrementalAlterConfigs); None removes it."""
+
+        async def go(c: KafkaClient) -> str:
+            await _existing_topic(c, topic)
+            await c.incremental_alter_configs(RESOURCE_TOPIC, topic, [_op(key, value)])
+            entry = await _config_entry(c, topic, key)
+            now = entry.value if entry is not None else None
+            if value is None:
+                return f"Removed the override of {key} on topic {topic!r}; it is now {_shown(now)}."
+            return f"Set {key}={_shown(now)} on topic {topic!r}."
+
+        return await self._result(go)
+
+    # --- reset a group's offsets ---------------------------------------------------
+
+    async def plan_reset_offsets(
+        self,
+        group_id: str,
+        to: str,
+        value: int | None = None,
+        topics: Sequence[str] | None = None,
+    ) -> ResetPlan:
+        """The offsets a reset would commit (raises KafkaError / ValueError)."""
+        return await self._with_client(lambda c: _plan(c, group_id, to, value, topics))
+
+    async def describe_reset_offsets(
+        self,
+        group_id: str,
+        to: str,
+        value: int | None = None,
+        topics: Sequence[str] | None = None,
+    ) -> ActionResult:
+        """What resetting the group's offsets commits, partition by partition.
+
+        `to`: "earliest", "latest", "offset" (`value` the offset) or "timestamp"
+        (`value` in ms since the epoch: the first offset at or after it, else the
+        log end). `topics`: the topics to reset (None: every topic the group has
+        committed offsets for).
+        """
+
+        async def go(c: KafkaClient) -> str:
+            plan = await _plan(c, group_id, to, value, topics)
+            _refuse_active(plan)
+            return _reset_text(plan, to, value)
+
+        return await self._result(go)
+
+    async def reset_offsets(
+        self,
+        group_id: str,
+        to: str,
+        value: int | None = None,
+        topics: Sequence[str] | None = None,
+    ) -> ActionResult:
+        """Commit the reset `describe_reset_offsets` describes (computed anew: "latest"
+        means the log end at this moment). Refused while the group has members."""
+
+        async def go(c: KafkaClient) -> str:
+            plan = await _plan(c, group_id, to, value, topics)
+            _refuse_active(plan)
+            if not plan.moves:
+                raise _Refused(f"group {group_id!r} has no offsets to reset")
+            await c.commit_offsets(group_id, {(t, p): new for t, p, _, new in plan.moves})
+            return (
+                f"Reset group {group_id!r} to {_target(to, value)} on "
+                f"{_n(len(plan.moves), 'partition')}."
+            )
+
+        return await self._result(go)
+
+
+# --- helpers ------------------------------------------------------------------------
+
+
+async def _existing_topic(c: KafkaClient, name: str) -> TopicInfo:
+    try:
+        return await c.topic(name, refresh=True)
+    except KafkaError as exc:
+        if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            raise _Refused(f"topic {name!r} does not exist") from None
+        raise
+
+
+async def _topic_size(c: KafkaClient, name: str, partitions: Mapping[int, object]) -> int:
+    try:
+        dirs = await c.describe_log_dirs(topics={name: sorted(partitions)})
+    except (KafkaError, KafkaConnectionError, KafkaTimeoutError):
+        return -1
+    return sum(p.size for d in dirs for p in d.partitions if not p.is_future)
+
+
+async def _config_entry(c: KafkaClient, topic: str, key: str) -> ConfigEntry | None:
+    entries = await c.describe_configs(RESOURCE_TOPIC, topic, [key], include_synonyms=True)
+    return next((e for e in entries if e.name == key), None)
+
+
+def _op(key: str, value: str | None) -> tuple[str, int, str | None]:
+    return (key, OP_DELETE, None) if value is None else (key, OP_SET, value)
+
+
+async def _plan(
+    c: KafkaClient,
+    group_id: str,
+    to: str,
+    value: int | None,
+    topics: Sequence[str] | None,
+) -> ResetPlan:
+    if to not in RESET_TARGETS:
+        raise ValueError(f"reset target must be one of {', '.join(RESET_TARGETS)}, not {to!r}")
+    if to in ("offset", "timestamp") and value is None:
+        raise ValueError(f"a reset to {to} needs a value")
+    desc, committed = await asyncio.gather(
+        c.describe_groups([group_id]), c.fetch_committed(group_id)
+    )
+    d = desc[0]
+    tps: list[TopicPartition]
+    if topics is None:
+        tps = sorted(committed)
+    else:
+        tps = []
+        for name in dict.fromkeys(topics):
+            info = await _existing_topic(c, name)
+            tps.extend((name, p) for p in sorted(info.partitions))
+    moves: list[tuple[str, int, int, int]] = []
+    if tps:
+        lookups = [c.list_offsets(tps, EARLIEST), c.list_offsets(tps, LATEST)]
+        if to == "timestamp":
+            assert value is not None
+            lookups.append(c.list_offsets(tps, value))
+        got = await asyncio.gather(*lookups)
+        starts, ends = got[0], got[1]
+        for tp in tps:
+            lo, hi = starts[tp][0], ends[tp][0]
+            if to == "earliest":
+                new = lo
+            elif to == "latest":
+                new = hi
+            elif to == "offset":
+                assert value is not None
+                new = value
+            else:
+                found = got[2][tp][0]
+                new = found if found >= 0 else hi
+            cur = committed[tp].offset if tp in committed else -1
+            moves.append((tp[0], tp[1], cur, min(max(new, lo), hi)))
+    return ResetPlan(group_id, d.state, len(d.members), tuple(moves))
+
+
+def _refuse_active(plan: ResetPlan) -> None:
+    if plan.state not in INACTIVE_STATES:
+        raise _Refused(
+            f"group {plan.group_id!r} is {plan.state} with {_n(plan.members, 'member')}: "
+            "offsets can only be reset while it is inactive (stop its consumers first)"
+        )
+
+
+def _target(to: str, value: int | None) -> str:
+    if to == "offset":
+        return f"offset {value}"
+    if to == "timestamp":
+        assert value is not None
+        when = datetime.datetime.fromtimestamp(value / 1000, datetime.UTC)
+        return f"the first offset at or after {when.isoformat(timespec='milliseconds')}"
+    return to
+
+
+def _reset_text(plan: ResetPlan, to: str, value: int | None) -> str:
+    if not plan.moves:
+        return f"Group {plan.group_id!r} has no committed offsets: nothing to reset."
+    lines = [
+        f"Reset group {plan.group_id!r} to {_target(to, value)} on "
+        f"{_n(len(plan.moves), 'partition')} (new offsets are clamped to each log):"
+    ]
+    for t, p, cur, new in plan.moves[:20]:
+        before = "none" if cur < 0 else str(cur)
+        lines.append(f"  {t}-{p}: {before} -> {new}")
+    if len(plan.moves) > 20:
+        lines.append(f"  ... and {len(plan.moves) - 20} more")
+    return "\n".join(lines)
+
+
+def _create_text(name: str, partitions: int, rf: int, configs: Mapping[str, str]) -> str:
+    parts = (
+        "the broker's default number of partitions"
+        if partitions < 0
+        else _n(partitions, "partition")
+    )
+    repl = "the broker's default replication factor" if rf < 0 else f"replication factor {rf}"
+    text = f"Create topic {name!r} with {parts} and {repl}"
+    if configs:
+        text += ", configs " + ", ".join(f"{k}={v}" for k, v in sorted(configs.items()))
+    return text + "."
+
+
+def _alter_text(topic: str, key: str, value: str | None, entry: ConfigEntry | None) -> str:
+    cur = entry.value if entry is not None else None
+    overridden = entry is not None and entry.source_name == "DYNAMIC_TOPIC_CONFIG"
+    state = "its override" if overridden else "the default"
+    if value is None:
+        if not overridden:
+            return (
+                f"{key} has no override on topic {topic!r}: nothing changes "
+                f"(it stays {_shown(cur)})."
+            )
+        fallback = None
+        if entry is not None:
+            fallback = next((v for _, v, src in entry.synonyms if src != 1), None)
+        after = f"the default {_shown(fallback)}" if fallback is not None else "its default"
+        return (
+            f"Remove the override of {key} on topic {topic!r} ({_shown(cur)}): "
+            f"it reverts to {after}."
+        )
+    return f"Set {key} on topic {topic!r} from {_shown(cur)} ({state}) to {value}."
+
+
+def _shown(v: str | None) -> str:
+    return "(none)" if v is None else v
+
+
+def _kafka_message(exc: KafkaError) -> str:
+    return exc.detail or exc.code.message or exc.code.name
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count:,} {noun}" + ("" if count == 1 else "s")
+
+
+def _bytes(n: int) -> str:
+    if n < 0:
+        return "an unknown size"
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"  # pragma: no cover

@@ -1,0 +1,1 @@
+"""Small widgets and rendering helpers shared by the TUI's screens."""
