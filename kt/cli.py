@@ -7,6 +7,7 @@ command's heavy dependencies (PySpark, Textual) load only when it runs.
 from __future__ import annotations
 
 import importlib
+import sys
 
 import click
 
@@ -73,8 +74,25 @@ def cli() -> None:
 
 
 def main() -> None:
-    """Console-script entry point."""
-    cli(prog_name="kt")
+    """Console-script entry point.
+
+    Usage errors (a missing argument, an unknown option, a bad value) are one line on
+    stderr with a hint and exit code 2, like every other kt error, instead of click's
+    three-line usage block.
+    """
+    try:
+        code = cli.main(prog_name="kt", standalone_mode=False)
+    except click.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx is not None else "kt"
+        click.echo(f"kt: error: {exc.format_message()} (see '{where} --help')", err=True)
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        click.echo("kt: aborted", err=True)
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -298,3 +298,24 @@ def test_real_process_exit_codes(tmp_path: Path, logdir: Path) -> None:
         text=True,
     )
     assert ok.returncode == 0 and "tesot" in ok.stdout
+
+
+def test_usage_errors_are_one_line_with_exit_2() -> None:
+    """A missing argument, a bad value or an unknown command: one `kt: error:` line
+    naming the command's --help, exit 2, no usage block, no traceback."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    kt = str(Path(sys.executable).with_name("kt"))
+    for args, needle in (
+        (["checkpoint", "show"], "Missing argument"),
+        (["index", "rebuild", "--index-interval-bytes", "x", "p"], "--index-interval-bytes"),
+        (["no-such-command"], "No such command"),
+    ):
+        proc = subprocess.run([kt, *args], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stdout == ""
+        lines = proc.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("kt: error: ") and needle in lines[0]
+        assert "--help" in lines[0] and "Traceback" not in proc.stderr
