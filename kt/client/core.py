@@ -314,22 +314,36 @@ class BrokerConnection:
         if expect_response:
             fut = asyncio.get_running_loop().create_future()
             self._pending[correlation_id] = fut
-        self._writer.write(data)
         try:
-            await self._writer.drain()
-        except OSError as exc:
-            self._fail_all(f"write failed: {exc.strerror or exc}")
-        if fut is None:
-            return None
-        wait = self.request_timeout if timeout is None else timeout
-        try:
-            return await asyncio.wait_for(asyncio.shield(fut), wait)
-        except TimeoutError:
-            # The late response will still arrive in order; it is then dropped.
-            self._pending.pop(correlation_id, None)
-            raise KafkaTimeoutError(
-                f"{self.address}: {api.name} got no response in {wait:g}s"
-            ) from None
+            self._writer.write(data)
+            try:
+                await self._writer.drain()
+            except OSError as exc:
+                self._fail_all(f"write failed: {exc.strerror or exc}")
+            if fut is None:
+                return None
+            wait = self.request_timeout if timeout is None else timeout
+            try:
+                return await asyncio.wait_for(asyncio.shield(fut), wait)
+            except TimeoutError:
+                # The late response will still arrive in order; it is then dropped.
+                self._pending.pop(correlation_id, None)
+                raise KafkaTimeoutError(
+                    f"{self.address}: {api.name} got no response in {wait:g}s"
+                ) from None
+        except asyncio.CancelledError:
+            if fut is not None:
+                self._abandon(correlation_id, fut)
+            raise
+
+    def _abandon(self, correlation_id: int, fut: asyncio.Future[Struct]) -> None:
+        # The caller was cancelled (e.g. `kt tui` quit while a screen tailed): nobody
+        # will await this future again. Failed later, when the connection closes, it
+        # would make asyncio log "Future exception was never retrieved"; so forget it
+        # now (its late response is dropped, as after a timeout) and cancel it.
+        self._pending.pop(correlation_id, None)
+        if not fut.cancel() and not fut.cancelled():
+            fut.exception()  # already failed: mark the error as seen
 
     async def _read_loop(self) -> None:
         assert self._reader is not None

@@ -13,7 +13,8 @@ bytes a trimmed Kafka index has); Kafka reads such files fine, and resizes the
 active segment's index itself when it opens it.
 
 This module also holds the parts shared with ``time_index``: the layout scan of a
-possibly preallocated file and the in-memory/append-only-file base class.
+possibly preallocated file, the read-only view base class and the
+in-memory/append-only-file base class.
 """
 
 from __future__ import annotations
@@ -114,40 +115,93 @@ def base_offset_for(path: str | os.PathLike[str], base_offset: int | None) -> in
     return parsed.base_offset
 
 
-class OffsetIndexView:
-    """Read-only view of an offset index file's bytes (forensics and lookups).
+E = TypeVar("E", bound=tuple[int, int])
 
-    Indexing and iteration yield :class:`OffsetPosition` with absolute offsets,
-    decoded on demand, so a 10 MiB index costs no per-entry Python objects.
+
+class IndexView(Generic[E]):
+    """Read-only view of an index file's bytes (forensics and lookups), shared by the
+    offset and time indexes.
+
+    Indexing and iteration yield entries with absolute offsets, decoded on demand,
+    so a 10 MiB index costs no per-entry Python objects. Subclasses give the entry
+    layout (``entry_size``, ``_struct``), the end marker of a preallocated tail, how
+    the two fields of an entry become one, and what is wrong with a file.
     """
 
-    entry_size = OFFSET_INDEX_ENTRY_SIZE
+    entry_size = 0  # set by subclasses
+    _struct: struct.Struct
 
     def __init__(self, data: bytes, base_offset: int, path: str | None = None) -> None:
         self.data = data
         self.base_offset = base_offset
         self.path = path
-        self.layout = scan_index_layout(data, OFFSET_INDEX_ENTRY_SIZE, _offset_end_marker)
+        self.layout = scan_index_layout(data, self.entry_size, self._is_end_marker)
+
+    def _is_end_marker(self, data: bytes, i: int) -> bool:
+        raise NotImplementedError
+
+    def _decode(self, first: int, second: int) -> E:
+        raise NotImplementedError
 
     def __len__(self) -> int:
         return self.layout.entries
 
-    def __getitem__(self, i: int) -> OffsetPosition:
+    def __getitem__(self, i: int) -> E:
         if i < 0:
             i += len(self)
         if not 0 <= i < len(self):
             raise IndexError(i)
-        rel, pos = _ENTRY.unpack_from(self.data, i * OFFSET_INDEX_ENTRY_SIZE)
-        return OffsetPosition(self.base_offset + rel, pos)
+        first, second = self._struct.unpack_from(self.data, i * self.entry_size)
+        return self._decode(first, second)
 
-    def __iter__(self) -> Iterator[OffsetPosition]:
-        end = len(self) * OFFSET_INDEX_ENTRY_SIZE
-        for rel, pos in _ENTRY.iter_unpack(self.data[:end]):
-            yield OffsetPosition(self.base_offset + rel, pos)
+    def __iter__(self) -> Iterator[E]:
+        end = len(self) * self.entry_size
+        for first, second in self._struct.iter_unpack(self.data[:end]):
+            yield self._decode(first, second)
 
-    def entries(self) -> list[OffsetPosition]:
+    def entries(self) -> list[E]:
         """All usable entries as a list."""
         return list(self)
+
+    def problems(self) -> list[str]:
+        """Everything wrong with the file, in order; empty when it is sound."""
+        raise NotImplementedError
+
+    def check(self) -> None:
+        """Raise CorruptIndexError for the first problem, as Kafka's ``sanityCheck`` would."""
+        found = self.problems()
+        if found:
+            raise CorruptIndexError(found[0], path=self.path)
+
+
+def layout_problems(layout: IndexLayout, tail_note: str = "") -> list[str]:
+    """What is wrong with where an index file's entries end: a torn last entry, or
+    non-zero bytes after the end marker (``tail_note`` says what those may be)."""
+    out: list[str] = []
+    if layout.trailing_bytes:
+        out.append(
+            f"size {layout.file_size} is not a multiple of {layout.entry_size} "
+            f"({layout.trailing_bytes} trailing bytes: a torn last entry)"
+        )
+    if layout.tail_nonzero_position is not None:
+        out.append(
+            f"non-zero bytes at position {layout.tail_nonzero_position}, after the end of "
+            f"the {layout.entries} entries{tail_note}"
+        )
+    return out
+
+
+class OffsetIndexView(IndexView[OffsetPosition]):
+    """Read-only view of an offset index file's bytes: :class:`OffsetPosition` entries."""
+
+    entry_size = OFFSET_INDEX_ENTRY_SIZE
+    _struct = _ENTRY
+
+    def _is_end_marker(self, data: bytes, i: int) -> bool:
+        return _offset_end_marker(data, i)
+
+    def _decode(self, first: int, second: int) -> OffsetPosition:
+        return OffsetPosition(self.base_offset + first, second)
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """The last entry with offset <= target, or (base_offset, 0) — Kafka's ``lookup``."""
@@ -156,12 +210,6 @@ class OffsetIndexView:
     def problems(self) -> list[str]:
         """Everything wrong with the file, in order; empty when it is sound."""
         return _offset_problems(self, self.layout)
-
-    def check(self) -> None:
-        """Raise CorruptIndexError for the first problem, as Kafka's ``sanityCheck`` would."""
-        found = self.problems()
-        if found:
-            raise CorruptIndexError(found[0], path=self.path)
 
 
 def _floor_lookup(
@@ -174,16 +222,7 @@ def _floor_lookup(
 def _offset_problems(entries: Iterable[OffsetPosition], layout: IndexLayout | None) -> list[str]:
     out: list[str] = []
     if layout is not None:
-        if layout.trailing_bytes:
-            out.append(
-                f"size {layout.file_size} is not a multiple of {OFFSET_INDEX_ENTRY_SIZE} "
-                f"({layout.trailing_bytes} trailing bytes: a torn last entry)"
-            )
-        if layout.tail_nonzero_position is not None:
-            out.append(
-                f"non-zero bytes at position {layout.tail_nonzero_position}, after the end of "
-                f"the {layout.entries} entries (garbage or an entry with relative offset 0)"
-            )
+        out += layout_problems(layout, " (garbage or an entry with relative offset 0)")
     prev: OffsetPosition | None = None
     base: int | None = None
     for i, e in enumerate(entries):
@@ -215,8 +254,6 @@ def read_offset_index(
 
 
 # --- in-memory index, optionally backed by an append-only file -------------------
-
-E = TypeVar("E", bound=tuple[int, int])
 
 
 class FixedWidthIndex(Generic[E]):

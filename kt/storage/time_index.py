@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 import os
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -28,8 +28,9 @@ from kt.storage.offset_index import (
     DEFAULT_MAX_INDEX_SIZE,
     FixedWidthIndex,
     IndexLayout,
+    IndexView,
     base_offset_for,
-    scan_index_layout,
+    layout_problems,
 )
 
 TIME_INDEX_ENTRY_SIZE = 12
@@ -50,36 +51,17 @@ def _time_end_marker(data: bytes, i: int) -> bool:
     return bool(ts == 0 and rel == 0)
 
 
-class TimeIndexView:
-    """Read-only view of a time index file's bytes; entries decode on demand."""
+class TimeIndexView(IndexView[TimestampOffset]):
+    """Read-only view of a time index file's bytes: :class:`TimestampOffset` entries."""
 
     entry_size = TIME_INDEX_ENTRY_SIZE
+    _struct = _ENTRY
 
-    def __init__(self, data: bytes, base_offset: int, path: str | None = None) -> None:
-        self.data = data
-        self.base_offset = base_offset
-        self.path = path
-        self.layout = scan_index_layout(data, TIME_INDEX_ENTRY_SIZE, _time_end_marker)
+    def _is_end_marker(self, data: bytes, i: int) -> bool:
+        return _time_end_marker(data, i)
 
-    def __len__(self) -> int:
-        return self.layout.entries
-
-    def __getitem__(self, i: int) -> TimestampOffset:
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(i)
-        ts, rel = _ENTRY.unpack_from(self.data, i * TIME_INDEX_ENTRY_SIZE)
-        return TimestampOffset(ts, self.base_offset + rel)
-
-    def __iter__(self) -> Iterator[TimestampOffset]:
-        end = len(self) * TIME_INDEX_ENTRY_SIZE
-        for ts, rel in _ENTRY.iter_unpack(self.data[:end]):
-            yield TimestampOffset(ts, self.base_offset + rel)
-
-    def entries(self) -> list[TimestampOffset]:
-        """All usable entries as a list."""
-        return list(self)
+    def _decode(self, first: int, second: int) -> TimestampOffset:
+        return TimestampOffset(first, self.base_offset + second)
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """The last entry with timestamp <= target, or (-1, base_offset) — Kafka's ``lookup``."""
@@ -88,12 +70,6 @@ class TimeIndexView:
     def problems(self) -> list[str]:
         """Everything wrong with the file, in order; empty when it is sound."""
         return _time_problems(self, self.layout)
-
-    def check(self) -> None:
-        """Raise CorruptIndexError for the first problem."""
-        found = self.problems()
-        if found:
-            raise CorruptIndexError(found[0], path=self.path)
 
 
 def _floor_by_timestamp(
@@ -106,16 +82,7 @@ def _floor_by_timestamp(
 def _time_problems(entries: Iterable[TimestampOffset], layout: IndexLayout | None) -> list[str]:
     out: list[str] = []
     if layout is not None:
-        if layout.trailing_bytes:
-            out.append(
-                f"size {layout.file_size} is not a multiple of {TIME_INDEX_ENTRY_SIZE} "
-                f"({layout.trailing_bytes} trailing bytes: a torn last entry)"
-            )
-        if layout.tail_nonzero_position is not None:
-            out.append(
-                f"non-zero bytes at position {layout.tail_nonzero_position}, after the end of "
-                f"the {layout.entries} entries"
-            )
+        out += layout_problems(layout)
     prev: TimestampOffset | None = None
     for i, e in enumerate(entries):
         if prev is not None:

@@ -3,40 +3,37 @@
 from __future__ import annotations
 
 import tempfile
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from kt.tools.analyze_cmd import make_scan, spark_options, spark_session
 from kt.tools.console import emit_json, handle_errors
+from kt.tools.spark_job import (
+    SparkArgs,
+    decode_option,
+    format_option,
+    json_option,
+    make_scan,
+    mode_option,
+    run_job,
+    spark_options,
+    to_option,
+    write_dataset,
+)
+
+if TYPE_CHECKING:
+    from kt.spark.jobs import Scan
 
 
 @click.command()
 @spark_options
-@click.option(
-    "--to", "to", required=True, metavar="DIR", help="The output directory (a Spark dataset)."
+@to_option("The output directory (a Spark dataset).", required=True)
+@format_option("parquet keeps keys and values as binary; json and csv decode them (--decode).")
+@decode_option(
+    ["base64", "utf8", "hex"],
+    "Keys, values and header values in json/csv: base64 (exact), utf8, or hex.",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["parquet", "json", "csv"]),
-    default="parquet",
-    show_default=True,
-    help="parquet keeps keys and values as binary; json and csv decode them (--decode).",
-)
-@click.option(
-    "--decode",
-    type=click.Choice(["base64", "utf8", "hex"]),
-    default="base64",
-    show_default=True,
-    help="Keys, values and header values in json/csv: base64 (exact), utf8, or hex.",
-)
-@click.option(
-    "--mode",
-    type=click.Choice(["error", "overwrite", "append"]),
-    default="error",
-    show_default=True,
-    help="When DIR exists: fail, replace it, or add to it.",
-)
+@mode_option("When DIR exists: fail, replace it, or add to it.")
 @click.option(
     "--partition-by",
     type=click.Choice(["none", "topic", "topic,partition"]),
@@ -49,19 +46,10 @@ from kt.tools.console import emit_json, handle_errors
     is_flag=True,
     help="Skip damaged regions (exported as rows with an error) instead of failing.",
 )
-@click.option("--json", "as_json", is_flag=True, help="The summary as one JSON object.")
+@json_option("The summary as one JSON object.")
 @handle_errors
 def export(
-    paths: tuple[str, ...],
-    master: str,
-    confs: tuple[str, ...],
-    topic: str | None,
-    topic_regex: str | None,
-    start_offset: int | None,
-    end_offset: int | None,
-    start_time: str | None,
-    end_time: str | None,
-    max_bytes_per_partition: int | None,
+    spark_args: SparkArgs,
     to: str,
     fmt: str,
     decode: str,
@@ -84,26 +72,18 @@ def export(
           --decode utf8 --to /tmp/orders /var/lib/kafka/data
       spark-sql -e "SELECT topic, count(*) FROM parquet.\\`/tmp/kafka.parquet\\` GROUP BY 1"
     """
-    from kt.spark.jobs import read, write
+    from kt.spark.jobs import read
     from kt.spark.segments_source import read_counters
 
-    scan = make_scan(
-        paths, topic, topic_regex, start_offset, end_offset, start_time, end_time,
-        max_bytes_per_partition, resync=resync,
-    )  # fmt: skip
+    scan = make_scan(spark_args, resync=resync)
+    cols = [] if partition_by == "none" else partition_by.split(",")
+
+    def job(spark: Any, scan: Scan) -> None:
+        write_dataset(read(spark, scan, "record"), to, fmt, mode, decode=decode, partition_by=cols)
+
     with tempfile.TemporaryDirectory(prefix="kt-export-") as metrics:
         scan.extra["metricsDir"] = metrics
-        with spark_session(master, confs, "kt export") as spark:
-            df = read(spark, scan, "record")
-            cols = [] if partition_by == "none" else partition_by.split(",")
-            write(
-                df,
-                to,
-                fmt,
-                mode="errorifexists" if mode == "error" else mode,
-                decode=decode,
-                partition_by=cols,
-            )
+        run_job(spark_args, scan, "kt export", job)
         counters = read_counters(metrics)
     summary = {
         "to": to,

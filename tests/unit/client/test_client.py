@@ -4,6 +4,8 @@ version negotiation, pipelining, timeouts, retries, routing, record decoding."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -437,6 +439,45 @@ def test_broken_connection_fails_requests_in_flight() -> None:
                 await task
 
     run(go)
+
+
+def test_closing_with_abandoned_requests_leaves_no_unretrieved_exception(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A request whose caller was cancelled (quitting `kt tui` while a screen tails)
+    must not make asyncio report "Future exception was never retrieved" when the
+    connection closes; a caller still waiting gets the error."""
+
+    async def go(b: FakeBroker) -> None:
+        async def hang(h: RequestHeader, body: Any) -> Any:
+            await asyncio.sleep(10)
+
+        b.handlers[apis.LIST_OFFSETS.key] = hang
+        loop = asyncio.get_running_loop()
+        reported: list[dict[str, Any]] = []
+        loop.set_exception_handler(lambda _loop, context: reported.append(context))
+        try:
+            async with KafkaClient(b.bootstrap, retries=0) as c:
+                conn = await c.connection(1)
+                body = apis.LIST_OFFSETS.request(replica_id=-1)
+                abandoned = asyncio.create_task(conn.request(apis.LIST_OFFSETS, body))
+                waiting = asyncio.create_task(conn.request(apis.LIST_OFFSETS, body))
+                await asyncio.sleep(0.05)
+                abandoned.cancel()
+                await asyncio.gather(abandoned, return_exceptions=True)
+            with pytest.raises(KafkaConnectionError):
+                await waiting
+            del abandoned, waiting, conn, c
+            gc.collect()  # unretrieved exceptions are reported when their future dies
+            await asyncio.sleep(0)
+        finally:
+            loop.set_exception_handler(None)
+        messages = [str(ctx.get("message")) for ctx in reported]
+        assert not [m for m in messages if "never retrieved" in m], messages
+
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        run(go)
+    assert "never retrieved" not in caplog.text
 
 
 def test_range_assignor_matches_kafka() -> None:
