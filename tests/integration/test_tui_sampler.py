@@ -136,7 +136,7 @@ def test_snapshot_lists_brokers_topics_offsets_and_log_dirs(kt_broker) -> None:
 def _kafka_python_consumer(bootstrap: str, topic: str, group: str) -> Any:
     from kafka import KafkaConsumer
 
-    return KafkaConsumer(
+    consumer = KafkaConsumer(
         topic,
         bootstrap_servers=bootstrap,
         group_id=group,
@@ -146,6 +146,11 @@ def _kafka_python_consumer(bootstrap: str, topic: str, group: str) -> Any:
         heartbeat_interval_ms=500,
         max_poll_records=50,
     )
+    # Know the topic before the first join: a leader that assigns without metadata
+    # rejoins at once, and kafka-python 3.0.12 can drop that rejoin's result when its
+    # poll() returns first (see test_groups.py), leaving the consumer idle.
+    consumer.partitions_for_topic(topic)
+    return consumer
 
 
 def _consume(consumer: Any, n: int, timeout: float = 20.0) -> int:
