@@ -64,7 +64,7 @@ class _Node:
     czxid: int
     mzxid: int
     ephemeral_owner: int
-    # Bumped by every child create/delete; ZooKeeper takes sequential suffixes from it.
+    # Bumped by every child create; ZooKeeper takes sequential suffixes from it.
     cversion: int = 0
     children: set[str] = field(default_factory=set)
 
@@ -254,13 +254,12 @@ class _Txn:
         parent = self.tree.nodes[parent_path]
         name = op.path.rsplit("/", 1)[1]
         del self.tree.nodes[op.path]
+        # No cversion bump: ZooKeeper's sequence counter counts creates only.
         parent.children.discard(name)
-        parent.cversion += 1
 
         def undo() -> None:
             self.tree.nodes[op.path] = node
             parent.children.add(name)
-            parent.cversion -= 1
 
         self.undo.append(undo)
         self.changed_data.add(op.path)
