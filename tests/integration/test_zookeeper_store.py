@@ -93,9 +93,7 @@ def test_session_expiry_drops_ephemerals_and_reconnects_with_a_new_session(
         await watcher.start(10)
         cs = ClusterStore(s)
         await cs.ensure_persistent_paths()
-        await cs.register_broker(
-            z.BrokerRegistration(1, (z.Endpoint("PLAINTEXT", "h", 1),), 0)
-        )
+        await cs.register_broker(z.BrokerRegistration(1, (z.Endpoint("PLAINTEXT", "h", 1),), 0))
         events: list[SessionEvent] = []
         s.on_session_event(events.append)
         seen: list[list[str]] = []
@@ -111,9 +109,7 @@ def test_session_expiry_drops_ephemerals_and_reconnects_with_a_new_session(
         assert s.session_id != old_session
         assert await s.exists(z.broker_path(1)) is None
         # The broker registers again in its new session, with a larger epoch.
-        await cs.register_broker(
-            z.BrokerRegistration(1, (z.Endpoint("PLAINTEXT", "h", 1),), 0)
-        )
+        await cs.register_broker(z.BrokerRegistration(1, (z.Endpoint("PLAINTEXT", "h", 1),), 0))
         await wait_for(lambda: seen[-1] == ["1"])
         # Watches of the store survive the expiry.
         await watcher.create("/w")

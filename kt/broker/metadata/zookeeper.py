@@ -142,6 +142,7 @@ class ZooKeeperStore(CoordinationStore):
         StoreUnavailableError (naming the address) when no server answers in time.
         """
         self._loop = asyncio.get_running_loop()
+        self._closing = False
         # Reconnect quickly after an outage: fault tests and failovers wait on it.
         retry = KazooRetry(max_tries=-1, delay=0.1, backoff=1.5, max_delay=1.0)
         client = KazooClient(

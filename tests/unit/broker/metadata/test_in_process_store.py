@@ -143,3 +143,14 @@ def test_first_start_migrates_the_legacy_file(tmp_path: Path) -> None:
         assert block is not None and block.start == 2000
 
     run(again())
+
+
+def test_open_store_picks_the_store_from_the_config(tmp_path: Path) -> None:
+    from kt.broker.metadata import open_store
+    from kt.broker.metadata.zookeeper import ZooKeeperStore
+
+    single = open_store(None, tmp_path, broker_id=1)
+    assert isinstance(single, InProcessStore)
+    zk = open_store("h:2181/kafka", tmp_path, session_timeout_ms=6000)
+    assert isinstance(zk, ZooKeeperStore)
+    assert (zk.hosts, zk.chroot, zk.session_timeout_s) == ("h:2181", "/kafka", 6.0)
