@@ -118,11 +118,13 @@ def assign_replicas_to_brokers(
         start_index = rng.randrange(len(brokers))
     if with_rack:
         racks = {b.id: b.rack or "" for b in brokers}
-        return _rack_aware(racks, partitions, replication_factor, start_index, replica_shift,
-                           max(0, first_partition))  # fmt: skip
+        return _rack_aware(
+            racks, partitions, replication_factor, start_index, replica_shift, first_partition
+        )
     ids = [b.id for b in brokers]
-    return _rack_unaware(ids, partitions, replication_factor, start_index, replica_shift,
-                         max(0, first_partition))  # fmt: skip
+    return _rack_unaware(
+        ids, partitions, replication_factor, start_index, replica_shift, first_partition
+    )
 
 
 def _replica_index(first: int, shift: int, j: int, n: int) -> int:
