@@ -178,6 +178,140 @@ cluster_authorized_operations int32 8-10 =-2147483648
 """,
 )  # fmt: skip
 
+LEADER_AND_ISR = Api(
+    4, "LeaderAndIsr", "0-7", "4+",
+    request="""
+controller_id int32
+is_kraft_controller bool 7+ =false
+controller_epoch int32
+broker_epoch int64 2+ =-1
+type int8 5+
+ungrouped_partition_states []LeaderAndIsrPartitionState 0-1
+topic_states [] 2+
+  topic_name string 2+
+  topic_id uuid 5+
+  partition_states []LeaderAndIsrPartitionState 2+
+live_leaders []
+  broker_id int32
+  host_name string
+  port int32
+""",
+    response="""
+error_code int16
+partition_errors []LeaderAndIsrPartitionError 0-4
+topics [] 5+
+  topic_id uuid 5+
+  partition_errors []LeaderAndIsrPartitionError 5+
+""",
+    common={
+        "LeaderAndIsrPartitionState": """
+topic_name string 0-1
+partition_index int32
+controller_epoch int32
+leader int32
+leader_epoch int32
+isr []int32
+partition_epoch int32
+replicas []int32
+adding_replicas []int32 3+
+removing_replicas []int32 3+
+is_new bool 1+ =false
+leader_recovery_state int8 6+ =0
+""",
+        "LeaderAndIsrPartitionError": """
+topic_name string 0-4
+partition_index int32
+error_code int16
+""",
+    },
+)  # fmt: skip
+
+STOP_REPLICA = Api(
+    5, "StopReplica", "0-4", "2+",
+    request="""
+controller_id int32
+is_kraft_controller bool 4+ =false
+controller_epoch int32
+broker_epoch int64 1+ =-1
+delete_partitions bool 0-2
+ungrouped_partitions [] 0
+  topic_name string 0
+  partition_index int32 0
+topics [] 1-2
+  name string 1-2
+  partition_indexes []int32 1-2
+topic_states [] 3+
+  topic_name string 3+
+  partition_states [] 3+
+    partition_index int32 3+
+    leader_epoch int32 3+ =-1
+    delete_partition bool 3+
+""",
+    response="""
+error_code int16
+partition_errors []
+  topic_name string
+  partition_index int32
+  error_code int16
+""",
+)  # fmt: skip
+
+UPDATE_METADATA = Api(
+    6, "UpdateMetadata", "0-8", "6+",
+    request="""
+controller_id int32
+is_kraft_controller bool 8+ =false
+type int8 8+ @0 =0
+controller_epoch int32
+broker_epoch int64 5+ =-1
+ungrouped_partition_states []UpdateMetadataPartitionState 0-4
+topic_states [] 5+
+  topic_name string 5+
+  topic_id uuid 7+
+  partition_states []UpdateMetadataPartitionState 5+
+live_brokers []
+  id int32
+  v0_host string 0
+  v0_port int32 0
+  endpoints [] 1+
+    port int32 1+
+    host string 1+
+    listener string 3+
+    security_protocol int16 1+
+  rack string 2+ ?0+
+""",
+    response="""
+error_code int16
+""",
+    common={
+        "UpdateMetadataPartitionState": """
+topic_name string 0-4
+partition_index int32
+controller_epoch int32
+leader int32
+leader_epoch int32
+isr []int32
+zk_version int32
+replicas []int32
+offline_replicas []int32 4+
+""",
+    },
+)  # fmt: skip
+
+CONTROLLED_SHUTDOWN = Api(
+    7, "ControlledShutdown", "0-3", "3+",
+    request="""
+broker_id int32
+broker_epoch int64 2+ =-1
+""",
+    response="""
+error_code int16
+remaining_partitions []
+  topic_name string
+  partition_index int32
+""",
+)  # fmt: skip
+
 OFFSET_COMMIT = Api(
     8, "OffsetCommit", "0-9", "8+",
     request="""
@@ -603,6 +737,25 @@ responses []
 """,
 )  # fmt: skip
 
+ALTER_REPLICA_LOG_DIRS = Api(
+    34, "AlterReplicaLogDirs", "0-2", "2+",
+    request="""
+dirs []
+  path string
+  topics []
+    name string
+    partitions []int32
+""",
+    response="""
+throttle_time_ms int32
+results []
+  topic_name string
+  partitions []
+    partition_index int32
+    error_code int16
+""",
+)  # fmt: skip
+
 DESCRIBE_LOG_DIRS = Api(
     35, "DescribeLogDirs", "0-4", "2+",
     request="""
@@ -782,6 +935,41 @@ topics []
 """,
 )  # fmt: skip
 
+ALTER_PARTITION = Api(
+    56, "AlterPartition", "0-3", "0+",
+    request="""
+broker_id int32
+broker_epoch int64 =-1
+topics []
+  topic_name string 0-1
+  topic_id uuid 2+
+  partitions []
+    partition_index int32
+    leader_epoch int32
+    new_isr []int32 0-2
+    new_isr_with_epochs [] 3+
+      broker_id int32 3+
+      broker_epoch int64 3+ =-1
+    leader_recovery_state int8 1+ =0
+    partition_epoch int32
+""",
+    response="""
+throttle_time_ms int32
+error_code int16
+topics []
+  topic_name string 0-1
+  topic_id uuid 2+
+  partitions []
+    partition_index int32
+    error_code int16
+    leader_id int32
+    leader_epoch int32
+    isr []int32
+    leader_recovery_state int8 1+ =0
+    partition_epoch int32
+""",
+)  # fmt: skip
+
 DESCRIBE_CLUSTER = Api(
     60, "DescribeCluster", "0-1", "0+",
     request="""
@@ -834,6 +1022,10 @@ ALL_APIS: tuple[Api, ...] = (
     FETCH,
     LIST_OFFSETS,
     METADATA,
+    LEADER_AND_ISR,
+    STOP_REPLICA,
+    UPDATE_METADATA,
+    CONTROLLED_SHUTDOWN,
     OFFSET_COMMIT,
     OFFSET_FETCH,
     FIND_COORDINATOR,
@@ -852,6 +1044,7 @@ ALL_APIS: tuple[Api, ...] = (
     OFFSET_FOR_LEADER_EPOCH,
     DESCRIBE_CONFIGS,
     ALTER_CONFIGS,
+    ALTER_REPLICA_LOG_DIRS,
     DESCRIBE_LOG_DIRS,
     SASL_AUTHENTICATE,
     CREATE_PARTITIONS,
@@ -861,6 +1054,7 @@ ALL_APIS: tuple[Api, ...] = (
     ALTER_PARTITION_REASSIGNMENTS,
     LIST_PARTITION_REASSIGNMENTS,
     OFFSET_DELETE,
+    ALTER_PARTITION,
     DESCRIBE_CLUSTER,
     DESCRIBE_PRODUCERS,
 )
