@@ -4,6 +4,8 @@ Every API covers its full version range; field names are the spec's names in
 snake_case. Adding an API is a matter of stating its schema here and listing it in
 `ALL_APIS`. Notation reminder: versions (``3+``, ``3-5``), ``?R`` nullable
 versions, ``@N`` tag, ``=V`` default; ``[]`` / ``{}`` take indented children.
+Structs that several fields share are stated once under ``common=`` (each may use
+the ones listed before it) and referred to as ``[]Name`` or ``Name``.
 """
 
 from __future__ import annotations
@@ -683,6 +685,125 @@ topics []
 """,
 )  # fmt: skip
 
+ADD_PARTITIONS_TO_TXN = Api(
+    24, "AddPartitionsToTxn", "0-5", "3+",
+    request="""
+transactions [] 4+
+  transactional_id string 4+
+  producer_id int64 4+
+  producer_epoch int16 4+
+  verify_only bool 4+ =false
+  topics []AddPartitionsToTxnTopic 4+
+v3_and_below_transactional_id string 0-3
+v3_and_below_producer_id int64 0-3
+v3_and_below_producer_epoch int16 0-3
+v3_and_below_topics []AddPartitionsToTxnTopic 0-3
+""",
+    response="""
+throttle_time_ms int32
+error_code int16 4+
+results_by_transaction [] 4+
+  transactional_id string 4+
+  topic_results []AddPartitionsToTxnTopicResult 4+
+results_by_topic_v3_and_below []AddPartitionsToTxnTopicResult 0-3
+""",
+    common={
+        "AddPartitionsToTxnTopic": """
+name string
+partitions []int32
+""",
+        "AddPartitionsToTxnPartitionResult": """
+partition_index int32
+partition_error_code int16
+""",
+        "AddPartitionsToTxnTopicResult": """
+name string
+results_by_partition []AddPartitionsToTxnPartitionResult
+""",
+    },
+)  # fmt: skip
+
+ADD_OFFSETS_TO_TXN = Api(
+    25, "AddOffsetsToTxn", "0-4", "3+",
+    request="""
+transactional_id string
+producer_id int64
+producer_epoch int16
+group_id string
+""",
+    response="""
+throttle_time_ms int32
+error_code int16
+""",
+)  # fmt: skip
+
+END_TXN = Api(
+    26, "EndTxn", "0-5", "3+",
+    request="""
+transactional_id string
+producer_id int64
+producer_epoch int16
+committed bool
+""",
+    response="""
+throttle_time_ms int32
+error_code int16
+producer_id int64 5+ =-1
+producer_epoch int16 5+ =-1
+""",
+)  # fmt: skip
+
+WRITE_TXN_MARKERS = Api(
+    27, "WriteTxnMarkers", "0-1", "1+",
+    request="""
+markers []
+  producer_id int64
+  producer_epoch int16
+  transaction_result bool
+  topics []
+    name string
+    partition_indexes []int32
+  coordinator_epoch int32
+""",
+    response="""
+markers []
+  producer_id int64
+  topics []
+    name string
+    partitions []
+      partition_index int32
+      error_code int16
+""",
+)  # fmt: skip
+
+TXN_OFFSET_COMMIT = Api(
+    28, "TxnOffsetCommit", "0-4", "3+",
+    request="""
+transactional_id string
+group_id string
+producer_id int64
+producer_epoch int16
+generation_id int32 3+ =-1
+member_id string 3+ =
+group_instance_id string 3+ ?3+ =null
+topics []
+  name string
+  partitions []
+    partition_index int32
+    committed_offset int64
+    committed_leader_epoch int32 2+ =-1
+    committed_metadata string ?0+
+""",
+    response="""
+throttle_time_ms int32
+topics []
+  name string
+  partitions []
+    partition_index int32
+    error_code int16
+""",
+)  # fmt: skip
+
 DESCRIBE_CONFIGS = Api(
     32, "DescribeConfigs", "0-4", "4+",
     request="""
@@ -1017,6 +1138,45 @@ topics []
 """,
 )  # fmt: skip
 
+DESCRIBE_TRANSACTIONS = Api(
+    65, "DescribeTransactions", "0", "0+",
+    request="""
+transactional_ids []string
+""",
+    response="""
+throttle_time_ms int32
+transaction_states []
+  error_code int16
+  transactional_id string
+  transaction_state string
+  transaction_timeout_ms int32
+  transaction_start_time_ms int64
+  producer_id int64
+  producer_epoch int16
+  topics []
+    topic string
+    partitions []int32
+""",
+)  # fmt: skip
+
+LIST_TRANSACTIONS = Api(
+    66, "ListTransactions", "0-1", "0+",
+    request="""
+state_filters []string
+producer_id_filters []int64
+duration_filter int64 1+ =-1
+""",
+    response="""
+throttle_time_ms int32
+error_code int16
+unknown_state_filters []string
+transaction_states []
+  transactional_id string
+  producer_id int64
+  transaction_state string
+""",
+)  # fmt: skip
+
 ALL_APIS: tuple[Api, ...] = (
     PRODUCE,
     FETCH,
@@ -1042,6 +1202,11 @@ ALL_APIS: tuple[Api, ...] = (
     DELETE_RECORDS,
     INIT_PRODUCER_ID,
     OFFSET_FOR_LEADER_EPOCH,
+    ADD_PARTITIONS_TO_TXN,
+    ADD_OFFSETS_TO_TXN,
+    END_TXN,
+    WRITE_TXN_MARKERS,
+    TXN_OFFSET_COMMIT,
     DESCRIBE_CONFIGS,
     ALTER_CONFIGS,
     ALTER_REPLICA_LOG_DIRS,
@@ -1057,6 +1222,8 @@ ALL_APIS: tuple[Api, ...] = (
     ALTER_PARTITION,
     DESCRIBE_CLUSTER,
     DESCRIBE_PRODUCERS,
+    DESCRIBE_TRANSACTIONS,
+    LIST_TRANSACTIONS,
 )
 
 #: API key -> Api

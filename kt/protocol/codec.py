@@ -404,7 +404,10 @@ def _message(
 ) -> MessageSchema:
     from kt.protocol.schema import parse_common
 
-    commons = {cn: parse_common(cn, ct, name) for cn, ct in (common or {}).items()}
+    # A common struct may use the common structs listed before it.
+    commons: dict[str, StructSchema] = {}
+    for cn, ct in (common or {}).items():
+        commons[cn] = parse_common(cn, ct, name, commons)
     st = parse_struct(text, name, commons)
     for cn, cs in commons.items():
         setattr(st.cls, cn, cs.cls)
