@@ -106,7 +106,10 @@ class _Tree:
         """Read the data file; on first start, migrate a legacy single-node store."""
         if self.loaded:
             return
+        self._read(legacy_file, broker_id)
         self.loaded = True
+
+    def _read(self, legacy_file: Path | None, broker_id: int) -> None:
         if self.data_file is None:
             return
         if self.data_file.exists():
@@ -132,6 +135,7 @@ class _Tree:
                 if path in self.nodes:
                     self.nodes[path].data = data
                 else:
+                    self.nodes[parent_of(path)].cversion += 1
                     self._attach(path, _Node(data, 0, self.zxid, self.zxid, 0))
             self.save()
 
@@ -283,8 +287,14 @@ class _Txn:
     def commit(self) -> None:
         if not self.undo:
             return  # reads and checks only: nothing to number, save or notify
-        self.tree.zxid = self.zxid
-        self.tree.save()
+        previous_zxid, self.tree.zxid = self.tree.zxid, self.zxid
+        try:
+            self.tree.save()
+        except OSError as e:
+            # Not on disk means not done: ZooKeeper acknowledges only logged writes.
+            self.rollback()
+            self.tree.zxid = previous_zxid
+            raise StoreUnavailableError(f"cannot write {self.tree.data_file}: {e}") from e
         loop_watches: set[_Watch] = set()
         for path in self.changed_data:
             loop_watches.update(w for w in self.tree.watches.get(path, ()) if w.on_data)
