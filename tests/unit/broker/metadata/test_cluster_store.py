@@ -20,6 +20,7 @@ from kt.broker.metadata.cluster_store import (
     TopicAlreadyMarkedForDeletionError,
     TopicExistsError,
 )
+from kt.broker.metadata.in_process import InProcessStore
 from kt.broker.metadata.store import BadVersionError, NodeExistsError, NoNodeError
 
 TID = bytes(range(16))
@@ -278,5 +279,59 @@ def test_broker_sequence_id(sessions: Any) -> None:
             cs = ClusterStore(s)
             await cs.ensure_persistent_paths()
             assert [await cs.generate_broker_sequence_id() for _ in range(3)] == [1, 2, 3]
+
+    run(body())
+
+
+async def expire(store: Any) -> None:
+    """End `store`'s session the way a ZooKeeper ensemble would (store goes on, new id)."""
+    if isinstance(store, InProcessStore):
+        await store.expire()
+        return
+    from kazoo.client import KazooClient
+
+    def kill(hosts: str, session: tuple[int, bytes]) -> None:
+        # A second client attached to the session closes it server-side.
+        other = KazooClient(hosts=hosts, client_id=session, timeout=6)
+        other.start(10)
+        other.stop()
+        other.close()
+
+    await asyncio.to_thread(kill, store.hosts, store.client.client_id)
+
+
+def test_controller_failover_on_session_expiry(sessions: Any) -> None:
+    async def body() -> None:
+        async with sessions(2) as [s1, s2]:
+            old, new = ClusterStore(s1), ClusterStore(s2)
+            await old.ensure_persistent_paths()
+            await old.create_topic("t", TID, {0: [1, 2]})
+            won = await old.try_elect_controller(1)
+            assert won is not None
+            old_zkv = won[1]
+            events: list[Any] = []
+            s1.on_session_event(events.append)
+
+            # Broker 2 watches /controller and runs for election when it disappears.
+            elected: asyncio.Future[tuple[int, int]] = asyncio.get_running_loop().create_future()
+
+            async def run_for_election() -> None:
+                result = await new.try_elect_controller(2)
+                if result is not None and not elected.done():
+                    elected.set_result(result)
+
+            def on_controller(data: bytes | None, stat: Any) -> None:
+                if data is None:
+                    asyncio.ensure_future(run_for_election())
+
+            s2.watch_data(z.CONTROLLER, on_controller)
+            await expire(s1)
+            assert await asyncio.wait_for(elected, 20) == (2, old_zkv + 1)
+            assert await new.get_controller() == 2
+            # The deposed controller's writes are fenced off, even from its new session.
+            with pytest.raises(ControllerMovedError):
+                await old.set_topic_assignment("t", z.TopicAssignment({0: [1]}, TID), old_zkv)
+            assert (await new.get_topic_assignments())["t"].partitions == {0: [1, 2]}
+            assert await old.try_elect_controller(1) is None
 
     run(body())
