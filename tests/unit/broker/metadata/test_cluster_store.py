@@ -320,9 +320,11 @@ def test_controller_failover_on_session_expiry(sessions: Any) -> None:
                 if result is not None and not elected.done():
                     elected.set_result(result)
 
+            tasks: list[asyncio.Task[None]] = []
+
             def on_controller(data: bytes | None, stat: Any) -> None:
                 if data is None:
-                    asyncio.ensure_future(run_for_election())
+                    tasks.append(asyncio.ensure_future(run_for_election()))
 
             s2.watch_data(z.CONTROLLER, on_controller)
             await expire(s1)
