@@ -378,6 +378,7 @@ class InProcessStore(CoordinationStore):
         for path in list(self._tree.watches):
             for w in [w for w in self._tree.watches[path] if w.session is self]:
                 w.cancel()
+                self._forget(w)
 
     def _delete_ephemerals(self) -> None:
         mine = [p for p, n in self._tree.nodes.items() if n.ephemeral_owner == self._session_id]
@@ -524,7 +525,10 @@ class InProcessStore(CoordinationStore):
     def _schedule(self, w: _Watch) -> None:
         # Several changes before the loop gets to run coalesce into one callback
         # with the newest value, as a re-armed ZooKeeper watch would see it.
-        if w in self._pending or w.cancelled:
+        if w.cancelled:
+            self._forget(w)
+            return
+        if w in self._pending:
             return
         loop = self._loop or asyncio.get_running_loop()
         self._loop = loop
@@ -534,9 +538,7 @@ class InProcessStore(CoordinationStore):
     def _deliver(self, w: _Watch) -> None:
         self._pending.discard(w)
         if w.cancelled:
-            watches = self._tree.watches.get(w.path, [])
-            if w in watches:
-                watches.remove(w)
+            self._forget(w)
             return
         node = self._tree.nodes.get(w.path)
         if w.on_children is not None:
@@ -546,6 +548,13 @@ class InProcessStore(CoordinationStore):
                 w.on_data(None, None)
             else:
                 w.on_data(node.data, node.stat())
+
+    def _forget(self, w: _Watch) -> None:
+        watches = self._tree.watches.get(w.path, [])
+        if w in watches:
+            watches.remove(w)
+        if not watches:
+            self._tree.watches.pop(w.path, None)
 
     def on_session_event(self, callback: SessionCallback) -> None:
         """Call `callback(event)` on the loop for every session event."""

@@ -196,3 +196,21 @@ def test_a_corrupt_data_file_is_store_unavailable(tmp_path: Path) -> None:
             await InProcessStore(tmp_path / DATA_FILE).start()
 
     run(body())
+
+
+def test_cancelled_and_closed_watches_are_forgotten() -> None:
+    async def body() -> None:
+        s = InProcessStore()
+        other = s.new_session()
+        await s.start()
+        await other.start()
+        w = s.watch_children("/", lambda c: None)
+        other.watch_data("/x", lambda d, st: None)
+        await asyncio.sleep(0)
+        w.cancel()
+        await s.create("/a")  # the next change drops the cancelled watch
+        await asyncio.sleep(0)
+        await other.close()
+        assert s._tree.watches == {}
+
+    run(body())
