@@ -376,6 +376,7 @@ class ZooKeeperStore(CoordinationStore):
                 self._post(self._arm, w)
 
         w.watcher = watcher
+        self._watches = [x for x in self._watches if not x.cancelled]
         self._watches.append(w)
         self._arm(w)
         return w
