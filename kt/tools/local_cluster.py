@@ -73,8 +73,10 @@ def free_port(host: str = LOOPBACK) -> int:
 
 
 def port_in_use(port: int, host: str = LOOPBACK) -> bool:
-    """True when something already listens on (or holds) host:port."""
+    """True when something listens on host:port (connections in TIME_WAIT do not count:
+    servers bind with SO_REUSEADDR)."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:
@@ -213,7 +215,7 @@ class LocalZooKeeper:
         )
 
     def start(self, timeout: float = 30.0) -> LocalZooKeeper:
-        """Start the server and wait until `ruok` answers `imok`."""
+        """Start the server; wait until `ruok` answers `imok` and `srvr` shows it serving."""
         java = check_java()
         self.directory.mkdir(parents=True, exist_ok=True)
         (self.directory / "data").mkdir(exist_ok=True)
@@ -232,7 +234,10 @@ class LocalZooKeeper:
         while time.monotonic() < deadline:
             if not self.running:
                 raise ClusterError(f"ZooKeeper exited at start: {_tail(self.log_path)}")
-            if four_letter_word(self.port, "ruok", timeout=1.0) == "imok":
+            # imok comes as soon as the port is open; srvr tells when it serves
+            if four_letter_word(self.port, "ruok", timeout=1.0) == "imok" and (
+                "Mode:" in four_letter_word(self.port, "srvr", timeout=1.0)
+            ):
                 return self
             time.sleep(0.1)
         self.stop(kill=True)
@@ -245,10 +250,12 @@ class LocalZooKeeper:
 
     def stop(self, *, kill: bool = False, timeout: float = 10.0) -> None:
         """SIGTERM (or SIGKILL) and wait; escalates to SIGKILL after `timeout`."""
-        if signal_process(self.pid, self.start_time, signal.SIGKILL if kill else signal.SIGTERM):
-            if not wait_gone(self.pid, self.start_time, timeout):
-                signal_process(self.pid, self.start_time, signal.SIGKILL)
-                wait_gone(self.pid, self.start_time, 5.0)
+        sig = signal.SIGKILL if kill else signal.SIGTERM
+        if signal_process(self.pid, self.start_time, sig) and not wait_gone(
+            self.pid, self.start_time, timeout
+        ):
+            signal_process(self.pid, self.start_time, signal.SIGKILL)
+            wait_gone(self.pid, self.start_time, 5.0)
 
     def to_json(self) -> dict[str, Any]:
         """The part of cluster.json describing this server."""
