@@ -60,7 +60,9 @@ def test_topic_lifecycle(broker: Any) -> None:
         "Configs: retention.ms=3600000",
     ]
     assert d[1:] == [
-        f"\tTopic: life\tPartition: {p}\tLeader: 1\tReplicas: 1\tIsr: 1" for p in range(3)
+        f"\tTopic: life\tPartition: {p}\tLeader: 1\tReplicas: 1\tIsr: 1"
+        "\tElr: N/A\tLastKnownElr: N/A"
+        for p in range(3)
     ]
     js = json.loads(kt(broker, "topic", "describe", "--topic", "life", "--json").stdout)
     assert js["partition_count"] == 3 and js["configs"] == {"retention.ms": "3600000"}
