@@ -3,6 +3,7 @@ describe any cluster: controller, brokers, racks, what each broker leads and hos
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -240,16 +241,18 @@ def broker_loads(topics: Iterable[TopicInfo], broker_ids: Sequence[int]) -> dict
 def controller_epoch(zookeeper: str, timeout: float) -> int | None:
     """/controller_epoch read with kazoo from HOST:PORT[/chroot]; None when absent."""
     try:
-        from kazoo.client import KazooClient  # type: ignore[import-untyped]
-        from kazoo.exceptions import NoNodeError  # type: ignore[import-untyped]
-        from kazoo.handlers.threading import (  # type: ignore[import-untyped]
+        from kazoo.client import KazooClient  # type: ignore[import-untyped, unused-ignore]
+        from kazoo.exceptions import NoNodeError  # type: ignore[import-untyped, unused-ignore]
+        from kazoo.handlers.threading import (  # type: ignore[import-untyped, unused-ignore]
             KazooTimeoutError,
         )
     except ImportError:
         fail("--zookeeper needs kazoo (pip install kazoo; scripts/setup installs it)")
     zk = KazooClient(hosts=zookeeper, timeout=timeout, read_only=True)
     try:
-        zk.start(timeout=timeout)
+        with warnings.catch_warnings():  # e.g. "No chroot path exists": we report it ourselves
+            warnings.simplefilter("ignore")
+            zk.start(timeout=timeout)
     except KazooTimeoutError:
         fail(f"cannot connect to ZooKeeper at {zookeeper} within {timeout:g}s")
     try:

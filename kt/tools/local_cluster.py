@@ -38,6 +38,12 @@ from kt.storage.atomic import atomic_write
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 ZOOKEEPER_CONF_DIR = Path("/etc/zookeeper/conf")  # log4j/logback config on the classpath
 ZOOKEEPER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+#: an slf4j binding: zookeeper.jar's manifest names none, and without one the server
+#: logs nothing (used when present)
+ZOOKEEPER_LOG_JARS = (
+    Path("/usr/share/java/slf4j-log4j12.jar"),
+    Path("/usr/share/java/log4j-1.2.jar"),
+)
 STATE_FILE = "cluster.json"
 STATE_VERSION = 1
 LOOPBACK = "127.0.0.1"
@@ -224,9 +230,17 @@ class LocalZooKeeper:
         elif port_in_use(self.port):
             raise ClusterError(f"ZooKeeper port {self.address} is already in use")
         self.config_path.write_text(self.config_text())
-        classpath = f"{ZOOKEEPER_CONF_DIR}:{ZOOKEEPER_JAR}"
+        jars = [ZOOKEEPER_JAR, *(j for j in ZOOKEEPER_LOG_JARS if j.is_file())]
+        classpath = ":".join(str(p) for p in (ZOOKEEPER_CONF_DIR, *jars))
         self.pid, self.start_time = _spawn(
-            [java, "-cp", classpath, ZOOKEEPER_MAIN, str(self.config_path)],
+            [
+                java,
+                "-Dzookeeper.root.logger=INFO,CONSOLE",  # Debian's log4j.properties: to stdout
+                "-cp",
+                classpath,
+                ZOOKEEPER_MAIN,
+                str(self.config_path),
+            ],
             self.log_path,
             self.directory,
         )
@@ -256,6 +270,12 @@ class LocalZooKeeper:
         ):
             signal_process(self.pid, self.start_time, signal.SIGKILL)
             wait_gone(self.pid, self.start_time, 5.0)
+
+    def __enter__(self) -> LocalZooKeeper:
+        return self if self.running else self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     def to_json(self) -> dict[str, Any]:
         """The part of cluster.json describing this server."""
@@ -545,8 +565,8 @@ class LocalCluster:
     def registered_brokers(self) -> list[int] | None:
         """The ids under /brokers/ids in ZooKeeper (None when kazoo is missing)."""
         try:
-            from kazoo.client import KazooClient  # type: ignore[import-untyped]
-            from kazoo.exceptions import NoNodeError  # type: ignore[import-untyped]
+            from kazoo.client import KazooClient  # type: ignore[import-untyped, unused-ignore]
+            from kazoo.exceptions import NoNodeError  # type: ignore[import-untyped, unused-ignore]
         except ImportError:
             return None
         zk = KazooClient(hosts=self.zookeeper_connect, timeout=5.0)
@@ -651,6 +671,12 @@ class LocalCluster:
         if self.zookeeper is not None:
             self.zookeeper.stop(kill=kill)
         return problems
+
+    def __enter__(self) -> LocalCluster:
+        return self if self.running else self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop(kill=True)
 
     def status(self) -> list[dict[str, Any]]:
         """One entry per process: role, id, address, pid, running."""

@@ -46,6 +46,32 @@ def test_zookeeper_standalone(tmp_path: Path) -> None:
     assert not zk.running and not port_in_use(zk.port)
 
 
+def test_cluster_describe_reads_the_controller_epoch(tmp_path: Path) -> None:
+    from broker_harness import BrokerProcess, free_port
+    from kazoo.client import KazooClient
+
+    with LocalZooKeeper(tmp_path / "zk") as zk:
+        client = KazooClient(hosts=zk.address)
+        client.start(timeout=10)
+        try:
+            client.create("/kt/controller_epoch", b"7", makepath=True)
+        finally:
+            client.stop()
+            client.close()
+        b = BrokerProcess(tmp_path / "data", free_port()).start()
+        try:
+            r = CliRunner().invoke(cli, ["cluster", "describe", "-b", b.bootstrap,
+                                         "--zookeeper", f"{zk.address}/kt"])  # fmt: skip
+            assert r.exit_code == 0, r.stderr
+            assert r.stdout.splitlines()[1:3] == ["Controller: 1", "Controller epoch: 7"]
+            r = CliRunner().invoke(cli, ["cluster", "describe", "-b", b.bootstrap, "--json",
+                                         "--zookeeper", f"{zk.address}/none"])  # fmt: skip
+            assert r.exit_code == 0 and json.loads(r.stdout)["controller_epoch"] is None
+        finally:
+            b.kill()
+    assert not zk.running
+
+
 def test_cluster_processes_without_registration(tmp_path: Path) -> None:
     """Start, pause, stop, kill, restart and reload brokers: process management only, so
     it runs on today's single-node broker too (no registration check)."""
