@@ -136,7 +136,7 @@ def up(
     click.echo(f"Cluster up in {c.directory}: {count} broker(s)")
     click.echo(f"Bootstrap servers: {c.bootstrap_servers}")
     click.echo(f"ZooKeeper: {c.zookeeper_connect}")
-    where = "" if str(directory) == DEFAULT_DIR else f" --dir {directory}"
+    where = "" if directory == Path(DEFAULT_DIR) else f" --dir {directory}"
     click.echo(f"Stop it with: kt cluster down{where}")
 
 

@@ -107,20 +107,23 @@ def test_cluster_processes_without_registration(tmp_path: Path) -> None:
 
 def test_cli_up_status_down(tmp_path: Path) -> None:
     d = str(tmp_path / "cli")
-    r = kt("cluster", "up", "--dir", d, "--brokers", "2", "--no-registration-check",
-           "--json")  # fmt: skip
+    r = kt("cluster", "up", "--dir", d, "--brokers", "2", "--racks", "r1,r2",
+           "--no-registration-check")  # fmt: skip
     try:
         assert r.exit_code == 0, r.stderr
-        up = json.loads(r.stdout)
-        assert len(up["bootstrap_servers"].split(",")) == 2 and up["zookeeper"]
+        c = LocalCluster.load(d)
+        assert r.stdout.splitlines() == [
+            f"Cluster up in {c.directory}: 2 broker(s)",
+            f"Bootstrap servers: {c.bootstrap_servers}",
+            f"ZooKeeper: {c.zookeeper_address}",
+            f"Stop it with: kt cluster down --dir {d}",
+        ]
         again = kt("cluster", "up", "--dir", d, "--no-registration-check")
         assert again.exit_code == 1 and "already running" in again.stderr
         st = kt("cluster", "status", "--dir", d, "--json")
-        assert st.exit_code == 0 and [p["role"] for p in json.loads(st.stdout)] == [
-            "zookeeper",
-            "broker",
-            "broker",
-        ]
+        procs = json.loads(st.stdout)
+        assert st.exit_code == 0 and [p["role"] for p in procs] == ["zookeeper", "broker", "broker"]
+        assert [p["rack"] for p in procs[1:]] == ["r1", "r2"] and all(p["running"] for p in procs)
     finally:
         down = kt("cluster", "down", "--dir", d)
     assert down.exit_code == 0, down.stderr
