@@ -384,10 +384,11 @@ def test_out_of_range_offsets_reset(broker) -> None:
     try:
         for offset in (4, 1000, -5):
             start = time.monotonic()
-            resp = raw.fetch(topic, offset, max_wait_ms=3000, partition_max_bytes=1 << 20)
+            resp = raw.fetch(topic, offset, max_wait_ms=12000, partition_max_bytes=1 << 20)
             part = resp.responses[0].partitions[0]
             assert part.error_code == 1 and part.high_watermark == 3, offset  # OFFSET_OUT_OF_RANGE
-            assert time.monotonic() - start < 1
+            # a long poll would take the whole 12 s; a busy machine is not that slow
+            assert time.monotonic() - start < 6, offset
     finally:
         raw.close()
 
