@@ -53,10 +53,13 @@ def test_error_codes_follow_the_class_hierarchy() -> None:
     assert error_code_for(storage_errors.CorruptIndexError("x")) == ErrorCode.KAFKA_STORAGE_ERROR
     assert error_code_for(FileNotFoundError()) == ErrorCode.KAFKA_STORAGE_ERROR
 
-    class Special(errors.RecordListTooLargeError):
+    class Special(errors.NotEnoughReplicasError):
         pass
 
-    assert error_code_for(Special()) == ErrorCode.RECORD_LIST_TOO_LARGE
+    assert error_code_for(Special()) == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert (
+        error_code_for(storage_log.RecordBatchTooLargeError("x")) == ErrorCode.RECORD_LIST_TOO_LARGE
+    )
     assert error_code_for(ValueError()) == ErrorCode.UNKNOWN_SERVER_ERROR
 
 
