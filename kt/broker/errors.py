@@ -148,14 +148,11 @@ def is_storage_failure(exc: BaseException) -> bool:
     return error_code_for(exc) == ErrorCode.KAFKA_STORAGE_ERROR and not isinstance(exc, BrokerError)
 
 
-def producer_error(code: int, message: str) -> BrokerError:
-    """The typed error for a producer-state verdict's error code (read from the table,
-    so the two never disagree)."""
+def broker_error(code: int, message: str) -> BrokerError:
+    """The typed broker error for an error code reported as a number (a producer-state
+    verdict, a partition's replication refusal), read from the table so the two never
+    disagree. Each broker error class has its own code."""
     for cls, mapped in ERROR_CODES.items():
-        if mapped == code and issubclass(cls, ProducerError):
+        if mapped == code and issubclass(cls, BrokerError):
             return cls(message)
-    if code == ErrorCode.INVALID_RECORD:
-        # LogValidator's rules the check applies first (control batches, negative
-        # sequences): a plain invalid batch.
-        return InvalidRecordError(message)
-    raise ValueError(f"no producer error for code {code}")
+    raise ValueError(f"no broker error for code {code}")
