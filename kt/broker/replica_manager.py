@@ -44,6 +44,13 @@ log = logging.getLogger("kt.broker.replica_manager")
 #: DeleteRecords' offset meaning "up to the high watermark".
 HIGH_WATERMARK = -1
 
+# ListOffsets' special timestamps.
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
 
 class ReplicaManager:
     """The partitions hosted by one broker and the operations requests make on them."""
@@ -198,6 +205,53 @@ class ReplicaManager:
             self.on_storage_error(part, exc)
             raise KafkaStorageError(str(exc)) from exc
 
+    def fetch_offset_for_timestamp(
+        self,
+        topic: str,
+        index: int,
+        timestamp: int,
+        *,
+        current_leader_epoch: int = -1,
+        read_committed: bool = False,
+        require_leader: bool = True,
+    ) -> tuple[int, int, int]:
+        """ListOffsets for one partition: (offset, timestamp, leader epoch), offset -1
+        when nothing matches. Special timestamps: LATEST (the high watermark, or the
+        last stable offset for read_committed), EARLIEST, MAX_TIMESTAMP (the record
+        with the largest timestamp); otherwise the first record at or after
+        `timestamp`. Offsets at or above the fetchable bound are not answered.
+        Raises the resolution and leader-epoch errors."""
+        part = self.get_partition_or_error(topic, index, require_leader=require_leader)
+        self.check_current_leader_epoch(part, current_leader_epoch)
+        plog = part.log
+        upper = part.last_stable_offset() if read_committed else part.high_watermark
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            off = plog.log_start_offset
+            return off, -1, _epoch_for(part, off)
+        if timestamp in (LATEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP):
+            return upper, -1, _epoch_for(part, upper)
+        if timestamp == MAX_TIMESTAMP:
+            # The record holding the largest timestamp, with its batch's epoch (Kafka 3.8).
+            found = plog.max_timestamp_and_offset()
+            if found is None or found[1] >= upper:
+                return -1, -1, -1
+            ts, off, epoch = found
+            return off, ts, epoch
+        by_time = plog.fetch_offset_by_timestamp(timestamp)
+        if by_time is None or by_time[0] >= upper:
+            return -1, -1, -1
+        return by_time[0], by_time[1], _epoch_for(part, by_time[0])
+
+    def last_offset_for_leader_epoch(
+        self, topic: str, index: int, leader_epoch: int, *, current_leader_epoch: int = -1
+    ) -> tuple[int, int]:
+        """OffsetForLeaderEpoch for one partition (led here): (the largest epoch <=
+        `leader_epoch` known, its end offset); (-1, -1) when undefined. Raises the
+        resolution and leader-epoch errors."""
+        part = self.get_partition_or_error(topic, index)
+        self.check_current_leader_epoch(part, current_leader_epoch)
+        return part.end_offset_for_epoch(leader_epoch)
+
     def delete_records(self, topic: str, index: int, offset: int) -> int:
         """DeleteRecords for one partition: move its log start offset to `offset`
         (HIGH_WATERMARK: to the high watermark); returns the new low watermark.
@@ -253,6 +307,12 @@ class ReplicaManager:
             if part is not None:
                 part.offline = True
                 part.notify()
+
+
+def _epoch_for(part: Partition, offset: int) -> int:
+    # The epoch of the batch holding `offset`; the current one past the cached epochs.
+    epoch = part.log.leader_epoch_cache.epoch_for_offset(offset)
+    return part.leader_epoch if epoch is None else epoch
 
 
 def _name(tp: TopicPartition) -> str:
