@@ -161,16 +161,22 @@ class ReplicaManager:
         records: bytes | bytearray | memoryview | None,
         *,
         now_ms: int,
+        acks: int = 1,
         internal_topics_allowed: bool = False,
     ) -> AppendResult:
-        """Append a producer's batches to the partition it leads. Raises the typed
-        broker errors, the storage core's validation errors, or KafkaStorageError
-        (after taking the log offline) when the log fails."""
+        """Append a producer's batches to the partition it leads. With acks=-1 the ISR
+        must have min.insync.replicas members first (NotEnoughReplicasError, nothing
+        written). Raises the typed broker errors, the storage core's validation
+        errors, or KafkaStorageError (after taking the log offline) when the log
+        fails."""
         if topic in INTERNAL_TOPICS and not internal_topics_allowed:
             raise InvalidTopicError(f"Cannot append to internal topic {topic}")
         part = self.get_partition_or_error(topic, index)
         if records is None or len(records) == 0:
             raise InvalidRecordError("produce request has no records")
+        refusal = part.check_enough_replicas_for_append(acks)
+        if refusal is not None:
+            raise broker_error(refusal.code, str(refusal))
         try:
             # `records` may be a view into the request frame: the log patches it in place.
             return part.append_records(records, now_ms=now_ms)
