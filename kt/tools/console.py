@@ -50,6 +50,17 @@ def warn(message: str) -> None:
     click.echo(f"kt: warning: {message}", err=True)
 
 
+def plural(count: int, noun: str, plural_form: str | None = None) -> str:
+    """`count` and `noun`, the noun in the plural unless count is 1: "1 batch", "2 batches"."""
+    if count == 1:
+        return f"{count} {noun}"
+    if plural_form is None:
+        plural_form = noun + ("es" if noun.endswith(("s", "x", "ch", "sh")) else "s")
+        if noun.endswith("y") and noun[-2:-1] not in "aeiou":
+            plural_form = noun[:-1] + "ies"
+    return f"{count} {plural_form}"
+
+
 def handle_errors(func: F) -> F:
     """Turn expected failures inside a command into one error line and an exit code.
 

@@ -8,6 +8,7 @@ import click
 
 from kt.storage.errors import StorageError
 from kt.storage.index_check import (
+    IndexProblem,
     apply_rebuild,
     find_segment_logs,
     log_dir_of,
@@ -21,6 +22,7 @@ from kt.tools.console import (
     emit_json,
     fail,
     handle_errors,
+    plural,
     usage_error,
 )
 
@@ -58,6 +60,13 @@ def verify(paths: tuple[str, ...], as_json: bool, quiet: bool) -> None:
     a file size that is not a whole number of entries, an entry beyond the end of
     the log, and an invalid log tail. Exit 1 when any problem is found.
 
+    Not problems: a missing .index or .timeindex is a WARNING (Kafka rebuilds it
+    when it loads the segment); an offset-index entry whose offset is past the
+    last offset of the batch it points at, while no later record lies before it,
+    is a NOTE (Kafka writes such entries for multi-batch appends, as followers do;
+    lookups through them are correct; --verify-index-only of dump-log-segments
+    lists them as mismatches, like Kafka's).
+
     \b
     Examples:
       kt index verify /var/lib/kafka/data
@@ -65,7 +74,7 @@ def verify(paths: tuple[str, ...], as_json: bool, quiet: bool) -> None:
       kt index verify --json 00000000000000000000.index | jq .
     """
     logs = _segments(paths)
-    bad = 0
+    bad = warned = 0
     for log in logs:
         try:
             check = verify_segment(log)
@@ -73,6 +82,8 @@ def verify(paths: tuple[str, ...], as_json: bool, quiet: bool) -> None:
             fail(str(exc))
         if not check.ok:
             bad += 1
+        if check.warnings:
+            warned += 1
         if as_json:
             emit_json(
                 {
@@ -82,34 +93,51 @@ def verify(paths: tuple[str, ...], as_json: bool, quiet: bool) -> None:
                     "offset_index_entries": check.offset_entries,
                     "time_index_entries": check.time_entries,
                     "txn_index_entries": check.txn_entries,
-                    "problems": [
-                        {
-                            "file": str(p.path),
-                            "index": p.kind,
-                            "entry": p.entry,
-                            "index_offset": p.index_offset,
-                            "log_offset": p.log_offset,
-                            "message": p.message,
-                        }
-                        for p in check.problems
-                    ],
+                    "problems": [_finding_json(p) for p in check.problems],
+                    "warnings": [_finding_json(p) for p in check.warnings],
+                    "notes": [_finding_json(p) for p in check.notes],
                 }
             )
             continue
         if check.ok:
             if not quiet:
                 click.echo(
-                    f"OK {log} ({check.batches} batches, {check.offset_entries} offset, "
-                    f"{check.time_entries} time, {check.txn_entries} txn index entries)"
+                    f"OK {log} ({plural(check.batches, 'batch')}, {check.offset_entries} "
+                    f"offset, {check.time_entries} time, {check.txn_entries} txn index "
+                    f"{'entry' if check.txn_entries == 1 else 'entries'})"
                 )
         else:
             click.echo(f"PROBLEMS {log}")
             for p in check.problems:
                 click.echo(f"  {p}")
+        if quiet:
+            continue
+        for p in check.warnings:
+            click.echo(f"  WARNING {p}")
+        if check.notes:
+            first = check.notes[0]
+            click.echo(
+                f"  NOTE {plural(len(check.notes), 'offset-index entry', 'offset-index entries')}"
+                f" of multi-batch appends (as followers write them; lookups are correct), "
+                f"the first: {first}"
+            )
     if not as_json and not quiet:
-        click.echo(f"{len(logs)} segments checked, {bad} with problems")
+        click.echo(
+            f"{plural(len(logs), 'segment')} checked, {bad} with problems, {warned} with warnings"
+        )
     if bad:
         raise SystemExit(EXIT_PROBLEM)
+
+
+def _finding_json(p: IndexProblem) -> dict[str, object]:
+    return {
+        "file": str(p.path),
+        "index": p.kind,
+        "entry": p.entry,
+        "index_offset": p.index_offset,
+        "log_offset": p.log_offset,
+        "message": p.message,
+    }
 
 
 @index.command()
@@ -176,12 +204,17 @@ def rebuild(
                 }
             )
             continue
-        verb = "would rewrite" if dry_run else "rewrote"
         if plan.changed:
             for name in plan.changed:
                 old, new = plan.files[name]
-                before = "missing" if old is None else f"{len(old)} bytes"
-                click.echo(f"{log.parent / name}: {verb} ({before} -> {len(new)} bytes)")
+                if old is None:
+                    verb = "would create" if dry_run else "created"
+                    click.echo(f"{log.parent / name}: {verb} ({len(new)} bytes)")
+                else:
+                    verb = "would rewrite" if dry_run else "rewrote"
+                    click.echo(
+                        f"{log.parent / name}: {verb} ({len(old)} bytes -> {len(new)} bytes)"
+                    )
         else:
             click.echo(f"{log}: indexes already match the log")
         if plan.invalid_bytes:
