@@ -163,7 +163,8 @@ def parse_checkpoint_lines(
         entries.append((lineno, result))
     found_lines = len(lines) - 2
     if count is not None and count >= 0 and count != found_lines:
-        problems.report(f"line 2 says {count} entries but the file has {found_lines} entry lines")
+        says = f"{count} {'entry' if count == 1 else 'entries'}"
+        problems.report(f"line 2 says {says} but the file has {found_lines} entry lines")
     return CheckpointLines(version, entries, problems.found)
 
 

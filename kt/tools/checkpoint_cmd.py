@@ -179,7 +179,8 @@ def show(file: Path, as_json: bool) -> None:
                 }
             )
         else:
-            title = f"{file} ({target.kind}, version 0, {len(rows)} entries)"
+            count = console.plural(len(rows), "entry", "entries")
+            title = f"{file} ({target.kind}, version 0, {count})"
             console.render_table(["topic", "partition", "offset"], rows, title=title)
         return
     epochs: list[EpochEntry] = entries
@@ -193,7 +194,8 @@ def show(file: Path, as_json: bool) -> None:
             }
         )
     else:
-        title = f"{file} ({target.kind}, version 0, {len(epochs)} entries)"
+        count = console.plural(len(epochs), "entry", "entries")
+        title = f"{file} ({target.kind}, version 0, {count})"
         console.render_table(["epoch", "start_offset"], epochs, title=title)
 
 

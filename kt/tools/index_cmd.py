@@ -36,8 +36,6 @@ def index() -> None:
 
 
 def _segments(paths: tuple[str, ...]) -> list[Path]:
-    if not paths:
-        usage_error("give at least one segment file, partition directory or log directory")
     try:
         return find_segment_logs(paths)
     except StorageError as exc:
@@ -45,20 +43,23 @@ def _segments(paths: tuple[str, ...]) -> list[Path]:
 
 
 @index.command()
-@click.argument("paths", nargs=-1, metavar="PATH...")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per segment (NDJSON).")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the problems.")
 @handle_errors
 def verify(paths: tuple[str, ...], as_json: bool, quiet: bool) -> None:
-    """Check every index against its log, like the broker's sanity check and
-    kafka-dump-log.sh --verify-index-only, but reporting every problem.
+    """Check every index against its log.
+
+    Like the broker's sanity check and kafka-dump-log.sh --verify-index-only, but
+    reporting every problem.
 
     PATH may be a segment file (.log or one of its indexes), a partition
-    directory or a whole log directory. Problems found: an entry pointing into the
-    middle of a batch, an indexed offset that is not the last offset of the batch
-    it points at (or not in the log), offsets or timestamps that do not increase,
-    a file size that is not a whole number of entries, an entry beyond the end of
-    the log, and an invalid log tail. Exit 1 when any problem is found.
+    directory or a whole log directory. Problems found: an offset-index entry that
+    would make a lookup miss records (pointing into the middle of a batch, at a
+    batch that starts after the indexed offset, or after a record at or beyond
+    it), an indexed offset beyond the log, offsets or timestamps that do not
+    increase, a file size that is not a whole number of entries, an entry beyond
+    the end of the log, and an invalid log tail. Exit 1 when any problem is found.
 
     Not problems: a missing .index or .timeindex is a WARNING (Kafka rebuilds it
     when it loads the segment); an offset-index entry whose offset is past the
@@ -141,7 +142,7 @@ def _finding_json(p: IndexProblem) -> dict[str, object]:
 
 
 @index.command()
-@click.argument("paths", nargs=-1, metavar="PATH...")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
 @click.option(
     "--force",
@@ -160,8 +161,10 @@ def _finding_json(p: IndexProblem) -> dict[str, object]:
 def rebuild(
     paths: tuple[str, ...], dry_run: bool, force: bool, index_interval_bytes: int, as_json: bool
 ) -> None:
-    """Regenerate .index and .timeindex (and .txnindex from the COMMIT/ABORT
-    markers) from each segment's .log, exactly as the broker's recovery would.
+    """Regenerate the indexes of segments from their .log files.
+
+    Writes .index and .timeindex (and .txnindex from the COMMIT/ABORT markers)
+    exactly as the broker's recovery would.
 
     Each changed file is replaced atomically (temp file, fsync, rename, fsync the
     directory); unchanged files are left alone. The .log is never modified: an

@@ -58,7 +58,7 @@ def partition(fixture_copy) -> Path:  # type: ignore[no-untyped-def]
 def test_show_plain_and_json(logdir: Path) -> None:
     result = run("show", str(logdir / "replication-offset-checkpoint"))
     assert result.exit_code == 0
-    assert "replication-offset-checkpoint, version 0, 1 entries" in result.stdout
+    assert "replication-offset-checkpoint, version 0, 1 entry" in result.stdout
     assert "tesot" in result.stdout
     result = run("show", "--json", str(logdir / "recovery-point-offset-checkpoint"))
     doc = json.loads(result.stdout)
