@@ -229,7 +229,6 @@ def _check_offset_index(
     log_size: int,
     result: SegmentCheck,
 ) -> None:
-
     view = read_offset_index(path, base)
     result.offset_entries = len(view)
     for msg in view.problems():
