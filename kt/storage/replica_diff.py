@@ -167,6 +167,20 @@ class ReplicaComparison:
         return group_ranges(self.extra)
 
     @property
+    def acknowledged_lost(self) -> list[tuple[int, int]]:
+        """The offset ranges of `extra` below this replica's high watermark (all of them
+        when it recorded none): records it acknowledged that the reference lacks."""
+        if not self.committed:
+            return []
+        hw = self.replica.high_watermark
+        out: list[tuple[int, int]] = []
+        for r in self.extra_ranges:
+            last = r.last_offset if hw is None else min(r.last_offset, hw - 1)
+            if r.first_offset <= last:
+                out.append((r.first_offset, last))
+        return out
+
+    @property
     def missing_ranges(self) -> list[OffsetRange]:
         """`missing` grouped into ranges."""
         return group_ranges(self.missing)
