@@ -67,8 +67,13 @@ def _epochs(epochs: tuple[int, ...]) -> str:
 
 def _range_text(r: OffsetRange) -> str:
     where = ", ".join(f"{Path(f).name} bytes {a}..{b}" for f, a, b in r.locations)
+    offsets = (
+        f"offset {r.first_offset}"
+        if r.first_offset == r.last_offset
+        else f"offsets {r.first_offset}..{r.last_offset}"
+    )
     return (
-        f"offsets {r.first_offset}..{r.last_offset} ({_records(r.records)} in {r.batches} "
+        f"{offsets} ({_records(r.records)} in {r.batches} "
         f"batch{'es' if r.batches != 1 else ''}, {_epochs(r.epochs)}, "
         f"{_ts(r.min_timestamp)}..{_ts(r.max_timestamp)}) in {where}"
     )
@@ -174,7 +179,8 @@ def _render_details(c: ReplicaComparison, ref: Replica | None) -> None:
     for rng in c.missing_ranges:
         click.echo(f"    only on the reference: {_range_text(rng)}")
     if c.state == "lagging":
-        click.echo(f"    lags the reference by {ref.log_end_offset - r.log_end_offset} offsets")
+        n = ref.log_end_offset - r.log_end_offset
+        click.echo(f"    lags the reference by {n} offset{'s' if n != 1 else ''}")
     if c.epoch_truncation_offset is not None:
         click.echo(
             f"    Kafka's leader-epoch truncation would cut this log at offset "
