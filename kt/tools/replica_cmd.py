@@ -106,9 +106,7 @@ def _verdict_line(d: PartitionDiff) -> str:
         )
     else:
         lost = [c for c in others if c.committed]
-        holders = ", ".join(
-            f"{_name(c.replica)} (high watermark {_opt(c.replica.high_watermark)})" for c in lost
-        )
+        holders = ", ".join(_name(c.replica) for c in lost)
         ranges = sorted({rng for c in lost for rng in c.acknowledged_lost})
         shown = ", ".join(f"{a}..{b}" for a, b in ranges) or "none"
         line = (
