@@ -64,6 +64,7 @@ __all__ = [
     "find_replicas",
     "group_ranges",
     "read_replica",
+    "replica_dir_kind",
 ]
 
 # Kafka's KRaft metadata log and tiered storage's cache are not partition logs.
@@ -336,25 +337,47 @@ def read_replica(partition_dir: Path, label: str, log_dir: Path | None = None) -
     return rep
 
 
+def _partition_children(path: Path) -> list[str]:
+    """Names of the live partition directories in `path`."""
+    out = []
+    for child in sorted(os.listdir(path)):
+        parsed = parse_partition_dir_name(child)
+        if parsed is None or parsed.state is not None or child in _NOT_PARTITIONS:
+            continue
+        if (path / child).is_dir():
+            out.append(child)
+    return out
+
+
+def replica_dir_kind(path: Path) -> PathKind | None:
+    """LOG_DIR or PARTITION_DIR for a directory `find_replicas` reads, else None.
+
+    A log directory whose own name looks like a partition's (``/data/kafka-1``) is a
+    log directory when it holds partition directories or a log directory's files.
+    """
+    kind = classify_path(path)
+    if not path.is_dir() or kind not in (PathKind.LOG_DIR, PathKind.PARTITION_DIR):
+        return None
+    if kind is PathKind.PARTITION_DIR:
+        markers = (META_PROPERTIES_FILE_NAME, REPLICATION_CHECKPOINT_FILE)
+        if _partition_children(path) or any((path / m).is_file() for m in markers):
+            return PathKind.LOG_DIR
+    return kind
+
+
 def find_replicas(paths: Sequence[Path]) -> list[Replica]:
     """Read every replica under `paths`: each a log directory (all its partitions) or a
     partition directory. Raises WrongFileKindError for any other path."""
     replicas: list[Replica] = []
     for path in paths:
-        kind = classify_path(path)
-        if kind is PathKind.MISSING:
+        if not path.exists():
             raise WrongFileKindError("no such file or directory", path=str(path))
-        if kind is PathKind.PARTITION_DIR and path.is_dir():
+        kind = replica_dir_kind(path)
+        if kind is PathKind.PARTITION_DIR:
             replicas.append(read_replica(path, str(path)))
         elif kind is PathKind.LOG_DIR:
-            for child in sorted(os.listdir(path)):
-                parsed = parse_partition_dir_name(child)
-                full = path / child
-                if parsed is None or parsed.state is not None or not full.is_dir():
-                    continue
-                if child in _NOT_PARTITIONS:
-                    continue
-                replicas.append(read_replica(full, str(path), log_dir=path))
+            for child in _partition_children(path):
+                replicas.append(read_replica(path / child, str(path), log_dir=path))
         else:
             raise WrongFileKindError("not a log directory or a partition directory", path=str(path))
     return replicas

@@ -21,6 +21,7 @@ from kt.storage.replica_diff import (
     ReplicaComparison,
     compare_partition,
     find_replicas,
+    replica_dir_kind,
 )
 from kt.tools.console import EXIT_PROBLEM, emit_json, handle_errors, render_table, usage_error
 
@@ -88,10 +89,12 @@ def _verdict_line(d: PartitionDiff) -> str:
     n = len(d.replicas)
     verdict = d.verdict
     if verdict == "identical":
-        line = (
-            f"{tp}: IDENTICAL on {n} replicas (offsets {ref.log_start_offset}.."
-            f"{ref.log_end_offset - 1}, log end {ref.log_end_offset})"
+        held = (
+            f"offsets {ref.log_start_offset}..{ref.log_end_offset - 1}"
+            if ref.log_end_offset > ref.log_start_offset
+            else "empty"
         )
+        line = f"{tp}: IDENTICAL on {n} replicas ({held}, log end {ref.log_end_offset})"
     elif verdict == "lagging":
         behind = ", ".join(
             f"{_name(c.replica)} {ref.log_end_offset - c.replica.log_end_offset} behind"
@@ -105,14 +108,18 @@ def _verdict_line(d: PartitionDiff) -> str:
             f"tails differ from the reference {_name(ref)} (Kafka truncates them)"
         )
     else:
-        lost = [c for c in others if c.committed]
+        lost = [c for c in others if c.acknowledged_lost]
         holders = ", ".join(_name(c.replica) for c in lost)
         ranges = sorted({rng for c in lost for rng in c.acknowledged_lost})
-        shown = ", ".join(f"{a}..{b}" for a, b in ranges) or "none"
-        line = (
-            f"{tp}: DIVERGED BELOW THE HIGH WATERMARK at offset {d.diverges_at}: acknowledged "
-            f"offsets {shown} are not in the reference {_name(ref)}; still on {holders}"
-        )
+        shown = ", ".join(f"{a}..{b}" for a, b in ranges)
+        line = f"{tp}: DIVERGED BELOW THE HIGH WATERMARK at offset {d.diverges_at}: "
+        if ranges:
+            line += (
+                f"acknowledged offsets {shown} are not in the reference {_name(ref)}; "
+                f"still on {holders}"
+            )
+        else:
+            line += f"committed batches differ from the reference {_name(ref)}"
     if d.damaged:
         line += "; DAMAGED replicas"
     return line
@@ -161,14 +168,16 @@ def _render_details(c: ReplicaComparison, ref: Replica | None) -> None:
         return
     if c.diverges_at is not None:
         hw = r.high_watermark
-        if c.committed:
+        lost = ", ".join(f"{a}..{b}" for a, b in c.acknowledged_lost)
+        if c.committed and hw is None:
+            why = "and no high watermark was recorded: counted as committed"
+        elif c.committed and lost:
             why = (
-                "no high watermark recorded"
-                if hw is None
-                else f"below its high watermark {hw}: acknowledged offsets "
-                + ", ".join(f"{a}..{b}" for a, b in c.acknowledged_lost)
-                + " are not in the reference"
+                f"below its high watermark {hw}: acknowledged offsets {lost} are not in "
+                "the reference"
             )
+        elif c.committed:
+            why = f"below its high watermark {hw}: committed batches differ"
         else:
             why = f"at or above its high watermark {hw}: an uncommitted tail"
         click.echo(f"    diverges from the reference at offset {c.diverges_at}, {why}")
@@ -299,10 +308,9 @@ def diff(dirs: tuple[Path, ...], reference: Path | None, as_json: bool) -> None:
       kt replica diff --reference /data/broker2 /data/broker1 /data/broker2
     """
     for i, d in enumerate(dirs):
-        kind = classify_path(d)
-        if kind is PathKind.MISSING:
+        if classify_path(d) is PathKind.MISSING:
             usage_error(f"{d}: no such file or directory")
-        if not d.is_dir() or kind not in (PathKind.LOG_DIR, PathKind.PARTITION_DIR):
+        if replica_dir_kind(d) is None:
             usage_error(f"{d}: not a log directory or a partition directory")
         if any(_same(d, e) for e in dirs[:i]):
             usage_error(f"{d}: given twice")
@@ -332,7 +340,12 @@ def diff(dirs: tuple[Path, ...], reference: Path | None, as_json: bool) -> None:
                 ),
                 None,
             )
-        diffs.append(compare_partition(rs, ref))
+        diff = compare_partition(rs, ref)
+        if reference is not None and ref is None and len(rs) > 1:
+            diff.notes.append(
+                f"{reference} has no replica of {tp}: the reference was chosen by leader epoch"
+            )
+        diffs.append(diff)
     if as_json:
         emit_json({"ok": all(d.ok for d in diffs), "partitions": [_diff_json(d) for d in diffs]})
     else:

@@ -193,3 +193,16 @@ def test_read_replica_of_a_real_log(tmp_path: Path) -> None:
     assert (rep.log_start_offset, rep.log_end_offset, rep.high_watermark) == (0, 6, 4)
     assert rep.leader_epochs == [EpochEntry(0, 0), EpochEntry(2, 4)]
     assert rep.latest_epoch == 2
+
+
+def test_a_hole_below_the_high_watermark_is_a_committed_difference() -> None:
+    """A follower missing a batch in the middle of committed data (it would never fetch
+    it again) has nothing the reference lacks, but the committed data differs."""
+    batches = make_batches([(2, 0)] * 4, 0, 0, 1, "a")
+    holed = replica("b", batches[:1] + batches[2:], 8)
+    diff = compare_partition([replica("a", batches, 8), holed])
+    c = diff.replicas[1]
+    assert c.diverges_at == 2 and c.committed
+    assert c.extra == [] and c.missing == [batches[1]]
+    assert c.acknowledged_lost == []
+    assert diff.verdict == "diverged-committed" and not diff.ok

@@ -233,7 +233,7 @@ def test_no_high_watermark_counts_as_committed(broker: Callable[..., Broker]) ->
     (b1.dir / "replication-offset-checkpoint").unlink()
     result = run(b1.dir, b2.dir)
     assert result.exit_code == 1, result.output
-    assert "no high watermark recorded" in result.output
+    assert "and no high watermark was recorded: counted as committed" in result.output
 
 
 def test_different_log_start_offsets(broker: Callable[..., Broker]) -> None:
@@ -409,3 +409,26 @@ def test_real_kafka_legacy_log_dir_compared_with_a_copy(tmp_path: Path, fixtures
         "topic1-0",
     ]
     assert "no leader-epoch-checkpoint" in result.output
+
+
+def test_log_dirs_named_like_partitions(broker: Callable[..., Broker], tmp_path: Path) -> None:
+    """/data/kafka-1 is a log directory, not partition 1 of topic "kafka"."""
+    b1, b2, _ = unclean_election(broker)
+    k1, k2 = tmp_path / "kafka-1", tmp_path / "kafka-2"
+    shutil.copytree(b1.dir, k1)
+    shutil.copytree(b2.dir, k2)
+    result = run(k1, k2)
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("orders-0: DIVERGED BELOW THE HIGH WATERMARK at offset 6")
+
+
+def test_reference_without_the_partition_is_noted(broker: Callable[..., Broker]) -> None:
+    b1, b2, b3 = unclean_election(broker)
+    PartitionLog.open(b1.dir / "payments-0").close()
+    PartitionLog.open(b2.dir / "payments-0").close()
+    result = run("--reference", b3.dir, b1.dir, b2.dir, b3.dir)
+    assert result.exit_code == 1, result.output
+    assert (
+        f"  note: {b3.dir} has no replica of payments-0: the reference was chosen by leader epoch"
+    ) in result.output
+    assert "payments-0: IDENTICAL on 2 replicas (empty, log end 0)" in result.output
