@@ -432,3 +432,18 @@ def test_reference_without_the_partition_is_noted(broker: Callable[..., Broker])
         f"  note: {b3.dir} has no replica of payments-0: the reference was chosen by leader epoch"
     ) in result.output
     assert "payments-0: IDENTICAL on 2 replicas (empty, log end 0)" in result.output
+
+
+def test_real_kafka_legacy_replica_cut_short_lags(tmp_path: Path, fixtures_dir: Path) -> None:
+    a = writable_copy(fixtures_dir / "logdir-0.10", tmp_path / "a")
+    b = writable_copy(fixtures_dir / "logdir-0.10", tmp_path / "b")
+    _cut_last_batch(b / "foo-0" / SEG)
+    result = run(a / "foo-0", b / "foo-0")
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(
+        f"foo-0: OK, followers lag the reference broker 0 ({a / 'foo-0'})"
+    )
+    part = json.loads(run("--json", a / "foo-0", b / "foo-0").output)["partitions"][0]
+    follower = part["replicas"][1]
+    assert follower["state"] == "lagging"
+    assert follower["log_end_offset"] == part["replicas"][0]["log_end_offset"] - 1
