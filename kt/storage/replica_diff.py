@@ -148,7 +148,7 @@ class ReplicaComparison:
     # Where Kafka's leader-epoch truncation would cut this log (OffsetsForLeaderEpoch
     # with this replica's latest epoch against the reference's epochs); None: no cut.
     epoch_truncation_offset: int | None = None
-    # First leader-epoch checkpoint entry that differs from the reference's.
+    # The epoch of the first leader-epoch checkpoint entry that differs from the reference's.
     epoch_history_differs_at: int | None = None
     committed: bool = False  # the divergence is below this replica's high watermark
 
