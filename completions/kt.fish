@@ -31,6 +31,8 @@ function __kt_child --argument-names path word
             echo 'kt log-dirs'
         case 'kt/produce'
             echo 'kt produce'
+        case 'kt/replica'
+            echo 'kt replica'
         case 'kt/topic'
             echo 'kt topic'
         case 'kt/tui'
@@ -79,6 +81,8 @@ function __kt_child --argument-names path word
             echo 'kt log-dirs describe'
         case 'kt log-dirs/inspect'
             echo 'kt log-dirs inspect'
+        case 'kt replica/diff'
+            echo 'kt replica diff'
         case 'kt topic/alter'
             echo 'kt topic alter'
         case 'kt topic/create'
@@ -379,6 +383,8 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt produce/--batch-size'
             echo 1
+        case 'kt replica diff/--reference'
+            echo 1
         case 'kt topic alter/--bootstrap-server' 'kt topic alter/-b'
             echo 1
         case 'kt topic alter/--timeout'
@@ -478,6 +484,7 @@ complete -c kt -n "__kt_is 'kt'" -a 'group' -d 'List, describe, delete consumer 
 complete -c kt -n "__kt_is 'kt'" -a 'index' -d 'Check and repair offset, time and transaction indexes (.index, .timeindex, .txnindex).'
 complete -c kt -n "__kt_is 'kt'" -a 'log-dirs' -d 'Describe brokers\' log directories (like kafka-log-dirs.sh), or inspect one offline.'
 complete -c kt -n "__kt_is 'kt'" -a 'produce' -d 'Write records to TOPIC: one per line of stdin (or of --file), like kcat -P.'
+complete -c kt -n "__kt_is 'kt'" -a 'replica' -d 'Offline forensics across the replicas of a partition.'
 complete -c kt -n "__kt_is 'kt'" -a 'topic' -d 'Create, list, describe, alter and delete topics (like kafka-topics.sh).'
 complete -c kt -n "__kt_is 'kt'" -a 'tui' -d 'Watch a cluster live in a terminal dashboard.'
 complete -c kt -n "__kt_is 'kt'" -s 'V' -l 'version' -d 'Show the version and exit.'
@@ -740,6 +747,12 @@ complete -c kt -n "__kt_is 'kt produce'" -l 'acks' -x -a '-1 all 0 1' -d 'Replic
 complete -c kt -n "__kt_is 'kt produce'" -l 'batch-size' -x -d 'Records per batch.'
 complete -c kt -n "__kt_is 'kt produce'" -l 'json' -d 'Print a JSON summary of what was written.'
 complete -c kt -n "__kt_is 'kt produce'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt replica'" -a 'diff' -d 'Compare the replicas of each partition, with no broker running.'
+complete -c kt -n "__kt_is 'kt replica'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt replica diff'" -l 'reference' -r -F -d 'Compare with this DIR\'s replicas (default: the highest latest leader epoch...'
+complete -c kt -n "__kt_is 'kt replica diff'" -l 'json' -d 'One JSON document.'
+complete -c kt -n "__kt_is 'kt replica diff'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt replica diff'" -F
 complete -c kt -n "__kt_is 'kt topic'" -a 'alter' -d 'Raise a topic\'s partition count (topic configs: `kt configs alter`).'
 complete -c kt -n "__kt_is 'kt topic'" -a 'create' -d 'Create a topic; prints "Created topic NAME.".'
 complete -c kt -n "__kt_is 'kt topic'" -a 'delete' -d 'Delete topics.'
