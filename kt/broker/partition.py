@@ -601,6 +601,13 @@ class Partition:
         )
         return FollowerRead(self.high_watermark, self.log_start_offset, None, data)
 
+    def available_bytes(self, fetch_offset: int, upper_bound: int, max_bytes: int) -> int:
+        """Bytes a fetch from `fetch_offset` would return below `upper_bound`, counted
+        up to `max_bytes` (a delayed fetch's progress). Raises the storage core's
+        OffsetOutOfRangeError."""
+        sl = self.log.read(fetch_offset, max_bytes, upper_bound=upper_bound)
+        return 0 if sl is None else min(sl.length, max_bytes)
+
     # --- follower -----------------------------------------------------------
 
     def append_records_as_follower(self, data: bytes | bytearray | memoryview) -> AppendResult:
