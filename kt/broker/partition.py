@@ -40,7 +40,7 @@ from typing import ClassVar, Protocol
 from kt.protocol import ErrorCode
 from kt.storage import record_batch as v2
 from kt.storage.checkpoint import TopicPartition
-from kt.storage.errors import CorruptRecordError
+from kt.storage.errors import CorruptRecordError, OffsetOutOfRangeError
 from kt.storage.file_records import LogBatch
 from kt.storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from kt.storage.log import AppendResult, FetchSlice, PartitionLog
@@ -590,9 +590,21 @@ class Partition:
         NotLeaderOrFollowerError, and the storage core's OffsetOutOfRangeError."""
         if not self.is_leader:
             raise NotLeaderOrFollowerError(f"broker {self.local_broker_id} does not lead {self.tp}")
-        diverging = self.diverging_epoch(fetch_offset, last_fetched_epoch)
-        if diverging is not None:
-            return FollowerRead(self.high_watermark, self.log_start_offset, diverging, None)
+        if last_fetched_epoch >= 0:
+            # As Kafka: an epoch we cannot place, or an offset below our log start,
+            # is out of range (the follower then resets from our start or end).
+            epoch, end = self.end_offset_for_epoch(last_fetched_epoch)
+            if epoch == UNDEFINED_EPOCH or end == UNDEFINED_EPOCH_OFFSET:
+                raise OffsetOutOfRangeError(
+                    f"cannot find the end offset of epoch {last_fetched_epoch} in {self.tp}"
+                )
+            if fetch_offset < self.log.log_start_offset:
+                raise OffsetOutOfRangeError(
+                    f"fetch offset {fetch_offset} is below the log start offset "
+                    f"{self.log.log_start_offset} of {self.tp}"
+                )
+            if epoch < last_fetched_epoch or end < fetch_offset:
+                return FollowerRead(self.high_watermark, self.log_start_offset, (epoch, end), None)
         leo = self.log.log_end_offset
         data = self.log.read(fetch_offset, max_bytes, min_one_message=True)
         now = _now_ms() if now_ms is None else now_ms
@@ -643,6 +655,17 @@ class Partition:
         self.log.truncate_fully_and_start_at(offset)
         if self.producer_state is not None:
             self.producer_state.truncate_fully_and_start_at(offset)
+
+    def update_follower_log_start_offset(self, leader_log_start_offset: int) -> bool:
+        """Follow the leader's log start offset (retention, DeleteRecords), up to our
+        HW; returns whether ours moved. Old segments go with the next retention run."""
+        target = min(leader_log_start_offset, self.log.high_watermark)
+        if target <= self.log.log_start_offset:
+            return False
+        self.log.maybe_increment_log_start_offset(target)
+        if self.producer_state is not None:
+            self.producer_state.on_log_start_offset_incremented(target)
+        return True
 
     def _reload_producer_state(self) -> None:
         psm = self.producer_state
