@@ -63,6 +63,10 @@ class NotEnoughReplicasAfterAppendError(BrokerError):
     replicated."""
 
 
+class RequestTimedOutError(BrokerError):
+    """acks=all: the ISR did not replicate the write within the request's timeout_ms."""
+
+
 class RecordListTooLargeError(BrokerError):
     """A produce batch larger than the topic's segment.bytes (it could never fit a segment)."""
 
@@ -133,6 +137,7 @@ ERROR_CODES: dict[type[BaseException], ErrorCode] = {
     UnknownLeaderEpochError: ErrorCode.UNKNOWN_LEADER_EPOCH,
     NotEnoughReplicasError: ErrorCode.NOT_ENOUGH_REPLICAS,
     NotEnoughReplicasAfterAppendError: ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    RequestTimedOutError: ErrorCode.REQUEST_TIMED_OUT,
     RecordListTooLargeError: ErrorCode.RECORD_LIST_TOO_LARGE,
     InvalidRecordError: ErrorCode.INVALID_RECORD,
     InvalidRequiredAcksError: ErrorCode.INVALID_REQUIRED_ACKS,

@@ -35,9 +35,14 @@ import struct
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol
+from typing import Protocol
 
-from kt.protocol import ErrorCode
+from kt.broker.errors import (
+    BrokerError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+)
 from kt.storage import record_batch as v2
 from kt.storage.checkpoint import TopicPartition
 from kt.storage.errors import CorruptRecordError, OffsetOutOfRangeError
@@ -56,33 +61,6 @@ class ProducerStateError(CorruptRecordError):
     def __init__(self, error_code: int, message: str) -> None:
         super().__init__(message)
         self.error_code = error_code
-
-
-# Typed refusals of the replication rules. They carry their Kafka code so callers
-# need no table; kt/broker/errors.py (branch `handlers`) has classes of the same
-# names, which these should become once it is in main.
-class ReplicationError(Exception):
-    """A partition operation refused by the replication rules."""
-
-    code: ClassVar[ErrorCode] = ErrorCode.UNKNOWN_SERVER_ERROR
-
-
-class NotLeaderOrFollowerError(ReplicationError):
-    """This broker is not the partition's leader (or the replica is not assigned)."""
-
-    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-
-
-class NotEnoughReplicasError(ReplicationError):
-    """acks=all with fewer in-sync replicas than min.insync.replicas: nothing written."""
-
-    code = ErrorCode.NOT_ENOUGH_REPLICAS
-
-
-class NotEnoughReplicasAfterAppendError(ReplicationError):
-    """acks=all: written, but the ISR shrank below min.insync.replicas meanwhile."""
-
-    code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
 
 class LeaderAndIsrState(Protocol):
@@ -368,7 +346,7 @@ class Partition:
 
     def check_enough_replicas_for_append(
         self, acks: int, min_isr: int | None = None
-    ) -> ReplicationError | None:
+    ) -> BrokerError | None:
         """The refusal of a produce before anything is written: NOT_LEADER_OR_FOLLOWER
         when we do not lead, NOT_ENOUGH_REPLICAS for acks=all below min.insync.replicas
         (the topic's configured value: Kafka does not cap it here)."""
@@ -427,7 +405,7 @@ class Partition:
             self.notify()
         return result
 
-    def is_offset_committed(self, required_offset: int) -> tuple[bool, ReplicationError | None]:
+    def is_offset_committed(self, required_offset: int) -> tuple[bool, BrokerError | None]:
         """For a waiting acks=all produce whose last offset is ``required_offset - 1``:
         (done, error) as Kafka's checkEnoughReplicasReachOffset. Done with no error
         once the HW reached it; done with NOT_ENOUGH_REPLICAS_AFTER_APPEND when it did
@@ -493,8 +471,11 @@ class Partition:
         return True
 
     def maybe_advance_high_watermark(self) -> None:
-        """The pre-replication name of :meth:`maybe_increment_high_watermark`."""
-        self.maybe_increment_high_watermark()
+        """After an append made outside :meth:`append_records` (the group coordinator's):
+        move the HW if the ISR allows and wake waiters either way (followers wait on
+        the LEO)."""
+        if not self.maybe_increment_high_watermark():
+            self.notify()
 
     def isr_shrink_candidates(self, now_ms: int, lag_max_ms: int | None = None) -> list[int] | None:
         """The ISR without its out-of-sync followers, proposed (and then pending) when

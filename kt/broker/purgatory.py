@@ -20,16 +20,9 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from kt.broker.partition import ReplicationError
-from kt.protocol import ErrorCode
+from kt.broker.errors import BrokerError, RequestTimedOutError
 
 K = TypeVar("K", bound=Hashable)
-
-
-class RequestTimedOutError(ReplicationError):
-    """acks=all: the high watermark did not reach the written offsets within timeout_ms."""
-
-    code = ErrorCode.REQUEST_TIMED_OUT
 
 
 class DelayedOperation:
@@ -157,7 +150,7 @@ class DelayedOperationPurgatory(Generic[K]):
 class CommitCheckable(Protocol):
     """A partition as a delayed produce sees it."""
 
-    def is_offset_committed(self, required_offset: int) -> tuple[bool, ReplicationError | None]:
+    def is_offset_committed(self, required_offset: int) -> tuple[bool, BrokerError | None]:
         """(done, error) for an acks=all write ending before `required_offset`."""
         ...
 

@@ -8,10 +8,13 @@ from pathlib import Path
 import pytest
 from replication_helpers import batch, log_bytes, new_partition, state
 
-from kt.broker.partition import (
+from kt.broker.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    error_code_for,
+)
+from kt.broker.partition import (
     Partition,
     ProducerStateError,
     whole_batches,
@@ -116,7 +119,8 @@ def test_hw_does_not_advance_under_min_isr(tmp_path: Path) -> None:
     assert p.is_under_min_isr() and p.high_watermark == 0
     # acks=all is refused before the append; acks=1 is not.
     err = p.check_enough_replicas_for_append(-1)
-    assert isinstance(err, NotEnoughReplicasError) and err.code == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert isinstance(err, NotEnoughReplicasError)
+    assert error_code_for(err) == ErrorCode.NOT_ENOUGH_REPLICAS
     assert p.check_enough_replicas_for_append(1) is None
     assert p.check_enough_replicas_for_append(-1, min_isr=1) is None
     # The follower catches up and joins: the HW moves.

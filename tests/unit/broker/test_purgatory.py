@@ -9,18 +9,19 @@ from pathlib import Path
 
 from replication_helpers import TP, batch, new_partition, state
 
-from kt.broker.partition import (
+from kt.broker.errors import (
+    BrokerError,
     NotEnoughReplicasAfterAppendError,
     NotLeaderOrFollowerError,
-    Partition,
-    ReplicationError,
+    RequestTimedOutError,
+    error_code_for,
 )
+from kt.broker.partition import Partition
 from kt.broker.purgatory import (
     DelayedFetch,
     DelayedOperationPurgatory,
     DelayedProduce,
     FetchPartitionStatus,
-    RequestTimedOutError,
 )
 from kt.protocol import ErrorCode
 from kt.storage.checkpoint import TopicPartition
@@ -42,7 +43,7 @@ class FakePartition:
     def available_bytes(self, fetch_offset: int, upper_bound: int, max_bytes: int) -> int:
         return min(upper_bound - fetch_offset, max_bytes)
 
-    def is_offset_committed(self, required: int) -> tuple[bool, ReplicationError | None]:
+    def is_offset_committed(self, required: int) -> tuple[bool, BrokerError | None]:
         if not self.leader:
             return True, NotLeaderOrFollowerError("moved")
         if self.high_watermark < required:
@@ -110,9 +111,7 @@ def test_produce_errors_and_timeout() -> None:
         t0 = time.monotonic()
         await asyncio.wait_for(op.wait(), 2)
         assert time.monotonic() - t0 >= 0.04 and op.expired
-        codes = {
-            k: e.code if isinstance(e, ReplicationError) else None for k, e in op.result.items()
-        }
+        codes = {k: error_code_for(e) if e is not None else None for k, e in op.result.items()}
         assert codes == {
             "a": ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
             "b": ErrorCode.NOT_LEADER_OR_FOLLOWER,
