@@ -22,8 +22,9 @@ Rules follow Kafka 3.8 (facts sheet §3):
 
 A partition built directly with ``replicas=[me]`` and ``isr=[me]`` (the
 single-node default) leads alone: its high watermark follows the log end
-offset as soon as an append is written. A partition waiting for its first
-LeaderAndIsr should be built with ``leader_epoch=-1`` so that epoch 0 is news.
+offset as soon as an append is written. Its epoch (taken from the leader-epoch
+cache at load) is provisional: the first LeaderAndIsr applies even at the same
+epoch, since only epochs a controller stated make later requests stale.
 
 Everything runs on the broker's asyncio loop: no locks.
 """
@@ -211,6 +212,8 @@ class Partition:
     producer_state: ProducerStateManager | None = None
     # This broker's id; defaults to leader_id (a directly built partition leads).
     local_broker_id: int = -1
+    # Whether leader/epoch/ISR came from a controller (LeaderAndIsr), not from disk.
+    controller_assigned: bool = False
     # The ISR's version (the partition state znode's zkVersion).
     partition_epoch: int = 0
     adding_replicas: list[int] = field(default_factory=list)
@@ -289,7 +292,7 @@ class Partition:
         once, so a follower holding entries of a later epoch than any we wrote can
         still find where to truncate. Follower states are reset for the new epoch.
         """
-        if state.leader_epoch <= self.leader_epoch:
+        if self._is_stale(state):
             return False
         now = _now_ms() if now_ms is None else now_ms
         new_leader = not self.is_leader
@@ -323,7 +326,7 @@ class Partition:
         """Follow `state.leader` from `state.leader_epoch`. Returns False, changing
         nothing, for a leader epoch not newer than ours. The caller restarts the
         fetcher when True (even when only the epoch changed)."""
-        if state.leader_epoch <= self.leader_epoch:
+        if self._is_stale(state):
             return False
         self._set_assignment(state)
         self.isr = list(state.isr)
@@ -337,7 +340,14 @@ class Partition:
         self.notify()
         return True
 
+    def _is_stale(self, state: LeaderAndIsrState) -> bool:
+        # Kafka compares with the epoch of the last LeaderAndIsr; before the first one
+        # (a fresh Partition object in Kafka, epoch -1) any state is news, even if it
+        # repeats the epoch the log was last written in.
+        return self.controller_assigned and state.leader_epoch <= self.leader_epoch
+
     def _set_assignment(self, state: LeaderAndIsrState) -> None:
+        self.controller_assigned = True
         self.replicas = list(state.replicas)
         self.adding_replicas = list(state.adding_replicas)
         self.removing_replicas = list(state.removing_replicas)
