@@ -618,13 +618,23 @@ class Partition:
         trailing partial batch is dropped) and apply them to the producer state, so
         idempotent producers keep their sequences if we become leader."""
         buf = bytes(whole_batches(data))
+        headers = _peek_headers(buf)
+        leo = self.log.log_end_offset
+        if (
+            headers
+            and headers[0].base_offset < leo == self.log.log_start_offset
+            and headers[0].last_offset >= leo
+        ):
+            # Our empty log starts inside the leader's first batch (DeleteRecords moved
+            # its log start mid-batch): restart at the batch, as Kafka's follower does.
+            self.truncate_fully_and_start_at(headers[0].base_offset)
         segments_before = len(self.log.segments)
         result = self.log.append_as_follower(buf)
         psm = self.producer_state
         if psm is not None and result.batches:
             view = memoryview(buf)
             pos = 0
-            for header in _peek_headers(buf):
+            for header in headers:
                 size = header.size_in_bytes
                 psm.replay(LogBatch(pos, view[pos : pos + size], header, None))
                 pos += size

@@ -342,3 +342,25 @@ def test_manager_runs_one_fetcher_per_leader(tmp_path: Path) -> None:
         assert manager.fetchers == {} and endpoints[1].closed
 
     run(main())
+
+
+def test_leader_log_start_inside_a_batch(tmp_path: Path) -> None:
+    async def main() -> None:
+        leader = new_partition(tmp_path, 1)
+        leader.make_leader(state(1, 1, [1], [1, 2]))
+        for _ in range(4):
+            leader.append_records(batch(2))
+        # DeleteRecords up to 5: the log starts inside the batch 4-5.
+        leader.log.maybe_increment_log_start_offset(5)
+        follower = new_partition(tmp_path, 2)
+        follower.make_follower(state(1, 1, [1], [1, 2]))
+        fetcher = ReplicaFetcher(1, FakeLeader({TP: leader}), 2, FetcherConfig())
+        fetcher.add_partitions([follower])
+        await catch_up(fetcher)
+        assert follower.log_end_offset == 8 and follower.high_watermark == 8
+        assert follower.log_start_offset == 5
+        assert log_bytes(follower) == b"".join(
+            bytes(b.data) for b in leader.log.iter_batches() if b.base_offset >= 4
+        )
+
+    run(main())
