@@ -34,7 +34,7 @@ from kt.broker.errors import (
 )
 from kt.broker.log_manager import LogManager
 from kt.broker.metadata_store import INTERNAL_TOPICS
-from kt.broker.partition import Partition, ProducerStateError, ReplicationError
+from kt.broker.partition import Partition, ProducerStateError
 from kt.storage.checkpoint import TopicPartition
 from kt.storage.errors import OffsetOutOfRangeError, StorageError
 from kt.storage.log import AppendResult, FetchSlice, PartitionLog
@@ -176,15 +176,12 @@ class ReplicaManager:
             raise InvalidRecordError("produce request has no records")
         refusal = part.check_enough_replicas_for_append(acks)
         if refusal is not None:
-            raise broker_error(refusal.code, str(refusal))
+            raise refusal
         try:
             # `records` may be a view into the request frame: the log patches it in place.
             return part.append_records(records, now_ms=now_ms)
         except ProducerStateError as exc:
             raise broker_error(exc.error_code, exc.message) from exc
-        except ReplicationError as exc:
-            # The partition's own refusals (e.g. it stopped leading): the same codes.
-            raise broker_error(exc.code, str(exc)) from exc
         except (StorageError, OSError) as exc:
             self._maybe_fail(part, exc)
             raise
