@@ -23,7 +23,11 @@ from kt.broker.metadata_store import MetadataStore, TopicInfo, topic_name_proble
 from kt.broker.partition import Partition
 from kt.broker.producer_ids import ProducerIdManager
 from kt.broker.replica_manager import ReplicaManager
-from kt.broker.topic_configs import validate_topic_configs
+from kt.broker.topic_configs import (
+    MESSAGE_FORMAT_VERSION,
+    record_format_before_v2,
+    validate_topic_configs,
+)
 from kt.protocol import ErrorCode
 from kt.storage.checkpoint import TopicPartition
 from kt.storage.log_config import LogConfig
@@ -33,6 +37,8 @@ from kt.storage.retention import RetentionPlan, RetentionResult
 log = logging.getLogger("kt.broker")
 
 CONSUMER_OFFSETS = "__consumer_offsets"
+#: The inter-broker protocol (metadata) version of the Kafka release kt follows.
+INTER_BROKER_PROTOCOL_VERSION = "3.8-IV0"
 
 
 @dataclass(slots=True)
@@ -205,6 +211,8 @@ class Broker:
             configs = validate_topic_configs(configs or {})
         except ValueError as exc:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        if not validate_only:
+            _warn_ignored_configs(name, configs)
         info = TopicInfo(
             name,
             random_uuid(),
@@ -341,12 +349,13 @@ class Broker:
             configs = validate_topic_configs(configs)
         except ValueError as exc:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        _warn_ignored_configs(name, configs)
         info.configs = dict(configs)
         self.metadata.save()
         self.logs.update_config(name, info.configs)
 
     def auto_create_enabled(self) -> bool:
-        """True when producers and metadata requests may create topics."""
+        """True when Metadata requests may create topics (produces never do)."""
         return self.config.get_bool("auto.create.topics.enable")
 
     def maybe_auto_create(self, name: str) -> TopicInfo | None:
@@ -500,6 +509,20 @@ class Broker:
             except (asyncio.CancelledError, Exception):
                 pass
         self._tasks.clear()
+
+
+def _warn_ignored_configs(topic: str, configs: dict[str, str]) -> None:
+    """Kafka 3.x keeps a topic's message.format.version but ignores it (the
+    inter-broker protocol is past 3.0); it warns when the value names a record
+    format older than v2 (LogConfig.MessageFormatVersion.shouldWarn)."""
+    value = configs.get(MESSAGE_FORMAT_VERSION)
+    if value is not None and record_format_before_v2(value):
+        log.warning(
+            "Topic configuration %s with value `%s` is ignored for `%s` because the "
+            "inter-broker protocol version `%s` is greater or equal than 3.0. This "
+            "configuration is deprecated and it will be removed in Apache Kafka 4.0.",
+            MESSAGE_FORMAT_VERSION, value, topic, INTER_BROKER_PROTOCOL_VERSION,
+        )  # fmt: skip
 
 
 async def _retention_schedule(broker: Broker) -> None:

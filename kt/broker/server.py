@@ -1,5 +1,9 @@
 """Running a broker: open the logs, listen, serve until SIGTERM/SIGINT, shut down cleanly.
 
+Startup order: check that every listener's address can be bound, then open the
+log directories (locks, meta.properties, recovery), then listen. A broker that
+cannot listen (port taken) fails before it creates or touches a data directory.
+
 Services start after the listeners are bound: the group coordinator (loads
 `__consumer_offsets`), then the log cleaner. Shutdown order: stop accepting,
 close connections, stop the log cleaner and the group coordinator, stop
@@ -13,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import socket
 import time
 
 from kt.broker.broker import Broker
@@ -25,8 +30,10 @@ log = logging.getLogger("kt.broker")
 async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:
     """Run the broker until cancelled or signalled."""
     started = time.monotonic()
+    check_listeners(config.listeners)
     broker = Broker(config)
     broker.open()
+    running = False
     net = NetworkServer(
         broker,
         config.get_int("socket.request.max.bytes"),
@@ -60,6 +67,7 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
         )
         if ready is not None:
             ready.set()
+        running = True
         await stop.wait()
         log.info("shutting down")
     finally:
@@ -71,4 +79,32 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
         await broker.group_coordinator.stop()
         await broker.stop_background_tasks()
         broker.close()
-        log.info("stopped cleanly")
+        if running:
+            log.info("stopped cleanly")
+        else:
+            # The error that stopped the start is reported by the caller.
+            log.info("start failed: logs closed")
+
+
+def check_listeners(listeners: list[Listener]) -> None:
+    """Bind (and release) each listener's addresses as the server will, so a port in
+    use fails the start before any log directory is created or locked.
+
+    Raises the OSError of the first address that cannot be bound (EADDRINUSE for a
+    port taken). A port taken between this check and the real bind still fails the
+    start then, after the logs were opened.
+    """
+    for lst in listeners:
+        if lst.port == 0:
+            continue  # any free port: nothing to check
+        infos = socket.getaddrinfo(
+            lst.host or None, lst.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+        for family, kind, proto, _, address in infos:
+            with socket.socket(family, kind, proto) as probe:
+                # As asyncio's create_server: SO_REUSEADDR, and IPv6 sockets only for
+                # IPv6 (else binding :: after 0.0.0.0 would clash with ourselves).
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                probe.bind(address)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
+import socket
 import sys
 import time
 
@@ -94,7 +96,12 @@ def start(
     except StorageError as exc:
         fail(str(exc))
     except OSError as exc:
-        if exc.errno == 98:
+        # A listener that cannot be bound: a port in use, an address not on this
+        # host, a host name that does not resolve (socket.gaierror).
+        if isinstance(exc, socket.gaierror) or exc.errno in (
+            errno.EADDRINUSE,
+            errno.EADDRNOTAVAIL,
+        ):
             where = ", ".join(f"{lst.host}:{lst.port}" for lst in cfg.listeners)
             fail(f"cannot listen on {where}: {exc.strerror}")
         raise

@@ -1,14 +1,18 @@
 """Produce: append record batches to partition logs.
 
 The hot path never decodes records: the storage core frames and CRC-checks the
-batches from their headers, patches base offset and leader epoch in place and
-appends the bytes. Versions below 3 (message format v0/v1) are answered with
-UNSUPPORTED_VERSION, as Apache Kafka 4.0 does. With acks=0 there is no answer; a
-failure closes the connection instead, as in Kafka, so the producer notices.
+batch from its header, patches base offset and leader epoch in place and appends
+the bytes (only compacted topics decode records, to refuse those without a key).
+As in Kafka, each partition takes exactly one v2 batch, and a topic is never
+created by a produce (the producer's Metadata request does that). Versions below
+3 (message format v0/v1) are answered with UNSUPPORTED_VERSION, as Apache Kafka
+4.0 does. With acks=0 there is no answer; a failure closes the connection
+instead, as in Kafka, so the producer notices.
 """
 
 from __future__ import annotations
 
+import struct
 import time
 from typing import Any
 
@@ -16,9 +20,18 @@ from kt.broker.errors import BrokerError, InvalidRecordError, error_code_for
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.metadata_store import INTERNAL_TOPICS
 from kt.protocol import ErrorCode, Struct, apis
+from kt.storage import record_batch as v2
+from kt.storage.compression import Codec
 from kt.storage.errors import StorageError
+from kt.storage.log import RecordValidationError
 
 MIN_VERSION = 3
+VALID_ACKS = (-1, 0, 1)
+_LENGTH = struct.Struct(">i")
+_ATTRIBUTES = struct.Struct(">h")
+# Where every message format keeps its batch length and magic byte.
+_LENGTH_AT = 8
+_MAGIC_AT = 16
 
 
 @handles(apis.PRODUCE.key, (0, 11))
@@ -29,7 +42,9 @@ async def produce(ctx: RequestContext, request: Struct) -> Any:
     for topic in request.topic_data:
         parts = []
         for pdata in topic.partition_data:
-            parts.append(_append_one(ctx, topic.name, pdata.index, pdata.records, version))
+            parts.append(
+                _append_one(ctx, topic.name, pdata.index, pdata.records, version, request.acks)
+            )
         responses.append({"name": topic.name, "partition_responses": parts})
     if request.acks == 0:
         failed = [
@@ -43,16 +58,12 @@ async def produce(ctx: RequestContext, request: Struct) -> Any:
 
             raise CloseConnection(f"acks=0 produce failed: {failed[:5]}")
         return None
-    if request.acks not in (-1, 1):
-        for t in responses:
-            for p in t["partition_responses"]:
-                p.update(error_code=ErrorCode.INVALID_REQUIRED_ACKS, base_offset=-1)
     # acks=-1 waits for the ISR; on one broker the append is already in the ISR.
     return apis.PRODUCE.response(responses=responses, throttle_time_ms=0)
 
 
 def _append_one(
-    ctx: RequestContext, topic: str, index: int, records: Any, version: int
+    ctx: RequestContext, topic: str, index: int, records: Any, version: int, acks: int
 ) -> dict[str, Any]:
     broker = ctx.broker
     out: dict[str, Any] = {"index": index, "base_offset": -1, "log_append_time_ms": -1,
@@ -60,18 +71,40 @@ def _append_one(
     if version < MIN_VERSION:
         out["error_code"] = ErrorCode.UNSUPPORTED_VERSION
         return out
-    # Checked before auto-creation, which would make a plain topic of an internal name.
-    if topic not in INTERNAL_TOPICS and topic not in broker.metadata.topics:
-        broker.maybe_auto_create(topic)
+    if topic in INTERNAL_TOPICS:
+        # kt refuses clients' writes to internal topics before anything else, even
+        # when the topic does not exist yet (Kafka: UNKNOWN_TOPIC_OR_PARTITION then).
+        out["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION
+        return out
+    # As Kafka's KafkaApis: a partition the metadata does not know is refused (Produce
+    # never creates topics; the producer's Metadata request does), then the request's
+    # records are checked, all with a null error message.
+    info = broker.metadata.topics.get(topic)
+    if info is None or not 0 <= index < info.partitions:
+        out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return out
+    problem = records_problem(records, version)
+    if problem is not None:
+        out["error_code"] = problem
+        return out
+    if acks not in VALID_ACKS:
+        # Kafka's ReplicaManager.appendRecords writes nothing then.
+        out["error_code"] = ErrorCode.INVALID_REQUIRED_ACKS
+        return out
     try:
         result = broker.replica_manager.append_records(
-            topic, index, records, now_ms=int(time.time() * 1000)
+            topic, index, records, now_ms=int(time.time() * 1000), acks=acks
         )
     except (BrokerError, StorageError, OSError) as exc:
         out["error_code"] = error_code_for(exc)
         # Kafka sends a message only for refused records; the rest is a null message.
         if isinstance(exc, (InvalidRecordError, StorageError)) and exc.message:
             out["error_message"] = exc.message
+        if isinstance(exc, RecordValidationError):
+            out["record_errors"] = [
+                {"batch_index": e.batch_index, "batch_index_error_message": e.message}
+                for e in exc.record_errors
+            ]
         return out
     out.update(
         error_code=ErrorCode.NONE,
@@ -80,3 +113,29 @@ def _append_one(
         log_start_offset=result.log_start_offset,
     )
     return out
+
+
+def records_problem(records: Any, version: int) -> ErrorCode | None:
+    """Kafka's ProduceRequest.validateRecords for v3+: exactly one record batch per
+    partition, of magic 2, and no zstd before v7. Only complete batches count (a
+    truncated tail is the log's to refuse)."""
+    if records is None:
+        return ErrorCode.INVALID_RECORD
+    view = memoryview(records)
+    end = len(view)
+    pos = count = 0
+    magic = codec = -1
+    while end - pos >= v2.LOG_OVERHEAD:
+        (length,) = _LENGTH.unpack_from(view, pos + _LENGTH_AT)
+        if length < 0 or end - pos < v2.LOG_OVERHEAD + length:
+            break
+        if count == 0 and length >= v2.ATTRIBUTES_OFFSET + 2 - v2.LOG_OVERHEAD:
+            magic = view[pos + _MAGIC_AT]
+            codec = _ATTRIBUTES.unpack_from(view, pos + v2.ATTRIBUTES_OFFSET)[0] & v2.CODEC_MASK
+        count += 1
+        pos += v2.LOG_OVERHEAD + length
+    if count == 0 or magic != v2.MAGIC_V2 or count > 1:
+        return ErrorCode.INVALID_RECORD
+    if version < 7 and codec == Codec.ZSTD:
+        return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    return None

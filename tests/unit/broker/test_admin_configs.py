@@ -3,12 +3,9 @@ and the IncrementalAlterConfigs / OffsetForLeaderEpoch helpers."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import pytest
 
 from kt.broker.handlers.configs import APPEND, DELETE, SET, SUBTRACT, ResourceError, _apply_ops
-from kt.broker.handlers.leader_epochs import end_offset_for
 from kt.broker.topic_configs import (
     TOPIC_CONFIGS,
     ConfigSource,
@@ -19,7 +16,6 @@ from kt.broker.topic_configs import (
     parse,
     validate_topic_configs,
 )
-from kt.storage.leader_epoch import EpochEntry, LeaderEpochCache
 from kt.storage.log_config import LogConfig
 
 KAFKA_4_TOPIC_KEYS = {
@@ -37,7 +33,8 @@ KAFKA_4_TOPIC_KEYS = {
 
 
 def test_key_set_is_kafkas() -> None:
-    assert set(TOPIC_CONFIGS) == KAFKA_4_TOPIC_KEYS
+    # Kafka 4.0's keys, plus the one of 3.x's deprecated keys that kt accepts and ignores.
+    assert set(TOPIC_CONFIGS) == KAFKA_4_TOPIC_KEYS | {"message.format.version"}
 
 
 def test_defaults_parse_and_match_the_storage_layer() -> None:
@@ -98,7 +95,9 @@ def test_set_level_errors() -> None:
 def test_describe_sources_and_synonyms() -> None:
     given = {"log.retention.hours": "24", "log.segment.bytes": "2048"}
     entries = {e.name: e for e in describe_topic({"segment.bytes": "4096"}, given)}
-    assert set(entries) == KAFKA_4_TOPIC_KEYS
+    assert set(entries) == KAFKA_4_TOPIC_KEYS | {"message.format.version"}
+    mfv = entries["message.format.version"]  # Kafka 3.8's default, never used
+    assert (mfv.value, mfv.source) == ("3.0-IV1", ConfigSource.DEFAULT_CONFIG)
     seg = entries["segment.bytes"]
     assert (seg.value, seg.source) == ("4096", ConfigSource.DYNAMIC_TOPIC_CONFIG)
     assert [(n, s) for n, _, s in seg.synonyms] == [
@@ -127,39 +126,3 @@ def test_incremental_ops() -> None:
     assert _apply_ops(cur, [("cleanup.policy", SUBTRACT, "compact")])["cleanup.policy"] == ""
     with pytest.raises(ResourceError, match=r"Can't APPEND to key retention\.ms because its type"):
         _apply_ops(cur, [("retention.ms", APPEND, "1")])
-
-
-@dataclass
-class _Log:
-    leader_epoch_cache: LeaderEpochCache
-    log_end_offset: int
-
-
-@dataclass
-class _Part:
-    log: _Log
-    leader_epoch: int
-    log_end_offset: int = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.log_end_offset = self.log.log_end_offset
-
-
-def _part(entries: list[tuple[int, int]], leo: int, epoch: int) -> _Part:
-    cache = LeaderEpochCache(entries=[EpochEntry(e, o) for e, o in entries])
-    return _Part(_Log(cache, leo), epoch)
-
-
-def test_end_offset_for_counts_the_uncached_current_epoch() -> None:
-    empty = _part([], 0, 0)
-    assert end_offset_for(empty, 0) == (0, 0)  # type: ignore[arg-type]
-    assert end_offset_for(empty, 1) == (-1, -1)  # type: ignore[arg-type]
-    assert end_offset_for(empty, -1) == (-1, -1)  # type: ignore[arg-type]
-    cached = _part([(0, 0), (2, 10)], 15, 2)
-    assert end_offset_for(cached, 2) == (2, 15)  # type: ignore[arg-type]
-    assert end_offset_for(cached, 1) == (0, 10)  # type: ignore[arg-type]
-    assert end_offset_for(cached, 3) == (-1, -1)  # type: ignore[arg-type]
-    behind = _part([(0, 0), (2, 10)], 15, 4)  # epoch 4 not written yet
-    assert end_offset_for(behind, 4) == (4, 15)  # type: ignore[arg-type]
-    assert end_offset_for(behind, 3) == (2, 15)  # type: ignore[arg-type]
-    assert end_offset_for(behind, 1) == (0, 10)  # type: ignore[arg-type]

@@ -53,10 +53,13 @@ def test_error_codes_follow_the_class_hierarchy() -> None:
     assert error_code_for(storage_errors.CorruptIndexError("x")) == ErrorCode.KAFKA_STORAGE_ERROR
     assert error_code_for(FileNotFoundError()) == ErrorCode.KAFKA_STORAGE_ERROR
 
-    class Special(errors.RecordListTooLargeError):
+    class Special(errors.NotEnoughReplicasError):
         pass
 
-    assert error_code_for(Special()) == ErrorCode.RECORD_LIST_TOO_LARGE
+    assert error_code_for(Special()) == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert (
+        error_code_for(storage_log.RecordBatchTooLargeError("x")) == ErrorCode.RECORD_LIST_TOO_LARGE
+    )
     assert error_code_for(ValueError()) == ErrorCode.UNKNOWN_SERVER_ERROR
 
 
@@ -68,7 +71,7 @@ def test_producer_state_codes_map_to_typed_errors() -> None:
         (ErrorCode.INVALID_TXN_STATE, errors.InvalidTxnStateError),
         (ErrorCode.INVALID_RECORD, errors.InvalidRecordError),
     ):
-        exc = errors.producer_error(code, "why")
+        exc = errors.broker_error(code, "why")
         assert type(exc) is cls and exc.message == "why" and error_code_for(exc) == code
 
 
@@ -150,3 +153,48 @@ def test_remove_partition(rm: ReplicaManager) -> None:
     assert part is not None and part.offline
     assert TopicPartition("t", 1) not in rm and len(rm) == 1
     assert [p.tp for p in rm] == [TopicPartition("t", 0)]
+
+
+def test_partition_refusals_become_typed_errors(rm: ReplicaManager) -> None:
+    part = rm.get_partition_or_error("t", 0)
+    # The partition itself says it does not lead (e.g. a LeaderAndIsr raced the check).
+    part.local_broker_id = 7
+    with pytest.raises(errors.NotLeaderOrFollowerError):
+        rm.append_records("t", 0, _batch(b"a"), now_ms=1000)
+
+
+def test_last_offset_for_leader_epoch_counts_the_uncached_current_epoch(
+    rm: ReplicaManager,
+) -> None:
+    empty = rm.get_partition_or_error("t", 1)
+    assert rm.last_offset_for_leader_epoch("t", 1, 0) == (0, 0)
+    assert rm.last_offset_for_leader_epoch("t", 1, 1) == (-1, -1)
+    assert rm.last_offset_for_leader_epoch("t", 1, -1) == (-1, -1)
+    part = rm.get_partition_or_error("t", 0)
+    rm.append_records("t", 0, _batch(*[b"x"] * 10), now_ms=1000)
+    part.leader_epoch = 2
+    rm.append_records("t", 0, _batch(*[b"y"] * 5), now_ms=1000)
+    assert rm.last_offset_for_leader_epoch("t", 0, 2) == (2, 15)
+    assert rm.last_offset_for_leader_epoch("t", 0, 1) == (0, 10)
+    assert rm.last_offset_for_leader_epoch("t", 0, 3) == (-1, -1)
+    part.leader_epoch = 4  # a new epoch nothing was written in yet
+    assert rm.last_offset_for_leader_epoch("t", 0, 4) == (4, 15)
+    assert rm.last_offset_for_leader_epoch("t", 0, 3) == (2, 15)
+    assert rm.last_offset_for_leader_epoch("t", 0, 1) == (0, 10)
+    with pytest.raises(errors.FencedLeaderEpochError):
+        rm.last_offset_for_leader_epoch("t", 0, 1, current_leader_epoch=3)
+    assert empty.leader_epoch == 0
+
+
+def test_fetch_offset_for_timestamp(rm: ReplicaManager) -> None:
+    rm.append_records("t", 0, _batch(b"a", b"b"), now_ms=1000)  # timestamps 1000
+    assert rm.fetch_offset_for_timestamp("t", 0, -2) == (0, -1, 0)  # earliest
+    assert rm.fetch_offset_for_timestamp("t", 0, -1) == (2, -1, 0)  # latest
+    assert rm.fetch_offset_for_timestamp("t", 0, 999) == (0, 1000, 0)
+    assert rm.fetch_offset_for_timestamp("t", 0, 1001) == (-1, -1, -1)
+    part = rm.get_partition_or_error("t", 0)
+    part.leader_id = 2
+    with pytest.raises(errors.NotLeaderOrFollowerError):
+        rm.fetch_offset_for_timestamp("t", 0, -2)
+    # The debugging replica id may ask a follower.
+    assert rm.fetch_offset_for_timestamp("t", 0, -2, require_leader=False)[0] == 0
