@@ -18,6 +18,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
+from textual.css.query import NoMatches
 from textual.widgets import DataTable, Input, Static
 
 from kt.tui.screens.base import DashboardScreen, selected_key
@@ -194,6 +195,10 @@ class MessagesScreen(DashboardScreen):
                     self.show_state()
             except asyncio.CancelledError:
                 raise
+            except NoMatches:
+                # The screen's widgets went (the screen closing) while a fetch was out:
+                # nothing is left to show. A busy machine let a fetch land in that gap.
+                return
             except (KafkaConnectionError, KafkaTimeoutError, KafkaError, OSError) as exc:
                 self.state = f"{topic}-{partition}: {exc} — retrying"
                 self.show_state(error=True)
