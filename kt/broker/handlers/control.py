@@ -14,7 +14,7 @@ from typing import Any
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.metadata.cache import Endpoint, LiveBroker, PartitionView
 from kt.broker.replica_manager import PartitionStateChange, StopReplicaChange
-from kt.protocol import ErrorCode, Struct, apis
+from kt.protocol import Struct, apis
 from kt.storage.checkpoint import TopicPartition
 
 _NO_ID = bytes(16)
