@@ -419,8 +419,12 @@ def test_alter_partition_checks_and_writes():
         epoch = zk.brokers[1].epoch
 
         async def alter(**kw: Any) -> Any:
-            change = IsrChange(TP("t", 0), kw.get("leader_epoch", s.leader_epoch),
-                               kw.get("isr", (1, 2)), kw.get("partition_epoch", s.zk_version))  # fmt: skip
+            change = IsrChange(
+                TP("t", 0),
+                kw.get("leader_epoch", s.leader_epoch),
+                kw.get("isr", (1, 2)),
+                kw.get("partition_epoch", s.zk_version),
+            )
             top, answers = await c.alter_partition(kw.get("broker", 1), kw.get("epoch", epoch),
                                                    [change])  # fmt: skip
             return top, answers.get(TP("t", 0))
