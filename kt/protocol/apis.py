@@ -4,6 +4,8 @@ Every API covers its full version range; field names are the spec's names in
 snake_case. Adding an API is a matter of stating its schema here and listing it in
 `ALL_APIS`. Notation reminder: versions (``3+``, ``3-5``), ``?R`` nullable
 versions, ``@N`` tag, ``=V`` default; ``[]`` / ``{}`` take indented children.
+Structs that several fields share are stated once under ``common=`` (each may use
+the ones listed before it) and referred to as ``[]Name`` or ``Name``.
 """
 
 from __future__ import annotations
@@ -175,6 +177,140 @@ topics []
     offline_replicas []int32 5+
   topic_authorized_operations int32 8+ =-2147483648
 cluster_authorized_operations int32 8-10 =-2147483648
+""",
+)  # fmt: skip
+
+LEADER_AND_ISR = Api(
+    4, "LeaderAndIsr", "0-7", "4+",
+    request="""
+controller_id int32
+is_kraft_controller bool 7+ =false
+controller_epoch int32
+broker_epoch int64 2+ =-1
+type int8 5+
+ungrouped_partition_states []LeaderAndIsrPartitionState 0-1
+topic_states [] 2+
+  topic_name string 2+
+  topic_id uuid 5+
+  partition_states []LeaderAndIsrPartitionState 2+
+live_leaders []
+  broker_id int32
+  host_name string
+  port int32
+""",
+    response="""
+error_code int16
+partition_errors []LeaderAndIsrPartitionError 0-4
+topics [] 5+
+  topic_id uuid 5+
+  partition_errors []LeaderAndIsrPartitionError 5+
+""",
+    common={
+        "LeaderAndIsrPartitionState": """
+topic_name string 0-1
+partition_index int32
+controller_epoch int32
+leader int32
+leader_epoch int32
+isr []int32
+partition_epoch int32
+replicas []int32
+adding_replicas []int32 3+
+removing_replicas []int32 3+
+is_new bool 1+ =false
+leader_recovery_state int8 6+ =0
+""",
+        "LeaderAndIsrPartitionError": """
+topic_name string 0-4
+partition_index int32
+error_code int16
+""",
+    },
+)  # fmt: skip
+
+STOP_REPLICA = Api(
+    5, "StopReplica", "0-4", "2+",
+    request="""
+controller_id int32
+is_kraft_controller bool 4+ =false
+controller_epoch int32
+broker_epoch int64 1+ =-1
+delete_partitions bool 0-2
+ungrouped_partitions [] 0
+  topic_name string 0
+  partition_index int32 0
+topics [] 1-2
+  name string 1-2
+  partition_indexes []int32 1-2
+topic_states [] 3+
+  topic_name string 3+
+  partition_states [] 3+
+    partition_index int32 3+
+    leader_epoch int32 3+ =-1
+    delete_partition bool 3+
+""",
+    response="""
+error_code int16
+partition_errors []
+  topic_name string
+  partition_index int32
+  error_code int16
+""",
+)  # fmt: skip
+
+UPDATE_METADATA = Api(
+    6, "UpdateMetadata", "0-8", "6+",
+    request="""
+controller_id int32
+is_kraft_controller bool 8+ =false
+type int8 8+ @0 =0
+controller_epoch int32
+broker_epoch int64 5+ =-1
+ungrouped_partition_states []UpdateMetadataPartitionState 0-4
+topic_states [] 5+
+  topic_name string 5+
+  topic_id uuid 7+
+  partition_states []UpdateMetadataPartitionState 5+
+live_brokers []
+  id int32
+  v0_host string 0
+  v0_port int32 0
+  endpoints [] 1+
+    port int32 1+
+    host string 1+
+    listener string 3+
+    security_protocol int16 1+
+  rack string 2+ ?0+
+""",
+    response="""
+error_code int16
+""",
+    common={
+        "UpdateMetadataPartitionState": """
+topic_name string 0-4
+partition_index int32
+controller_epoch int32
+leader int32
+leader_epoch int32
+isr []int32
+zk_version int32
+replicas []int32
+offline_replicas []int32 4+
+""",
+    },
+)  # fmt: skip
+
+CONTROLLED_SHUTDOWN = Api(
+    7, "ControlledShutdown", "0-3", "3+",
+    request="""
+broker_id int32
+broker_epoch int64 2+ =-1
+""",
+    response="""
+error_code int16
+remaining_partitions []
+  topic_name string
+  partition_index int32
 """,
 )  # fmt: skip
 
@@ -549,6 +685,125 @@ topics []
 """,
 )  # fmt: skip
 
+ADD_PARTITIONS_TO_TXN = Api(
+    24, "AddPartitionsToTxn", "0-5", "3+",
+    request="""
+transactions [] 4+
+  transactional_id string 4+
+  producer_id int64 4+
+  producer_epoch int16 4+
+  verify_only bool 4+ =false
+  topics []AddPartitionsToTxnTopic 4+
+v3_and_below_transactional_id string 0-3
+v3_and_below_producer_id int64 0-3
+v3_and_below_producer_epoch int16 0-3
+v3_and_below_topics []AddPartitionsToTxnTopic 0-3
+""",
+    response="""
+throttle_time_ms int32
+error_code int16 4+
+results_by_transaction [] 4+
+  transactional_id string 4+
+  topic_results []AddPartitionsToTxnTopicResult 4+
+results_by_topic_v3_and_below []AddPartitionsToTxnTopicResult 0-3
+""",
+    common={
+        "AddPartitionsToTxnTopic": """
+name string
+partitions []int32
+""",
+        "AddPartitionsToTxnPartitionResult": """
+partition_index int32
+partition_error_code int16
+""",
+        "AddPartitionsToTxnTopicResult": """
+name string
+results_by_partition []AddPartitionsToTxnPartitionResult
+""",
+    },
+)  # fmt: skip
+
+ADD_OFFSETS_TO_TXN = Api(
+    25, "AddOffsetsToTxn", "0-4", "3+",
+    request="""
+transactional_id string
+producer_id int64
+producer_epoch int16
+group_id string
+""",
+    response="""
+throttle_time_ms int32
+error_code int16
+""",
+)  # fmt: skip
+
+END_TXN = Api(
+    26, "EndTxn", "0-5", "3+",
+    request="""
+transactional_id string
+producer_id int64
+producer_epoch int16
+committed bool
+""",
+    response="""
+throttle_time_ms int32
+error_code int16
+producer_id int64 5+ =-1
+producer_epoch int16 5+ =-1
+""",
+)  # fmt: skip
+
+WRITE_TXN_MARKERS = Api(
+    27, "WriteTxnMarkers", "0-1", "1+",
+    request="""
+markers []
+  producer_id int64
+  producer_epoch int16
+  transaction_result bool
+  topics []
+    name string
+    partition_indexes []int32
+  coordinator_epoch int32
+""",
+    response="""
+markers []
+  producer_id int64
+  topics []
+    name string
+    partitions []
+      partition_index int32
+      error_code int16
+""",
+)  # fmt: skip
+
+TXN_OFFSET_COMMIT = Api(
+    28, "TxnOffsetCommit", "0-4", "3+",
+    request="""
+transactional_id string
+group_id string
+producer_id int64
+producer_epoch int16
+generation_id int32 3+ =-1
+member_id string 3+ =
+group_instance_id string 3+ ?3+ =null
+topics []
+  name string
+  partitions []
+    partition_index int32
+    committed_offset int64
+    committed_leader_epoch int32 2+ =-1
+    committed_metadata string ?0+
+""",
+    response="""
+throttle_time_ms int32
+topics []
+  name string
+  partitions []
+    partition_index int32
+    error_code int16
+""",
+)  # fmt: skip
+
 DESCRIBE_CONFIGS = Api(
     32, "DescribeConfigs", "0-4", "4+",
     request="""
@@ -600,6 +855,25 @@ responses []
   error_message string ?0+
   resource_type int8
   resource_name string
+""",
+)  # fmt: skip
+
+ALTER_REPLICA_LOG_DIRS = Api(
+    34, "AlterReplicaLogDirs", "0-2", "2+",
+    request="""
+dirs []
+  path string
+  topics []
+    name string
+    partitions []int32
+""",
+    response="""
+throttle_time_ms int32
+results []
+  topic_name string
+  partitions []
+    partition_index int32
+    error_code int16
 """,
 )  # fmt: skip
 
@@ -782,6 +1056,41 @@ topics []
 """,
 )  # fmt: skip
 
+ALTER_PARTITION = Api(
+    56, "AlterPartition", "0-3", "0+",
+    request="""
+broker_id int32
+broker_epoch int64 =-1
+topics []
+  topic_name string 0-1
+  topic_id uuid 2+
+  partitions []
+    partition_index int32
+    leader_epoch int32
+    new_isr []int32 0-2
+    new_isr_with_epochs [] 3+
+      broker_id int32 3+
+      broker_epoch int64 3+ =-1
+    leader_recovery_state int8 1+ =0
+    partition_epoch int32
+""",
+    response="""
+throttle_time_ms int32
+error_code int16
+topics []
+  topic_name string 0-1
+  topic_id uuid 2+
+  partitions []
+    partition_index int32
+    error_code int16
+    leader_id int32
+    leader_epoch int32
+    isr []int32
+    leader_recovery_state int8 1+ =0
+    partition_epoch int32
+""",
+)  # fmt: skip
+
 DESCRIBE_CLUSTER = Api(
     60, "DescribeCluster", "0-1", "0+",
     request="""
@@ -829,11 +1138,54 @@ topics []
 """,
 )  # fmt: skip
 
+DESCRIBE_TRANSACTIONS = Api(
+    65, "DescribeTransactions", "0", "0+",
+    request="""
+transactional_ids []string
+""",
+    response="""
+throttle_time_ms int32
+transaction_states []
+  error_code int16
+  transactional_id string
+  transaction_state string
+  transaction_timeout_ms int32
+  transaction_start_time_ms int64
+  producer_id int64
+  producer_epoch int16
+  topics []
+    topic string
+    partitions []int32
+""",
+)  # fmt: skip
+
+LIST_TRANSACTIONS = Api(
+    66, "ListTransactions", "0-1", "0+",
+    request="""
+state_filters []string
+producer_id_filters []int64
+duration_filter int64 1+ =-1
+""",
+    response="""
+throttle_time_ms int32
+error_code int16
+unknown_state_filters []string
+transaction_states []
+  transactional_id string
+  producer_id int64
+  transaction_state string
+""",
+)  # fmt: skip
+
 ALL_APIS: tuple[Api, ...] = (
     PRODUCE,
     FETCH,
     LIST_OFFSETS,
     METADATA,
+    LEADER_AND_ISR,
+    STOP_REPLICA,
+    UPDATE_METADATA,
+    CONTROLLED_SHUTDOWN,
     OFFSET_COMMIT,
     OFFSET_FETCH,
     FIND_COORDINATOR,
@@ -850,8 +1202,14 @@ ALL_APIS: tuple[Api, ...] = (
     DELETE_RECORDS,
     INIT_PRODUCER_ID,
     OFFSET_FOR_LEADER_EPOCH,
+    ADD_PARTITIONS_TO_TXN,
+    ADD_OFFSETS_TO_TXN,
+    END_TXN,
+    WRITE_TXN_MARKERS,
+    TXN_OFFSET_COMMIT,
     DESCRIBE_CONFIGS,
     ALTER_CONFIGS,
+    ALTER_REPLICA_LOG_DIRS,
     DESCRIBE_LOG_DIRS,
     SASL_AUTHENTICATE,
     CREATE_PARTITIONS,
@@ -861,8 +1219,11 @@ ALL_APIS: tuple[Api, ...] = (
     ALTER_PARTITION_REASSIGNMENTS,
     LIST_PARTITION_REASSIGNMENTS,
     OFFSET_DELETE,
+    ALTER_PARTITION,
     DESCRIBE_CLUSTER,
     DESCRIBE_PRODUCERS,
+    DESCRIBE_TRANSACTIONS,
+    LIST_TRANSACTIONS,
 )
 
 #: API key -> Api

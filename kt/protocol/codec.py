@@ -25,6 +25,8 @@ Decoder = Callable[[memoryview, int], tuple[Any, int]]
 Encoder = Callable[[bytearray, Any], None]
 _DecodeOp = Callable[[memoryview, int, list[Any]], int]
 
+#: the one API whose version 0 uses request header v0 (see Api.request_header_version)
+_CONTROLLED_SHUTDOWN_KEY = 7
 #: exceptions a malformed value can raise inside an encoder; turned into EncodeError
 _ENCODE_FAILURES = (struct.error, TypeError, AttributeError, ValueError, OverflowError, KeyError)
 #: safety net: primitives raise DecodeError themselves, but nothing else may escape
@@ -376,7 +378,13 @@ class Api:
         return self.flexible is not None and version in self.flexible
 
     def request_header_version(self, version: int) -> int:
-        """Request header version Kafka uses for this API version (1 or 2)."""
+        """Request header version Kafka uses for this API version (0, 1 or 2).
+
+        Header v0 (no client_id) exists only for ControlledShutdown v0, which
+        predates the client_id field; everything else uses v1, or v2 when flexible.
+        """
+        if self.key == _CONTROLLED_SHUTDOWN_KEY and version == 0:
+            return 0
         return 2 if self.is_flexible(version) else 1
 
     def response_header_version(self, version: int) -> int:
@@ -396,7 +404,10 @@ def _message(
 ) -> MessageSchema:
     from kt.protocol.schema import parse_common
 
-    commons = {cn: parse_common(cn, ct, name) for cn, ct in (common or {}).items()}
+    # A common struct may use the common structs listed before it.
+    commons: dict[str, StructSchema] = {}
+    for cn, ct in (common or {}).items():
+        commons[cn] = parse_common(cn, ct, name, commons)
     st = parse_struct(text, name, commons)
     for cn, cs in commons.items():
         setattr(st.cls, cn, cs.cls)

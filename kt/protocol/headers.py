@@ -1,8 +1,9 @@
 """Request/response headers and whole-message encoding and decoding.
 
 A request frame is a request header (v1: api_key, api_version, correlation_id,
-client_id; v2 adds a tagged-field section) followed by the body; a response frame
-is a response header (v0: correlation_id; v1 adds tagged fields) and the body.
+client_id; v2 adds a tagged-field section; v0, used only by ControlledShutdown v0,
+lacks the client_id) followed by the body; a response frame is a response header
+(v0: correlation_id; v1 adds tagged fields) and the body.
 Flexible API versions use the newer header versions, except that ApiVersions
 responses always use header v0 so that any client can read them.
 
@@ -92,7 +93,8 @@ def encode_request(
 ) -> bytes:
     """Encode a request (header chosen from the API version) and its body.
 
-    `body` is the API's request object or a dict of its fields. Raises
+    `body` is the API's request object or a dict of its fields. `client_id` is
+    left out when the header version has none (ControlledShutdown v0). Raises
     UnsupportedVersionError for an API/version we do not know, EncodeError for a
     body that does not fit the version.
     """
@@ -100,9 +102,10 @@ def encode_request(
     out = _start(size_prefix)
     hv = api.request_header_version(api_version)
     out += p.INT16.pack(api_key) + p.INT16.pack(api_version) + p.INT32.pack(correlation_id)
-    # client_id stays a classic nullable string even in header v2 (Kafka keeps it
-    # readable by brokers that cannot parse the rest of a newer header).
-    p.write_nullable_string(out, client_id)
+    if hv >= 1:
+        # client_id stays a classic nullable string even in header v2 (Kafka keeps
+        # it readable by brokers that cannot parse the rest of a newer header).
+        p.write_nullable_string(out, client_id)
     if hv >= 2:
         out.append(0)
     api.request.encode_into(out, body, api_version)
@@ -124,6 +127,9 @@ def decode_request_header(frame: bytes | bytearray | memoryview) -> tuple[Reques
     header = RequestHeader(api_key, api_version, correlation_id)
     api = APIS_BY_KEY.get(api_key)
     known = api is not None and api_version in api.versions
+    if api is not None and api.request_header_version(api_version) == 0:
+        header.header_version = 0
+        return header, 8
     try:
         header.client_id, pos = p.read_nullable_string(buf, 8)
         if api is not None and api.request_header_version(api_version) >= 2:

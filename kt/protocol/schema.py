@@ -355,8 +355,11 @@ def _parse_block(
     return pos, fields
 
 
-def parse_common(name: str, text: str, owner: str) -> StructSchema:
-    """Parse a common struct (shared by several fields of one message)."""
-    s = parse_struct(text, f"{owner}.{name}")
+def parse_common(
+    name: str, text: str, owner: str, common: dict[str, StructSchema] | None = None
+) -> StructSchema:
+    """Parse a common struct (shared by several fields of one message); it may refer
+    to the common structs in `common`."""
+    s = parse_struct(text, f"{owner}.{name}", common)
     s.common_name = name
     return s

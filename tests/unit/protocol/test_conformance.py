@@ -134,6 +134,8 @@ def test_required_apis_present() -> None:
     keys = {a.key for a in ALL_APIS}
     required = {18, 3, 0, 1, 2, 10, 11, 14, 12, 13, 8, 9, 16, 15, 42, 47, 19, 20, 37, 32, 33}
     required |= {44, 22, 21, 23, 60, 35, 61, 17, 36, 45, 46, 43}
+    required |= {4, 5, 6, 7, 56, 34}  # inter-broker
+    required |= {24, 25, 26, 27, 28, 65, 66}  # transactions
     assert required <= keys
 
 

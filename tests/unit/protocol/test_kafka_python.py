@@ -21,6 +21,10 @@ from kt.protocol.headers import decode_request, decode_response, encode_request,
 kp_consumer = pytest.importorskip("kafka.protocol.consumer")
 kp_metadata = pytest.importorskip("kafka.protocol.metadata")
 kp_producer = pytest.importorskip("kafka.protocol.producer")
+kp_cluster = pytest.importorskip("kafka.protocol.admin.cluster")
+kp_topics = pytest.importorskip("kafka.protocol.admin.topics")
+kp_txn = pytest.importorskip("kafka.protocol.admin.transactions")
+kp_offsets = pytest.importorskip("kafka.protocol.consumer.offsets")
 
 PAIRS: list[tuple[Any, Any, Any]] = [
     (apis.API_VERSIONS, kp_metadata.ApiVersionsRequest, kp_metadata.ApiVersionsResponse),
@@ -38,6 +42,29 @@ PAIRS: list[tuple[Any, Any, Any]] = [
     (apis.OFFSET_COMMIT, kp_consumer.OffsetCommitRequest, kp_consumer.OffsetCommitResponse),
     (apis.OFFSET_FETCH, kp_consumer.OffsetFetchRequest, kp_consumer.OffsetFetchResponse),
     (apis.OFFSET_DELETE, kp_consumer.OffsetDeleteRequest, kp_consumer.OffsetDeleteResponse),
+    (apis.OFFSET_FOR_LEADER_EPOCH, kp_offsets.OffsetForLeaderEpochRequest,
+     kp_offsets.OffsetForLeaderEpochResponse),
+    (apis.ALTER_REPLICA_LOG_DIRS, kp_cluster.AlterReplicaLogDirsRequest,
+     kp_cluster.AlterReplicaLogDirsResponse),
+    (apis.DESCRIBE_LOG_DIRS, kp_cluster.DescribeLogDirsRequest,
+     kp_cluster.DescribeLogDirsResponse),
+    (apis.ELECT_LEADERS, kp_topics.ElectLeadersRequest, kp_topics.ElectLeadersResponse),
+    (apis.ALTER_PARTITION_REASSIGNMENTS, kp_topics.AlterPartitionReassignmentsRequest,
+     kp_topics.AlterPartitionReassignmentsResponse),
+    (apis.LIST_PARTITION_REASSIGNMENTS, kp_topics.ListPartitionReassignmentsRequest,
+     kp_topics.ListPartitionReassignmentsResponse),
+    (apis.ADD_PARTITIONS_TO_TXN, kp_producer.AddPartitionsToTxnRequest,
+     kp_producer.AddPartitionsToTxnResponse),
+    (apis.ADD_OFFSETS_TO_TXN, kp_producer.AddOffsetsToTxnRequest,
+     kp_producer.AddOffsetsToTxnResponse),
+    (apis.END_TXN, kp_producer.EndTxnRequest, kp_producer.EndTxnResponse),
+    (apis.WRITE_TXN_MARKERS, kp_producer.WriteTxnMarkersRequest,
+     kp_producer.WriteTxnMarkersResponse),
+    (apis.TXN_OFFSET_COMMIT, kp_producer.TxnOffsetCommitRequest,
+     kp_producer.TxnOffsetCommitResponse),
+    (apis.DESCRIBE_TRANSACTIONS, kp_txn.DescribeTransactionsRequest,
+     kp_txn.DescribeTransactionsResponse),
+    (apis.LIST_TRANSACTIONS, kp_txn.ListTransactionsRequest, kp_txn.ListTransactionsResponse),
 ]  # fmt: skip
 
 CASES = [
