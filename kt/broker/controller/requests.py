@@ -108,7 +108,7 @@ def leader_and_isr(
             leaders.append({"broker_id": b.broker_id, "host_name": ep[0], "port": ep[1]})
     return {
         "controller_id": controller_id,
-        "is_k_raft_controller": False,
+        "is_kraft_controller": False,
         "type": TYPE_FULL if full else TYPE_INCREMENTAL,
         "controller_epoch": controller_epoch,
         "broker_epoch": broker_epoch,
@@ -176,7 +176,7 @@ def update_metadata(
         )
     return {
         "controller_id": controller_id,
-        "is_k_raft_controller": False,
+        "is_kraft_controller": False,
         "type": TYPE_FULL if full else TYPE_INCREMENTAL,
         "controller_epoch": controller_epoch,
         "broker_epoch": broker_epoch,
@@ -203,7 +203,7 @@ def stop_replica(
         )
     return {
         "controller_id": controller_id,
-        "is_k_raft_controller": False,
+        "is_kraft_controller": False,
         "controller_epoch": controller_epoch,
         "broker_epoch": broker_epoch,
         "delete_partitions": delete,

@@ -189,6 +189,7 @@ class Recorder:
             async def send(self, api: Api, body: Any) -> Any:
                 if broker_id in recorder.down:
                     raise ConnectionError("down")
+                _check_encodes(api, body)
                 recorder.sent.append((broker_id, api.name, body))
                 if api is apis.STOP_REPLICA:
                     return apis.STOP_REPLICA.response(error_code=0, partition_errors=[])
@@ -210,6 +211,25 @@ class Recorder:
                 for p in t["partition_states"]:
                     out[(t["topic_name"], p["partition_index"])] = p["leader"]
         return out
+
+
+def _check_encodes(api: Api, body: dict[str, Any]) -> None:
+    """The body survives encoding at the newest version, and every field name the
+    controller used exists in the schema (a misspelt one would be silently dropped)."""
+    version = api.max_version
+    decoded = api.request.decode(api.request.encode(api.request(**body), version), version)
+
+    def walk(given: Any, got: Any, path: str) -> None:
+        if isinstance(given, dict):
+            for key, value in given.items():
+                assert hasattr(got, key), f"{api.name}: no field {path}{key}"
+                walk(value, getattr(got, key), f"{path}{key}.")
+        elif isinstance(given, list) and given and isinstance(given[0], dict):
+            assert len(given) == len(got)
+            for a, b in zip(given, got):
+                walk(a, b, path)
+
+    walk(body, decoded, "")
 
 
 async def settle() -> None:
