@@ -16,9 +16,13 @@ from typing import Any
 
 from kt.broker import faults
 from kt.broker.config import DEFAULTS, BrokerConfig, Listener
+from kt.broker.groups import GroupCoordinator
+from kt.broker.log_cleaner import LogCleaner
 from kt.broker.log_manager import LogManager
 from kt.broker.metadata_store import MetadataStore, TopicInfo, topic_name_problem
 from kt.broker.partition import Partition
+from kt.broker.producer_ids import ProducerIdManager
+from kt.broker.replica_manager import ReplicaManager
 from kt.broker.topic_configs import validate_topic_configs
 from kt.protocol import ErrorCode
 from kt.storage.checkpoint import TopicPartition
@@ -40,7 +44,11 @@ class TopicError(Exception):
 
 
 class Broker:
-    """One broker: its partitions, topics and background tasks."""
+    """One broker: its topics, replica manager, coordinators and background tasks.
+
+    The services are explicit attributes, built here and started/stopped by the
+    server (`kt.broker.server`) in a fixed order.
+    """
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -51,23 +59,19 @@ class Broker:
         self.logs.failure_listener = self._dir_failure_from_any_thread
         self._loop: asyncio.AbstractEventLoop | None = None
         self.metadata = MetadataStore.load(self.logs.log_dirs[0])
-        self.partitions: dict[TopicPartition, Partition] = {}
+        # Owns the hosted partitions; every request resolves its partitions through it.
+        self.replica_manager = ReplicaManager(config.node_id, self.logs)
         self.cluster_id = ""
         self.started_ms = int(time.time() * 1000)
         self._tasks: list[asyncio.Task[None]] = []
-        # Services that later parts plug in (group coordinator, producer ids, ...).
-        self.services: dict[str, object] = {}
         self._on_topic_deleted: list[Callable[[str], None]] = []
         self.stopping = False
         # Listeners as bound (port 0 resolved), set by the server once listening.
         self.bound_listeners: list[Listener] = []
-        from kt.broker.groups import GroupCoordinator
-
+        self.producer_ids = ProducerIdManager(self.metadata)
         # Loads __consumer_offsets when the server starts it.
-        self.services["group_coordinator"] = GroupCoordinator.for_broker(self)
-        from kt.broker.log_cleaner import LogCleaner
-
-        self.services["log_cleaner"] = LogCleaner(self)
+        self.group_coordinator = GroupCoordinator.for_broker(self)
+        self.log_cleaner = LogCleaner(self)
 
     # --- lifecycle -------------------------------------------------------
 
@@ -85,12 +89,12 @@ class Broker:
             info = self.metadata.topics.get(tp.topic)
             if info is None:
                 info = self._adopt_topic_from_disk(tp)
-            self.partitions[tp] = self._partition(tp, info.topic_id, plog)
+            self.replica_manager.create_partition(tp, info.topic_id, plog)
         # Partitions the metadata knows but whose directory is missing are recreated.
         for info in self.metadata.topics.values():
             for p in range(info.partitions):
                 tp = TopicPartition(info.name, p)
-                if tp in self.partitions:
+                if tp in self.replica_manager:
                     continue
                 if self.logs.offline_dirs:
                     # Kafka's getOrCreateLog(isNew=false): the log may be in an offline
@@ -113,23 +117,10 @@ class Broker:
         self.metadata.add(info)
         return info
 
-    def _partition(self, tp: TopicPartition, topic_id: bytes, plog: object) -> Partition:
-        from kt.storage.log import PartitionLog
-
-        assert isinstance(plog, PartitionLog)
-        epoch = plog.leader_epoch_cache.latest_epoch or 0
-        part = Partition(tp, topic_id, plog, self.node_id, epoch, [self.node_id], [self.node_id])
-        part.load_producer_state()
-        return part
-
     def close(self) -> None:
         """Clean shutdown: producer snapshots, flush, checkpoints, the clean-shutdown
         marker, unlock."""
-        for part in self.partitions.values():
-            try:
-                part.close()
-            except OSError as exc:
-                log.error("%s: cannot snapshot producer state at shutdown: %s", part.tp, exc)
+        self.replica_manager.close()
         self.logs.shutdown()
 
     def advertised_listeners(self) -> list[Listener]:
@@ -142,28 +133,6 @@ class Broker:
             out.append(Listener(adv.name, adv.host, bound.port))
         return out or self.config.advertised
 
-    def on_storage_error(self, part: Partition, exc: BaseException) -> None:
-        """An error in a partition's log. An I/O error (OSError) fails the partition's
-        whole log directory, as in Kafka (see fail_log_dir); any other storage error
-        takes just this partition offline. The rest keeps serving."""
-        d = self.logs.dir_of.get(part.tp)
-        if isinstance(exc, OSError) and d is not None:
-            self.fail_log_dir(d, exc)
-            return
-        log.error("storage error on %s, taking it offline: %s", part.tp, exc)
-        part.offline = True
-        part.notify()
-
-    def fail_log_dir(self, d: Path, exc: BaseException | str) -> None:
-        """Kafka's LogDirFailureHandler: take log directory `d` offline with all its
-        partitions (clients get KAFKA_STORAGE_ERROR for them), keep serving the other
-        directories; the log manager halts the broker when none is left."""
-        for tp in self.logs.handle_dir_failure(d, exc):
-            part = self.partitions.get(tp)
-            if part is not None:
-                part.offline = True
-                part.notify()
-
     def _dir_failure_from_any_thread(self, d: Path, exc: BaseException) -> None:
         # Checkpoints are written from worker threads: hand the failure to the loop.
         loop = self._loop
@@ -172,9 +141,9 @@ class Broker:
         except RuntimeError:
             running = None
         if loop is not None and running is not loop and not loop.is_closed():
-            loop.call_soon_threadsafe(self.fail_log_dir, d, exc)
+            loop.call_soon_threadsafe(self.replica_manager.fail_log_dir, d, exc)
         else:
-            self.fail_log_dir(d, exc)
+            self.replica_manager.fail_log_dir(d, exc)
 
     def config_given(self) -> dict[str, str]:
         """Server settings set explicitly (config file or overrides), not kt's defaults."""
@@ -266,9 +235,7 @@ class Broker:
     def _create_partition(self, info: TopicInfo, p: int) -> Partition:
         tp = TopicPartition(info.name, p)
         plog = self.logs.create(tp, info.topic_id, info.configs)
-        part = self._partition(tp, info.topic_id, plog)
-        self.partitions[tp] = part
-        return part
+        return self.replica_manager.create_partition(tp, info.topic_id, plog)
 
     def add_partitions(
         self,
@@ -354,10 +321,7 @@ class Broker:
         self.metadata.remove(name)
         for p in range(info.partitions):
             tp = TopicPartition(name, p)
-            part = self.partitions.pop(tp, None)
-            if part is not None:
-                part.offline = True
-                part.notify()
+            self.replica_manager.remove_partition(tp)
             self.logs.delete(tp)
         for callback in self._on_topic_deleted:
             callback(name)
@@ -395,10 +359,6 @@ class Broker:
             return self.create_topic(name, self.config.get_int("num.partitions"))
         except TopicError:
             return None
-
-    def partition(self, topic: str, index: int) -> Partition | None:
-        """A partition hosted here, if it exists."""
-        return self.partitions.get(TopicPartition(topic, index))
 
     def ensure_internal_topic(
         self, name: str, partitions: int, configs: dict[str, str]
@@ -444,7 +404,7 @@ class Broker:
         """Each second: fsync rolled segments (advancing recovery points), flush logs
         past their flush.ms, and unlink segment files whose deletion delay expired."""
         now = int(time.time() * 1000)
-        for part in list(self.partitions.values()):
+        for part in self.replica_manager:
             if part.offline:
                 continue
             plog = part.log
@@ -454,7 +414,7 @@ class Broker:
                     plog.flush()
                 plog.delete_expired_files(now)
             except OSError as exc:
-                self.on_storage_error(part, exc)
+                self.replica_manager.on_storage_error(part, exc)
 
     async def run_retention(self, now_ms: int | None = None) -> list[RetentionResult]:
         """One retention pass over every partition (Kafka's LogManager.cleanupLogs):
@@ -477,14 +437,14 @@ class Broker:
         plans: list[tuple[Partition, RetentionPlan]] = []
         results: list[RetentionResult] = []
         try:
-            for part in list(self.partitions.values()):
+            for part in self.replica_manager:
                 if part.offline or not part.log.try_begin_maintenance("retention"):
                     continue
                 claimed.append(part)
                 try:
                     plan = part.log.plan_retention(now)
                 except OSError as exc:
-                    self.on_storage_error(part, exc)
+                    self.replica_manager.on_storage_error(part, exc)
                     continue
                 if plan.future_timestamps:
                     log.warning(
@@ -504,7 +464,7 @@ class Broker:
                 )
             for part, plan in plans:
                 if (
-                    self.partitions.get(part.tp) is not part
+                    self.replica_manager.get(part.tp) is not part
                     or part.offline
                     or self.logs.get(part.tp) is not part.log
                 ):
@@ -516,7 +476,7 @@ class Broker:
                         psm.on_log_start_offset_incremented(result.log_start_offset)
                         psm.delete_snapshots_below(result.log_start_offset)
                 except OSError as exc:
-                    self.on_storage_error(part, exc)
+                    self.replica_manager.on_storage_error(part, exc)
                     continue
                 results.append(result)
                 log.info(

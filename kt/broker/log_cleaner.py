@@ -74,7 +74,7 @@ class Uncleanable:
 
 
 class LogCleaner:
-    """The cleaner threads of one broker (`broker.services["log_cleaner"]`)."""
+    """The cleaner threads of one broker (`broker.log_cleaner`)."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
@@ -167,14 +167,15 @@ class LogCleaner:
                 result = await loop.run_in_executor(executor, cleaner.clean, plan)
             finally:
                 plan.close()
-            if self.broker.partitions.get(tp) is not part or part.offline or self._abort.is_set():
+            gone = self.broker.replica_manager.get(tp) is not part
+            if gone or part.offline or self._abort.is_set():
                 discard(result)
                 return True
             try:
                 swapped = commit(plog, result)
             except Exception as exc:
                 self._mark_uncleanable(tp, exc)
-                self.broker.on_storage_error(part, exc)
+                self.broker.replica_manager.on_storage_error(part, exc)
                 return True
             if not swapped:
                 log.info("%s: the log changed during cleaning; will retry", tp)
@@ -202,7 +203,7 @@ class LogCleaner:
         except CleaningAbortedError:
             log.info("%s: cleaning aborted", tp)
         except Exception as exc:
-            if self.broker.partitions.get(tp) is part and not part.offline:
+            if self.broker.replica_manager.get(tp) is part and not part.offline:
                 self._mark_uncleanable(tp, exc)
         finally:
             self.in_progress.discard(tp)
@@ -213,7 +214,8 @@ class LogCleaner:
         """Kafka's grabFilthiestCompactedLog: the eligible log with the highest dirty
         ratio, else one whose tombstones are due for removal; claimed before return."""
         best: tuple[float, TopicPartition, Partition, CleanPlan] | None = None
-        for tp, part in list(self.broker.partitions.items()):
+        for part in self.broker.replica_manager:
+            tp = part.tp
             plog = part.log
             if (
                 part.offline
@@ -274,7 +276,7 @@ class LogCleaner:
         return {
             tp: offset
             for tp, offset in sorted(self.checkpoints.items())
-            if dir_of.get(tp) == d and tp in self.broker.partitions
+            if dir_of.get(tp) == d and tp in self.broker.replica_manager
         }
 
     def _write_checkpoint(self, d: Path, entries: dict[TopicPartition, int]) -> None:

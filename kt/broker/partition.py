@@ -1,23 +1,53 @@
-"""Partition state: the replica set, leadership and offsets of one partition.
+"""Partition: one partition hosted by this broker, as leader or follower (Kafka's Partition).
 
-Kept explicit even on a single node, because multi-broker replication (ISR,
-leader election through ZooKeeper) builds on it: leader id and epoch, replicas,
-in-sync replicas, high watermark and log start offset. On one broker the leader
-is always in sync alone, so the high watermark follows the log end offset as soon
-as an append is written.
+The leader serves produce and fetch, tracks each follower's progress from its
+fetches (:class:`ReplicaState`, Kafka's Replica), moves the high watermark to
+the smallest log end offset of the in-sync replicas, and proposes ISR changes
+(one AlterPartition in flight at a time; the replica manager sends it and
+reports the outcome). A follower appends the leader's batches as they are,
+truncates when its log diverged, and takes its high watermark from the leader.
+
+Rules follow Kafka 3.8 (facts sheet §3):
+
+* HW = min LEO over the leader and the remote replicas in the *maximal* ISR
+  (committed ISR plus a pending expansion) or caught up; it never goes back, and
+  does not advance while the ISR is smaller than the effective min.insync.replicas
+  (min(min.insync.replicas, replication factor), Kafka 3.7+).
+* A follower is out of sync when it is not at the leader's LEO and has not
+  caught up for more than ``replica.lag.time.max.ms``; it may rejoin when its LEO
+  is >= HW and >= the start offset of the leader's current epoch.
+* acks=all: NOT_ENOUGH_REPLICAS before the append when ISR < min.insync.replicas;
+  NOT_ENOUGH_REPLICAS_AFTER_APPEND when the HW reached the offset but the ISR had
+  shrunk below the minimum.
+
+A partition built directly with ``replicas=[me]`` and ``isr=[me]`` (the
+single-node default) leads alone: its high watermark follows the log end
+offset as soon as an append is written. A partition waiting for its first
+LeaderAndIsr should be built with ``leader_epoch=-1`` so that epoch 0 is news.
+
+Everything runs on the broker's asyncio loop: no locks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import struct
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar, Protocol
 
+from kt.protocol import ErrorCode
 from kt.storage import record_batch as v2
 from kt.storage.checkpoint import TopicPartition
 from kt.storage.errors import CorruptRecordError
-from kt.storage.log import AppendResult, PartitionLog
+from kt.storage.file_records import LogBatch
+from kt.storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+from kt.storage.log import AppendResult, FetchSlice, PartitionLog
 from kt.storage.producer_state import CheckOutcome, ProducerStateManager
+
+UNKNOWN_OFFSET = -1
+DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
 
 
 class ProducerStateError(CorruptRecordError):
@@ -26,6 +56,133 @@ class ProducerStateError(CorruptRecordError):
     def __init__(self, error_code: int, message: str) -> None:
         super().__init__(message)
         self.error_code = error_code
+
+
+# Typed refusals of the replication rules. They carry their Kafka code so callers
+# need no table; kt/broker/errors.py (branch `handlers`) has classes of the same
+# names, which these should become once it is in main.
+class ReplicationError(Exception):
+    """A partition operation refused by the replication rules."""
+
+    code: ClassVar[ErrorCode] = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+class NotLeaderOrFollowerError(ReplicationError):
+    """This broker is not the partition's leader (or the replica is not assigned)."""
+
+    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+class NotEnoughReplicasError(ReplicationError):
+    """acks=all with fewer in-sync replicas than min.insync.replicas: nothing written."""
+
+    code = ErrorCode.NOT_ENOUGH_REPLICAS
+
+
+class NotEnoughReplicasAfterAppendError(ReplicationError):
+    """acks=all: written, but the ISR shrank below min.insync.replicas meanwhile."""
+
+    code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+
+class LeaderAndIsrState(Protocol):
+    """What make_leader/make_follower read from a LeaderAndIsr partition state (the
+    protocol's struct has these fields; :class:`PartitionState` is a plain one)."""
+
+    @property
+    def leader(self) -> int: ...
+    @property
+    def leader_epoch(self) -> int: ...
+    @property
+    def isr(self) -> Sequence[int]: ...
+    @property
+    def partition_epoch(self) -> int: ...
+    @property
+    def replicas(self) -> Sequence[int]: ...
+    @property
+    def adding_replicas(self) -> Sequence[int]: ...
+    @property
+    def removing_replicas(self) -> Sequence[int]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """A LeaderAndIsr partition state built in Python (single-node mode, tests)."""
+
+    leader: int
+    leader_epoch: int
+    isr: Sequence[int]
+    partition_epoch: int
+    replicas: Sequence[int]
+    adding_replicas: Sequence[int] = ()
+    removing_replicas: Sequence[int] = ()
+
+
+@dataclass(slots=True)
+class ReplicaState:
+    """The leader's view of one follower (Kafka's Replica), fed by its fetches."""
+
+    replica_id: int
+    log_end_offset: int = UNKNOWN_OFFSET
+    log_start_offset: int = UNKNOWN_OFFSET
+    # When the follower was last known to be at the leader's LEO.
+    last_caught_up_time_ms: int = 0
+    # The leader's LEO and the time at the follower's previous fetch.
+    last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
+    last_fetch_time_ms: int = 0
+
+    def is_caught_up(self, leader_end_offset: int, now_ms: int, lag_max_ms: int) -> bool:
+        """At the leader's LEO, or caught up within the last ``lag_max_ms``."""
+        return (
+            self.log_end_offset == leader_end_offset
+            or now_ms - self.last_caught_up_time_ms <= lag_max_ms
+        )
+
+    def reset(self, now_ms: int, leader_end_offset: int, new_leader: bool, in_sync: bool) -> None:
+        """On a new leader epoch (Kafka's resetReplicaState): in-sync followers count
+        as caught up now, others as never, so an out-of-ISR follower cannot hold the
+        HW back; a brand-new leader knows nothing of the follower's log yet."""
+        self.last_caught_up_time_ms = now_ms if in_sync else 0
+        if new_leader:
+            self.log_end_offset = UNKNOWN_OFFSET
+            self.log_start_offset = UNKNOWN_OFFSET
+            self.last_fetch_leader_log_end_offset = UNKNOWN_OFFSET
+            self.last_fetch_time_ms = 0
+        else:
+            self.last_fetch_leader_log_end_offset = leader_end_offset
+            self.last_fetch_time_ms = now_ms
+
+    def update_fetch_state(
+        self, fetch_offset: int, log_start_offset: int, fetch_time_ms: int, leader_end_offset: int
+    ) -> None:
+        """Record a fetch (Kafka's updateFetchStateOrThrow). A fetch at the leader's
+        LEO means caught up now; a fetch at or past the LEO the leader had at the
+        previous fetch means the follower was caught up at that previous fetch."""
+        if fetch_offset >= leader_end_offset:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, fetch_time_ms)
+        elif fetch_offset >= self.last_fetch_leader_log_end_offset:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, self.last_fetch_time_ms)
+        self.log_end_offset = fetch_offset
+        self.log_start_offset = log_start_offset
+        self.last_fetch_leader_log_end_offset = max(
+            leader_end_offset, self.last_fetch_leader_log_end_offset
+        )
+        self.last_fetch_time_ms = fetch_time_ms
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerRead:
+    """What the leader answers a follower's fetch of one partition with."""
+
+    high_watermark: int
+    log_start_offset: int
+    # (epoch, end offset) when the follower's log diverged from ours; no data then.
+    diverging_epoch: tuple[int, int] | None
+    data: FetchSlice | None
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _peek_headers(data: bytes | bytearray | memoryview) -> list[v2.BatchHeader]:
@@ -44,6 +201,20 @@ def _peek_headers(data: bytes | bytearray | memoryview) -> list[v2.BatchHeader]:
     return out
 
 
+def whole_batches(data: bytes | bytearray | memoryview) -> memoryview:
+    """`data` without a trailing partial batch: a fetch slice may end inside a batch
+    (Kafka's reads are bounded by bytes, not batches) and that part is re-fetched."""
+    view = memoryview(data)
+    pos = 0
+    end = len(view)
+    while end - pos >= v2.LOG_OVERHEAD:
+        (length,) = struct.unpack_from(">i", view, pos + 8)
+        if length < v2.MIN_BATCH_LENGTH or pos + v2.LOG_OVERHEAD + length > end:
+            break
+        pos += v2.LOG_OVERHEAD + length
+    return view[:pos]
+
+
 @dataclass(slots=True)
 class Partition:
     """One partition hosted by this broker, with its log."""
@@ -54,12 +225,40 @@ class Partition:
     leader_id: int
     leader_epoch: int = 0
     replicas: list[int] = field(default_factory=list)
+    # The committed ISR as the controller (or an AlterPartition answer) stated it.
+    # Followers keep the controller's ISR here for information only.
     isr: list[int] = field(default_factory=list)
     offline: bool = False
     # Idempotent producers' sequences and epochs (None for internal topics' logs).
     producer_state: ProducerStateManager | None = None
+    # This broker's id; defaults to leader_id (a directly built partition leads).
+    local_broker_id: int = -1
+    # The ISR's version (the partition state znode's zkVersion).
+    partition_epoch: int = 0
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
+    # The ISR proposed to the controller and not answered yet (one in flight at most).
+    pending_isr: list[int] | None = None
+    # The first offset of the current leader epoch (leaders only).
+    leader_epoch_start_offset: int | None = None
+    replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS
+    # The leader's view of each follower; empty on followers.
+    remote_replicas: dict[int, ReplicaState] = field(default_factory=dict)
+    # Called after the LEO or HW moved (the replica manager completes delayed
+    # produces and fetches from it).
+    offsets_listener: Callable[[Partition], None] | None = None
     # Set and replaced on every append, so waiting fetches wake up (long polling).
     _data_arrived: asyncio.Event | None = None
+
+    def __post_init__(self) -> None:
+        if self.local_broker_id < 0:
+            self.local_broker_id = self.leader_id
+        if self.is_leader:
+            for r in self.replicas:
+                if r != self.local_broker_id:
+                    self.remote_replicas.setdefault(r, ReplicaState(r))
+
+    # --- offsets ------------------------------------------------------------
 
     @property
     def high_watermark(self) -> int:
@@ -80,14 +279,123 @@ class Partition:
         """The upper bound for read_committed consumers (no transactions yet: the HW)."""
         return self.log.high_watermark
 
+    @property
+    def is_leader(self) -> bool:
+        """Whether this broker leads the partition."""
+        return self.leader_id == self.local_broker_id
+
+    @property
+    def maximal_isr(self) -> set[int]:
+        """The committed ISR plus a pending expansion: what the HW must wait for while
+        an AlterPartition is in flight (a pending shrink still waits for the old ISR)."""
+        out = set(self.isr)
+        if self.pending_isr is not None:
+            out.update(self.pending_isr)
+        return out
+
+    def _effective_min_isr(self) -> int:
+        # A min.insync.replicas above the replication factor could never be met.
+        return min(self.log.config.min_insync_replicas, len(self.remote_replicas) + 1)
+
+    def is_under_min_isr(self) -> bool:
+        """Leader with fewer in-sync replicas than the effective minimum."""
+        return self.is_leader and len(self.isr) < self._effective_min_isr()
+
+    # --- leadership ---------------------------------------------------------
+
+    def make_leader(self, state: LeaderAndIsrState, now_ms: int | None = None) -> bool:
+        """Become (or stay) leader as a LeaderAndIsr says. Returns False, changing
+        nothing, for a leader epoch not newer than ours (a stale request).
+
+        The new epoch starts at our LEO and is recorded in the leader-epoch cache at
+        once, so a follower holding entries of a later epoch than any we wrote can
+        still find where to truncate. Follower states are reset for the new epoch.
+        """
+        if state.leader_epoch <= self.leader_epoch:
+            return False
+        now = _now_ms() if now_ms is None else now_ms
+        new_leader = not self.is_leader
+        self._set_assignment(state)
+        self.isr = list(state.isr)
+        self.pending_isr = None
+        followers = [r for r in self.replicas if r != self.local_broker_id]
+        for r in list(self.remote_replicas):
+            if r not in followers:
+                del self.remote_replicas[r]
+        for r in followers:
+            if new_leader:
+                # A former follower's states are stale (or absent): start afresh.
+                self.remote_replicas[r] = ReplicaState(r)
+            else:
+                self.remote_replicas.setdefault(r, ReplicaState(r))
+        start = self.log.log_end_offset
+        self.log.leader_epoch_cache.assign(state.leader_epoch, start)
+        in_sync = set(state.isr)
+        for rs in self.remote_replicas.values():
+            rs.reset(now, start, new_leader, rs.replica_id in in_sync)
+        self.leader_id = self.local_broker_id
+        self.leader_epoch = state.leader_epoch
+        self.leader_epoch_start_offset = start
+        self.partition_epoch = state.partition_epoch
+        # The ISR may be down to us alone: the HW can move now.
+        self.maybe_increment_high_watermark(now_ms=now)
+        return True
+
+    def make_follower(self, state: LeaderAndIsrState) -> bool:
+        """Follow `state.leader` from `state.leader_epoch`. Returns False, changing
+        nothing, for a leader epoch not newer than ours. The caller restarts the
+        fetcher when True (even when only the epoch changed)."""
+        if state.leader_epoch <= self.leader_epoch:
+            return False
+        self._set_assignment(state)
+        self.isr = list(state.isr)
+        self.pending_isr = None
+        self.remote_replicas.clear()
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.leader_epoch_start_offset = None
+        self.partition_epoch = state.partition_epoch
+        # Produces waiting for this partition as leader can no longer complete.
+        self.notify()
+        return True
+
+    def _set_assignment(self, state: LeaderAndIsrState) -> None:
+        self.replicas = list(state.replicas)
+        self.adding_replicas = list(state.adding_replicas)
+        self.removing_replicas = list(state.removing_replicas)
+
+    # --- leader: appends ----------------------------------------------------
+
+    def check_enough_replicas_for_append(
+        self, acks: int, min_isr: int | None = None
+    ) -> ReplicationError | None:
+        """The refusal of a produce before anything is written: NOT_LEADER_OR_FOLLOWER
+        when we do not lead, NOT_ENOUGH_REPLICAS for acks=all below min.insync.replicas
+        (the topic's configured value: Kafka does not cap it here)."""
+        if not self.is_leader:
+            return NotLeaderOrFollowerError(
+                f"broker {self.local_broker_id} is not the leader of {self.tp}"
+            )
+        minimum = self.log.config.min_insync_replicas if min_isr is None else min_isr
+        if acks == -1 and len(self.isr) < minimum:
+            return NotEnoughReplicasError(
+                f"the ISR {sorted(self.isr)} of {self.tp} is smaller than "
+                f"min.insync.replicas {minimum}"
+            )
+        return None
+
     def append_records(
         self, data: bytes | bytearray | memoryview, now_ms: int | None = None
     ) -> AppendResult:
-        """Append producer batches as leader and advance the high watermark (the ISR
-        is just us). Idempotent producers' retries of any of their last five
-        batches are answered with the original offsets and write nothing. Raises
-        the storage core's errors for invalid batches, ProducerStateError for
-        sequence or epoch violations."""
+        """Append producer batches as leader and advance the high watermark if the
+        ISR allows. Idempotent producers' retries of any of their last five batches
+        are answered with the original offsets and write nothing. Raises the storage
+        core's errors for invalid batches, ProducerStateError for sequence or epoch
+        violations, NotLeaderOrFollowerError when we do not lead."""
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(
+                f"broker {self.local_broker_id} is not the leader of {self.tp}"
+            )
         psm = self.producer_state
         headers = _peek_headers(data) if psm is not None else []
         if psm is not None and any(h.producer_id >= 0 for h in headers):
@@ -114,8 +422,271 @@ class Partition:
             if len(self.log.segments) != segments_before:
                 # A roll: snapshot so a restart replays only the new segment.
                 psm.take_snapshot(self.log.log_end_offset)
-        self.maybe_advance_high_watermark()
+        if not self.maybe_increment_high_watermark(now_ms=now_ms):
+            # Followers long-poll on the LEO even when the HW stays.
+            self.notify()
         return result
+
+    def is_offset_committed(self, required_offset: int) -> tuple[bool, ReplicationError | None]:
+        """For a waiting acks=all produce whose last offset is ``required_offset - 1``:
+        (done, error) as Kafka's checkEnoughReplicasReachOffset. Done with no error
+        once the HW reached it; done with NOT_ENOUGH_REPLICAS_AFTER_APPEND when it did
+        but the ISR is below the minimum; done with NOT_LEADER_OR_FOLLOWER when we
+        lost the leadership; else not done."""
+        if not self.is_leader or self.offline:
+            return True, NotLeaderOrFollowerError(
+                f"broker {self.local_broker_id} is no longer the leader of {self.tp}"
+            )
+        if self.log.high_watermark < required_offset:
+            return False, None
+        if len(self.maximal_isr) < self._effective_min_isr():
+            return True, NotEnoughReplicasAfterAppendError(
+                f"the ISR {sorted(self.isr)} of {self.tp} shrank below min.insync.replicas"
+            )
+        return True, None
+
+    # --- leader: followers' progress and the high watermark ---------------
+
+    def update_follower_fetch_state(
+        self,
+        replica_id: int,
+        fetch_offset: int,
+        fetch_time_ms: int,
+        leader_end_offset: int,
+        log_start_offset: int = UNKNOWN_OFFSET,
+    ) -> bool:
+        """Record a follower's fetch at ``fetch_offset`` (its LEO) made at
+        ``fetch_time_ms`` when our LEO was ``leader_end_offset``; returns whether the
+        HW moved. Raises NotLeaderOrFollowerError for a replica not assigned here.
+        The caller then asks :meth:`isr_expand_candidate`."""
+        rs = self.remote_replicas.get(replica_id) if self.is_leader else None
+        if rs is None:
+            raise NotLeaderOrFollowerError(
+                f"replica {replica_id} is not a follower of {self.tp} led by {self.local_broker_id}"
+            )
+        before = rs.log_end_offset
+        rs.update_fetch_state(fetch_offset, log_start_offset, fetch_time_ms, leader_end_offset)
+        if rs.log_end_offset == before:
+            return False
+        return self.maybe_increment_high_watermark(now_ms=fetch_time_ms)
+
+    def maybe_increment_high_watermark(self, *, now_ms: int | None = None) -> bool:
+        """Move the HW up to the smallest LEO among the leader and the followers that
+        count (in the maximal ISR, or caught up: they are about to join); never back,
+        not while the ISR is under the effective min.insync.replicas. Returns whether
+        it moved (waiters are notified then)."""
+        if not self.is_leader or self.offline or self.is_under_min_isr():
+            return False
+        leo = self.log.log_end_offset
+        now = _now_ms() if now_ms is None else now_ms
+        maximal = self.maximal_isr
+        new_hw = leo
+        for rs in self.remote_replicas.values():
+            if rs.log_end_offset < new_hw and (
+                rs.replica_id in maximal or rs.is_caught_up(leo, now, self.replica_lag_time_max_ms)
+            ):
+                new_hw = rs.log_end_offset
+        if new_hw <= self.log.high_watermark:
+            return False
+        self.log.update_high_watermark(new_hw)
+        self.notify()
+        return True
+
+    def maybe_advance_high_watermark(self) -> None:
+        """The pre-replication name of :meth:`maybe_increment_high_watermark`."""
+        self.maybe_increment_high_watermark()
+
+    def isr_shrink_candidates(self, now_ms: int, lag_max_ms: int | None = None) -> list[int] | None:
+        """The ISR without its out-of-sync followers, proposed (and then pending) when
+        any is; None when nothing to do, not leader, or an update is in flight."""
+        if not self.is_leader or self.pending_isr is not None:
+            return None
+        lag = self.replica_lag_time_max_ms if lag_max_ms is None else lag_max_ms
+        leo = self.log.log_end_offset
+        out: set[int] = set()
+        for r in self.isr:
+            if r == self.local_broker_id:
+                continue
+            rs = self.remote_replicas.get(r)
+            if rs is None or not rs.is_caught_up(leo, now_ms, lag):
+                out.add(r)
+        if not out:
+            return None
+        self.pending_isr = [r for r in self.isr if r not in out]
+        return list(self.pending_isr)
+
+    def isr_expand_candidate(self, replica_id: int) -> list[int] | None:
+        """The ISR plus `replica_id`, proposed (and then pending) when the follower
+        is in sync again: its LEO >= HW and >= the start of our epoch (so it holds
+        every record of this epoch a consumer may have seen). None otherwise."""
+        if not self.is_leader or self.pending_isr is not None or replica_id in self.isr:
+            return None
+        rs = self.remote_replicas.get(replica_id)
+        if rs is None or self.leader_epoch_start_offset is None:
+            return None
+        if (
+            rs.log_end_offset < self.log.high_watermark
+            or rs.log_end_offset < self.leader_epoch_start_offset
+        ):
+            return None
+        self.pending_isr = [*self.isr, replica_id]
+        return list(self.pending_isr)
+
+    def on_isr_committed(
+        self,
+        new_isr: Sequence[int],
+        partition_epoch: int,
+        leader_epoch: int | None = None,
+        *,
+        now_ms: int | None = None,
+    ) -> bool:
+        """The controller accepted an ISR (AlterPartition answer): make it the
+        committed one. Ignored (False) when we no longer lead, the answer is for
+        another leader epoch, or its partition epoch is older than ours."""
+        if not self.is_leader:
+            return False
+        if leader_epoch is not None and leader_epoch != self.leader_epoch:
+            return False
+        if partition_epoch < self.partition_epoch:
+            return False
+        self.isr = list(new_isr)
+        self.partition_epoch = partition_epoch
+        self.pending_isr = None
+        # A shrink may let the HW move; waiting produces are checked either way (an
+        # ISR below the minimum fails them).
+        if not self.maybe_increment_high_watermark(now_ms=now_ms):
+            self.notify()
+        return True
+
+    def abandon_pending_isr(self) -> None:
+        """The proposed ISR was refused or lost: back to the committed one, so the
+        next check may propose again."""
+        self.pending_isr = None
+
+    # --- leader: serving followers -------------------------------------------
+
+    def diverging_epoch(self, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
+        """(epoch, end offset) when a follower that last fetched ``last_fetched_epoch``
+        and is at ``fetch_offset`` holds records we do not (Fetch v12+ DivergingEpoch)."""
+        if last_fetched_epoch < 0:
+            return None
+        epoch, end = self.end_offset_for_epoch(last_fetched_epoch)
+        if epoch < last_fetched_epoch or end < fetch_offset:
+            return epoch, end
+        return None
+
+    def read_for_follower(
+        self,
+        replica_id: int,
+        fetch_offset: int,
+        last_fetched_epoch: int,
+        max_bytes: int,
+        follower_log_start_offset: int = UNKNOWN_OFFSET,
+        now_ms: int | None = None,
+    ) -> FollowerRead:
+        """A follower's fetch of this partition, as the leader answers it: the
+        divergence if any (then no data and no state update), else records up to
+        our LEO and the follower's progress recorded. Raises
+        NotLeaderOrFollowerError, and the storage core's OffsetOutOfRangeError."""
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(f"broker {self.local_broker_id} does not lead {self.tp}")
+        diverging = self.diverging_epoch(fetch_offset, last_fetched_epoch)
+        if diverging is not None:
+            return FollowerRead(self.high_watermark, self.log_start_offset, diverging, None)
+        leo = self.log.log_end_offset
+        data = self.log.read(fetch_offset, max_bytes, min_one_message=True)
+        now = _now_ms() if now_ms is None else now_ms
+        self.update_follower_fetch_state(
+            replica_id, fetch_offset, now, leo, follower_log_start_offset
+        )
+        return FollowerRead(self.high_watermark, self.log_start_offset, None, data)
+
+    # --- follower -----------------------------------------------------------
+
+    def append_records_as_follower(self, data: bytes | bytearray | memoryview) -> AppendResult:
+        """Append the leader's batches as they are (offsets and epochs kept; a
+        trailing partial batch is dropped) and apply them to the producer state, so
+        idempotent producers keep their sequences if we become leader."""
+        buf = bytes(whole_batches(data))
+        segments_before = len(self.log.segments)
+        result = self.log.append_as_follower(buf)
+        psm = self.producer_state
+        if psm is not None and result.batches:
+            view = memoryview(buf)
+            pos = 0
+            for header in _peek_headers(buf):
+                size = header.size_in_bytes
+                psm.replay(LogBatch(pos, view[pos : pos + size], header, None))
+                pos += size
+            if len(self.log.segments) != segments_before:
+                psm.take_snapshot(self.log.log_end_offset)
+        self.notify()
+        return result
+
+    def truncate_to(self, offset: int) -> bool:
+        """Drop everything at or after `offset` (the log diverged from the leader's):
+        the log, the leader-epoch cache and the producer state. True if anything went."""
+        if not self.log.truncate_to(offset):
+            return False
+        self._reload_producer_state()
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log and restart it at `offset` (the leader's log starts above ours)."""
+        self.log.truncate_fully_and_start_at(offset)
+        if self.producer_state is not None:
+            self.producer_state.truncate_fully_and_start_at(offset)
+
+    def _reload_producer_state(self) -> None:
+        psm = self.producer_state
+        if psm is None:
+            return
+        start = psm.truncate_and_reload(self.log.log_start_offset, self.log.log_end_offset)
+        psm.replay_all(self.log.iter_batches(start), self.log.log_end_offset)
+
+    def update_follower_high_watermark(self, leader_hw: int) -> bool:
+        """Take the leader's HW, capped at our LEO; never back (truncation lowers it).
+        Returns whether it moved."""
+        new_hw = min(leader_hw, self.log.log_end_offset)
+        if new_hw <= self.log.high_watermark:
+            return False
+        self.log.update_high_watermark(new_hw)
+        self.notify()
+        return True
+
+    def last_fetched_epoch(self) -> int:
+        """The epoch of the newest entry in our leader-epoch cache (-1: none), sent
+        as Fetch's LastFetchedEpoch."""
+        latest = self.log.leader_epoch_cache.latest_epoch
+        return UNDEFINED_EPOCH if latest is None else latest
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (the largest epoch <= `epoch` we know, the start of
+        the next one or our LEO); (-1, -1) for an undefined or future epoch.
+
+        A leader counts its current epoch as started at its LEO even when the cache
+        does not have it yet (a directly built partition records it at its first
+        append)."""
+        cache = self.log.leader_epoch_cache
+        leo = self.log.log_end_offset
+        if epoch == UNDEFINED_EPOCH:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        latest = cache.latest_epoch
+        if not self.is_leader or (latest is not None and latest >= self.leader_epoch):
+            return cache.end_offset_for(epoch, leo)
+        if epoch == self.leader_epoch:
+            return epoch, leo
+        if epoch > self.leader_epoch:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if latest is None:
+            return epoch, leo
+        found, end = cache.end_offset_for(epoch, leo)
+        if end == UNDEFINED_EPOCH_OFFSET:
+            # Above every cached epoch: the next one is the virtual current one at the LEO.
+            return latest, leo
+        return found, end
+
+    # --- lifecycle ----------------------------------------------------------
 
     def load_producer_state(self) -> None:
         """Rebuild idempotence state: the newest snapshot, then the log after it."""
@@ -131,21 +702,17 @@ class Partition:
         if self.producer_state is not None and not self.offline:
             self.producer_state.take_snapshot(self.log.log_end_offset)
 
-    def maybe_advance_high_watermark(self) -> None:
-        """Move the HW to the smallest log end offset among the ISR (here: ours)."""
-        if self.log.high_watermark < self.log.log_end_offset and self.isr == [self.leader_id]:
-            self.log.update_high_watermark(self.log.log_end_offset)
-        self.notify()
-
     def notify(self) -> None:
-        """Wake fetches waiting for data on this partition."""
+        """Wake fetches waiting for data on this partition, and the listener."""
         event = self._data_arrived
         self._data_arrived = None
         if event is not None:
             event.set()
+        if self.offsets_listener is not None:
+            self.offsets_listener(self)
 
     def data_arrived(self) -> asyncio.Event:
-        """An event set at the next append (one event per generation)."""
+        """An event set at the next append or HW move (one event per generation)."""
         if self._data_arrived is None:
             self._data_arrived = asyncio.Event()
         return self._data_arrived

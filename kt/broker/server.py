@@ -1,8 +1,11 @@
 """Running a broker: open the logs, listen, serve until SIGTERM/SIGINT, shut down cleanly.
 
-Shutdown order: stop accepting, close connections, stop background tasks, then
-flush every log, write the checkpoints and the clean-shutdown marker, and release
-the directory locks — so a restart after a clean stop skips recovery.
+Services start after the listeners are bound: the group coordinator (loads
+`__consumer_offsets`), then the log cleaner. Shutdown order: stop accepting,
+close connections, stop the log cleaner and the group coordinator, stop
+background tasks, then flush every log, write the checkpoints and the
+clean-shutdown marker, and release the directory locks — so a restart after a
+clean stop skips recovery.
 """
 
 from __future__ import annotations
@@ -42,14 +45,12 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
             broker.bound_listeners.append(Listener(lst.name, lst.host, port))
             log.info("listening on %s://%s:%d", lst.name, lst.host or "0.0.0.0", port)
         broker.start_background_tasks()
-        for service in broker.services.values():
-            start = getattr(service, "start", None)
-            if start is not None:
-                await start()
+        await broker.group_coordinator.start()
+        await broker.log_cleaner.start()
         log.info(
             "kt broker %d started in %.2fs (cluster %s, %d partitions, log dirs %s)",
             broker.node_id, time.monotonic() - started, broker.cluster_id,
-            len(broker.partitions), ",".join(str(d) for d in broker.logs.log_dirs),
+            len(broker.replica_manager), ",".join(str(d) for d in broker.logs.log_dirs),
         )  # fmt: skip
         # A line scripts and tests can wait for.
         print(
@@ -63,13 +64,11 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
         log.info("shutting down")
     finally:
         broker.stopping = True
-        for part in broker.partitions.values():
-            part.notify()
+        broker.replica_manager.wake_all()
         await net.stop()
-        for service in broker.services.values():
-            stop_service = getattr(service, "stop", None)
-            if stop_service is not None:
-                await stop_service()
+        # The reverse of the start order; stopping a service never started is harmless.
+        await broker.log_cleaner.stop()
+        await broker.group_coordinator.stop()
         await broker.stop_background_tasks()
         broker.close()
         log.info("stopped cleanly")

@@ -56,6 +56,7 @@ from kt.protocol.coordinator_records import (
     encode_group_metadata,
     encode_offset_commit,
 )
+from kt.storage.checkpoint import TopicPartition
 
 if TYPE_CHECKING:
     from kt.broker.broker import Broker
@@ -198,7 +199,7 @@ class GroupCoordinator:
         """The coordinator of a broker: its settings, its `__consumer_offsets`, and
         the clean-up of deleted topics' offsets."""
         coordinator = cls(CoordinatorSettings.from_config(broker.config), LogRecordStore(broker))
-        coordinator.partition_exists = lambda t, p: broker.partition(t, p) is not None
+        coordinator.partition_exists = lambda t, p: TopicPartition(t, p) in broker.replica_manager
         broker.on_topic_deleted(coordinator.on_topic_deleted)
         return coordinator
 

@@ -26,6 +26,7 @@ from kt.protocol.coordinator_records import (
 )
 from kt.protocol.errors import DecodeError
 from kt.storage import record_batch as v2
+from kt.storage.checkpoint import TopicPartition
 from kt.storage.log import AppendOrigin
 
 if TYPE_CHECKING:
@@ -103,7 +104,7 @@ class LogRecordStore:
 
     def append(self, partition: int, records: Sequence[Record]) -> None:
         """Append one batch as the coordinator and advance the high watermark."""
-        part = self.broker.partition(CONSUMER_OFFSETS, partition)
+        part = self.broker.replica_manager.get(TopicPartition(CONSUMER_OFFSETS, partition))
         if part is None or part.offline:
             raise OSError(f"{CONSUMER_OFFSETS}-{partition} is not available")
         now = int(time.time() * 1000)
@@ -117,7 +118,7 @@ class LogRecordStore:
 
     def read(self, partition: int) -> Iterator[Record]:
         """Every record of the partition up to its log end, oldest first."""
-        part = self.broker.partition(CONSUMER_OFFSETS, partition)
+        part = self.broker.replica_manager.get(TopicPartition(CONSUMER_OFFSETS, partition))
         if part is None:
             return
         for batch in part.log.iter_batches():

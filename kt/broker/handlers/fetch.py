@@ -15,11 +15,12 @@ import asyncio
 import time
 from typing import Any
 
+from kt.broker.errors import BrokerError, error_code_for
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.partition import Partition
 from kt.protocol import ErrorCode, Struct, apis
 from kt.protocol.regions import ExternalRecords
-from kt.storage.errors import OffsetOutOfRangeError, StorageError
+from kt.storage.errors import OffsetOutOfRangeError
 
 MIN_VERSION = 4
 READ_COMMITTED = 1
@@ -60,6 +61,7 @@ def _read_all(
     ctx: RequestContext, request: Struct
 ) -> tuple[list[dict[str, Any]], int, list[Partition]]:
     broker = ctx.broker
+    replicas = broker.replica_manager
     version = ctx.version
     budget = request.max_bytes if version >= 3 else 2**31 - 1
     committed = version >= 4 and request.isolation_level == READ_COMMITTED
@@ -88,20 +90,13 @@ def _read_all(
             if name is None:
                 entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
                 continue
-            part = broker.partition(name, p.partition)
-            if part is None:
-                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            try:
+                part = replicas.get_partition_or_error(name, p.partition)
+                if version >= 9:
+                    replicas.check_current_leader_epoch(part, p.current_leader_epoch)
+            except BrokerError as exc:
+                entry["error_code"] = error_code_for(exc)
                 continue
-            if part.offline:
-                entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
-                continue
-            if version >= 9 and p.current_leader_epoch >= 0:
-                if p.current_leader_epoch < part.leader_epoch:
-                    entry["error_code"] = ErrorCode.FENCED_LEADER_EPOCH
-                    continue
-                if p.current_leader_epoch > part.leader_epoch:
-                    entry["error_code"] = ErrorCode.UNKNOWN_LEADER_EPOCH
-                    continue
             hw = part.high_watermark
             lso = part.last_stable_offset()
             entry.update(high_watermark=hw, last_stable_offset=lso,
@@ -114,15 +109,12 @@ def _read_all(
                 watched.append(part)
                 continue
             try:
-                sl = part.log.read(
-                    p.fetch_offset, max(limit, 0), upper_bound=upper, min_one_message=first_data
-                )
-            except OffsetOutOfRangeError:
-                entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
-                continue
-            except (StorageError, OSError) as exc:
-                entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
-                broker.on_storage_error(part, exc)
+                sl = replicas.read(
+                    part, p.fetch_offset, max(limit, 0), upper_bound=upper,
+                    min_one_message=first_data,
+                )  # fmt: skip
+            except (BrokerError, OffsetOutOfRangeError) as exc:
+                entry["error_code"] = error_code_for(exc)
                 continue
             watched.append(part)
             if sl is None or sl.length == 0:

@@ -24,9 +24,7 @@ OPERATIONS_NOT_REQUESTED = -(2**31)
 
 def coordinator(ctx: RequestContext) -> GroupCoordinator:
     """The broker's group coordinator."""
-    service = ctx.broker.services.get("group_coordinator")
-    assert isinstance(service, GroupCoordinator), "the broker registers its group coordinator"
-    return service
+    return ctx.broker.group_coordinator
 
 
 def client_host(ctx: RequestContext) -> str:

@@ -1,7 +1,8 @@
 """InitProducerId: producer ids and epochs for idempotent (and, later, transactional) producers.
 
-Ids come from a counter persisted in the cluster metadata in blocks, so a restart
-never hands out an id twice. An idempotent producer that asks with its current id
+Ids come from the broker's ProducerIdManager (`kt.broker.producer_ids`), which
+reserves them from the cluster metadata in blocks, so a restart never hands out
+an id twice. An idempotent producer that asks with its current id
 and epoch (v3+, KIP-360) gets the same id with the epoch bumped; an unknown or
 stale id/epoch pair is fenced.
 """
@@ -13,46 +14,13 @@ from typing import Any
 from kt.broker.handlers import RequestContext, handles
 from kt.protocol import ErrorCode, Struct, apis
 
-BLOCK = 1000
 MAX_EPOCH = 32767
-
-
-class ProducerIdManager:
-    """Hands out producer ids, reserving them from the metadata store a block at a time."""
-
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
-        self.next_id = -1
-        self.block_end = -1
-        # producer id -> current epoch, for epoch bumps of idempotent producers
-        self.epochs: dict[int, int] = {}
-
-    def allocate(self) -> int:
-        """A fresh producer id."""
-        store = self.broker.metadata
-        if self.next_id < 0 or self.next_id >= self.block_end:
-            start = store.next_producer_id_block
-            store.next_producer_id_block = start + BLOCK
-            store.save()
-            self.next_id, self.block_end = start, start + BLOCK
-        pid = self.next_id
-        self.next_id += 1
-        return pid
-
-
-def _manager(broker: Any) -> ProducerIdManager:
-    mgr = broker.services.get("producer_ids")
-    if mgr is None:
-        mgr = ProducerIdManager(broker)
-        broker.services["producer_ids"] = mgr
-    assert isinstance(mgr, ProducerIdManager)
-    return mgr
 
 
 @handles(apis.INIT_PRODUCER_ID.key, (0, 4))
 async def init_producer_id(ctx: RequestContext, request: Struct) -> Any:
     """A new producer id (epoch 0), or the caller's id with its epoch bumped."""
-    mgr = _manager(ctx.broker)
+    mgr = ctx.broker.producer_ids
     if request.transactional_id is not None:
         return apis.INIT_PRODUCER_ID.response(
             throttle_time_ms=0,

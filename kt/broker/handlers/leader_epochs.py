@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kt.broker.errors import BrokerError, error_code_for
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.partition import Partition
 from kt.protocol import ErrorCode, Struct, apis
@@ -27,7 +28,7 @@ UNDEFINED_OFFSET = -1
 @handles(apis.OFFSET_FOR_LEADER_EPOCH.key, (0, 4))
 async def offset_for_leader_epoch(ctx: RequestContext, request: Struct) -> Any:
     """Answer each partition's epoch with (epoch, end offset)."""
-    broker = ctx.broker
+    replicas = ctx.broker.replica_manager
     check_current = ctx.version >= 2
     topics = []
     for topic in request.topics:
@@ -36,16 +37,12 @@ async def offset_for_leader_epoch(ctx: RequestContext, request: Struct) -> Any:
             entry: dict[str, Any] = {"partition": p.partition, "error_code": ErrorCode.NONE,
                                      "leader_epoch": UNDEFINED_EPOCH,
                                      "end_offset": UNDEFINED_OFFSET}  # fmt: skip
-            part = broker.partition(topic.topic, p.partition)
             current = p.current_leader_epoch if check_current else -1
-            if part is None:
-                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif part.offline:
-                entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
-            elif current >= 0 and current < part.leader_epoch:
-                entry["error_code"] = ErrorCode.FENCED_LEADER_EPOCH
-            elif current >= 0 and current > part.leader_epoch:
-                entry["error_code"] = ErrorCode.UNKNOWN_LEADER_EPOCH
+            try:
+                part = replicas.get_partition_or_error(topic.topic, p.partition)
+                replicas.check_current_leader_epoch(part, current)
+            except BrokerError as exc:
+                entry["error_code"] = error_code_for(exc)
             else:
                 epoch, offset = end_offset_for(part, p.leader_epoch)
                 entry.update(leader_epoch=epoch, end_offset=offset)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kt.broker.errors import BrokerError, error_code_for
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.partition import Partition
 from kt.protocol import ErrorCode, Struct, apis
@@ -19,29 +20,20 @@ READ_COMMITTED = 1
 @handles(apis.LIST_OFFSETS.key, (0, 8))
 async def list_offsets(ctx: RequestContext, request: Struct) -> Any:
     """Answer each partition's timestamp query with an offset (and its timestamp/epoch)."""
-    broker = ctx.broker
+    replicas = ctx.broker.replica_manager
     committed = ctx.version >= 2 and request.isolation_level == READ_COMMITTED
     topics = []
     for topic in request.topics:
         parts = []
         for p in topic.partitions:
-            part = broker.partition(topic.name, p.partition_index)
             entry: dict[str, Any] = {"partition_index": p.partition_index,
                                      "error_code": ErrorCode.NONE}  # fmt: skip
-            if part is None:
-                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif part.offline:
-                entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
-            elif (
-                ctx.version >= 4
-                and p.current_leader_epoch >= 0
-                and (p.current_leader_epoch != part.leader_epoch)
-            ):
-                entry["error_code"] = (
-                    ErrorCode.FENCED_LEADER_EPOCH
-                    if p.current_leader_epoch < part.leader_epoch
-                    else ErrorCode.UNKNOWN_LEADER_EPOCH
-                )
+            try:
+                part = replicas.get_partition_or_error(topic.name, p.partition_index)
+                if ctx.version >= 4:
+                    replicas.check_current_leader_epoch(part, p.current_leader_epoch)
+            except BrokerError as exc:
+                entry["error_code"] = error_code_for(exc)
             else:
                 offset, timestamp, epoch = lookup(part, p.timestamp, committed)
                 entry.update(offset=offset, timestamp=timestamp, leader_epoch=epoch)

@@ -54,7 +54,7 @@ def _describe_dir(ctx: RequestContext, d: Path, wanted: set[TopicPartition] | No
     for tp, plog in sorted(broker.logs.logs.items()):
         if broker.logs.dir_of.get(tp) != d or (wanted is not None and tp not in wanted):
             continue
-        part = broker.partitions.get(tp)
+        part = broker.replica_manager.get(tp)
         if part is not None and part.offline:
             continue
         try:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kt.broker.broker import CONSUMER_OFFSETS
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.metadata_store import INTERNAL_TOPICS, topic_name_problem
 from kt.protocol import ErrorCode, Struct, apis
+from kt.storage.checkpoint import TopicPartition
 
 
 @handles(apis.METADATA.key, (0, 12))
@@ -51,10 +53,8 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
             if allow_create and name in INTERNAL_TOPICS:
                 # Made by its coordinator with its own partition count and configs (as
                 # Kafka does), never as a plain topic with num.partitions.
-                coordinator = broker.services.get("group_coordinator")
-                ensure_topic = getattr(coordinator, "ensure_topic", None)
-                if name == "__consumer_offsets" and ensure_topic is not None:
-                    ensure_topic()
+                if name == CONSUMER_OFFSETS:
+                    broker.group_coordinator.ensure_topic()
                     info = store.topics.get(name)
             elif allow_create:
                 info = broker.maybe_auto_create(name)
@@ -64,7 +64,7 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
                 continue
         partitions = []
         for p in range(info.partitions):
-            part = broker.partition(name, p)
+            part = broker.replica_manager.get(TopicPartition(name, p))
             replicas = info.assignment.get(p, [broker.node_id])
             if part is None or part.offline:
                 # This broker's replica is offline (its log dir failed). As a KRaft

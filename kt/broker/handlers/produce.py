@@ -12,34 +12,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from kt.broker.errors import BrokerError, InvalidRecordError, error_code_for
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.metadata_store import INTERNAL_TOPICS
 from kt.protocol import ErrorCode, Struct, apis
-from kt.storage.errors import CorruptRecordError, StorageError
+from kt.storage.errors import StorageError
 
 MIN_VERSION = 3
-
-
-def error_for_append(exc: Exception) -> ErrorCode:
-    """The Kafka error code for a refused append."""
-    code = getattr(exc, "error_code", None)
-    if isinstance(code, int):
-        return ErrorCode(code)
-    name = type(exc).__name__
-    mapping = {
-        "RecordTooLargeError": ErrorCode.MESSAGE_TOO_LARGE,
-        "InvalidRecordError": ErrorCode.INVALID_RECORD,
-        "InvalidTimestampError": ErrorCode.INVALID_TIMESTAMP,
-        "UnsupportedCompressionError": ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
-        "OutOfOrderSequenceError": ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-        "InvalidProducerEpochError": ErrorCode.INVALID_PRODUCER_EPOCH,
-        "UnknownProducerIdError": ErrorCode.UNKNOWN_PRODUCER_ID,
-    }
-    if name in mapping:
-        return mapping[name]
-    if isinstance(exc, CorruptRecordError):
-        return ErrorCode.CORRUPT_MESSAGE
-    return ErrorCode.KAFKA_STORAGE_ERROR
 
 
 @handles(apis.PRODUCE.key, (0, 11))
@@ -81,38 +60,18 @@ def _append_one(
     if version < MIN_VERSION:
         out["error_code"] = ErrorCode.UNSUPPORTED_VERSION
         return out
-    if topic in INTERNAL_TOPICS:
-        # Checked before auto-creation, which would make a plain topic of the name.
-        out["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION
-        return out
-    part = broker.partition(topic, index)
-    if part is None:
-        info = broker.metadata.topics.get(topic)
-        if info is None and broker.maybe_auto_create(topic) is not None:
-            part = broker.partition(topic, index)
-    if part is None:
-        out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return out
-    if part.offline:
-        out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
-        return out
-    if records is None or len(records) == 0:
-        out["error_code"] = ErrorCode.INVALID_RECORD
-        out["error_message"] = "produce request has no records"
-        return out
+    # Checked before auto-creation, which would make a plain topic of an internal name.
+    if topic not in INTERNAL_TOPICS and topic not in broker.metadata.topics:
+        broker.maybe_auto_create(topic)
     try:
-        # `records` is a view into the request frame: the log patches it in place.
-        result = part.append_records(records, now_ms=int(time.time() * 1000))
-    except StorageError as exc:
-        code = error_for_append(exc)
-        out["error_code"] = code
-        out["error_message"] = exc.message
-        if code == ErrorCode.KAFKA_STORAGE_ERROR:
-            broker.on_storage_error(part, exc)
-        return out
-    except OSError as exc:
-        out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
-        broker.on_storage_error(part, exc)
+        result = broker.replica_manager.append_records(
+            topic, index, records, now_ms=int(time.time() * 1000)
+        )
+    except (BrokerError, StorageError, OSError) as exc:
+        out["error_code"] = error_code_for(exc)
+        # Kafka sends a message only for refused records; the rest is a null message.
+        if isinstance(exc, (InvalidRecordError, StorageError)) and exc.message:
+            out["error_message"] = exc.message
         return out
     out.update(
         error_code=ErrorCode.NONE,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kt.broker.errors import BrokerError, UnknownTopicOrPartitionError, error_code_for
 from kt.broker.handlers import RequestContext, handles
 from kt.protocol import ErrorCode, Struct, apis
 
@@ -12,20 +13,27 @@ from kt.protocol import ErrorCode, Struct, apis
 @handles(apis.DESCRIBE_PRODUCERS.key, (0, 0))
 async def describe_producers(ctx: RequestContext, request: Struct) -> Any:
     """Each requested partition's active producers."""
-    broker = ctx.broker
+    replicas = ctx.broker.replica_manager
     topics = []
     for topic in request.topics:
         parts = []
         for index in topic.partition_indexes:
             entry: dict[str, Any] = {"partition_index": index, "error_code": ErrorCode.NONE,
                                      "error_message": None, "active_producers": []}  # fmt: skip
-            part = broker.partition(topic.name, index)
-            if part is None:
+            try:
+                part = replicas.get_partition_or_error(topic.name, index)
+            except UnknownTopicOrPartitionError:
+                # Kafka's handler answers its metadata miss with the exception's default
+                # message; the replica manager's errors carry none.
                 entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 entry["error_message"] = "This server does not host this topic-partition."
-            elif part.offline:
-                entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
-            elif part.producer_state is not None:
+                parts.append(entry)
+                continue
+            except BrokerError as exc:
+                entry["error_code"] = error_code_for(exc)
+                parts.append(entry)
+                continue
+            if part.producer_state is not None:
                 entry["active_producers"] = [
                     {"producer_id": d.producer_id, "producer_epoch": d.producer_epoch,
                      "last_sequence": d.last_sequence, "last_timestamp": d.last_timestamp,

@@ -13,13 +13,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kt.broker.errors import BrokerError, error_code_for
 from kt.broker.handlers import RequestContext, handles
 from kt.protocol import ErrorCode, Struct, apis
 from kt.storage.errors import OffsetOutOfRangeError
 
 log = logging.getLogger("kt.broker.records")
-
-HIGH_WATERMARK = -1
 
 
 @handles(apis.DELETE_RECORDS.key, (0, 2))
@@ -45,23 +44,8 @@ async def delete_records(ctx: RequestContext, request: Struct) -> Any:
 
 
 def _delete_before(ctx: RequestContext, topic: str, index: int, offset: int) -> tuple[int, int]:
-    part = ctx.broker.partition(topic, index)
-    if part is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
-    if part.offline:
-        return ErrorCode.KAFKA_STORAGE_ERROR, -1
-    plog = part.log
-    if not plog.config.delete:
-        return ErrorCode.POLICY_VIOLATION, -1
-    target = part.high_watermark if offset == HIGH_WATERMARK else offset
-    if target < 0 or target > part.high_watermark:
-        return ErrorCode.OFFSET_OUT_OF_RANGE, -1
     try:
-        if plog.maybe_increment_log_start_offset(target) and part.producer_state is not None:
-            part.producer_state.on_log_start_offset_incremented(plog.log_start_offset)
-    except OffsetOutOfRangeError:
-        return ErrorCode.OFFSET_OUT_OF_RANGE, -1
-    except OSError as exc:
-        ctx.broker.on_storage_error(part, exc)
-        return ErrorCode.KAFKA_STORAGE_ERROR, -1
-    return ErrorCode.NONE, plog.log_start_offset
+        low = ctx.broker.replica_manager.delete_records(topic, index, offset)
+    except (BrokerError, OffsetOutOfRangeError) as exc:
+        return error_code_for(exc), -1
+    return ErrorCode.NONE, low

@@ -311,16 +311,31 @@ def test_broker_service_marks_failing_partition_uncleanable(tmp_path: Path) -> N
     tps = {TopicPartition("good", 0): good, TopicPartition("bad", 0): bad}
     parts = {
         tp: SimpleNamespace(
-            log=plog, offline=False, last_stable_offset=lambda p=plog: p.high_watermark
+            tp=tp, log=plog, offline=False, last_stable_offset=lambda p=plog: p.high_watermark
         )
         for tp, plog in tps.items()
     }
     errors: list[Any] = []
+
+    class Replicas:
+        """The slice of the ReplicaManager the cleaner uses."""
+
+        def get(self, tp: TopicPartition) -> Any:
+            return parts.get(tp)
+
+        def __iter__(self) -> Any:
+            return iter(list(parts.values()))
+
+        def __contains__(self, tp: object) -> bool:
+            return tp in parts
+
+        def on_storage_error(self, part: Any, exc: BaseException) -> None:
+            errors.append(exc)
+
     broker = SimpleNamespace(
         config=SimpleNamespace(props={"log.cleaner.backoff.ms": "10"}),
-        partitions=parts,
+        replica_manager=Replicas(),
         logs=SimpleNamespace(log_dirs=[d], dir_of={tp: d for tp in tps}),
-        on_storage_error=lambda part, exc: errors.append(exc),
     )
     service = LogCleaner(broker)  # type: ignore[arg-type]
 

@@ -1,0 +1,183 @@
+"""Typed broker errors and the one table that turns any refusal into a Kafka error code.
+
+Handlers and the ReplicaManager raise these (or let the storage core's errors
+through); the code a client sees comes from `error_code_for`, which walks the
+exception's class hierarchy (its MRO), so a subclass inherits its base's code
+unless the table names it. Nothing is matched by class name.
+
+`BrokerError.message` is the text for the response's `error_message` where the
+API has one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kt.protocol import ErrorCode
+from kt.storage import errors as storage_errors
+from kt.storage import log as storage_log
+
+
+class BrokerError(Exception):
+    """A request (or one partition of it) refused with a Kafka error code."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class UnknownTopicOrPartitionError(BrokerError):
+    """The topic or partition is not hosted by this broker."""
+
+
+class UnknownTopicIdError(BrokerError):
+    """No topic has the requested topic id."""
+
+
+class InvalidTopicError(BrokerError):
+    """The topic name is invalid, or the topic may not be written by clients."""
+
+
+class NotLeaderOrFollowerError(BrokerError):
+    """This broker is not the partition's leader (or, for replica requests, not a replica)."""
+
+
+class KafkaStorageError(BrokerError):
+    """The partition is offline: its log directory failed or its log is unusable."""
+
+
+class FencedLeaderEpochError(BrokerError):
+    """The client's leader epoch is older than the partition's."""
+
+
+class UnknownLeaderEpochError(BrokerError):
+    """The client's leader epoch is newer than the partition's (this broker lags)."""
+
+
+class NotEnoughReplicasError(BrokerError):
+    """acks=all with fewer in-sync replicas than min.insync.replicas: nothing written."""
+
+
+class NotEnoughReplicasAfterAppendError(BrokerError):
+    """acks=all: written, but the ISR shrank below min.insync.replicas before it was
+    replicated."""
+
+
+class RecordListTooLargeError(BrokerError):
+    """A produce batch larger than the topic's segment.bytes (it could never fit a segment)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordError:
+    """One rejected record of a batch (Produce v8+ `record_errors`)."""
+
+    batch_index: int
+    message: str | None
+
+    def __str__(self) -> str:
+        # Java's RecordError.toString, which Kafka embeds in its error message.
+        message = "null" if self.message is None else f"'{self.message}'"
+        return f"RecordError(batchIndex={self.batch_index}, message={message})"
+
+
+class InvalidRecordError(BrokerError):
+    """A batch refused as a whole, optionally naming the offending records (Kafka's
+    RecordValidationException around an InvalidRecordException)."""
+
+    def __init__(self, message: str = "", record_errors: list[RecordError] | None = None) -> None:
+        super().__init__(message)
+        self.record_errors = list(record_errors or [])
+
+
+class InvalidRequiredAcksError(BrokerError):
+    """Produce acks other than -1, 0 or 1."""
+
+
+class PolicyViolationError(BrokerError):
+    """The request contradicts the topic's policy (e.g. DeleteRecords on a compacted topic)."""
+
+
+class ProducerError(BrokerError):
+    """A produce refused by the idempotent/transactional producer rules."""
+
+
+class OutOfOrderSequenceError(ProducerError):
+    """A batch's sequence number is not the next one expected for its producer."""
+
+
+class InvalidProducerEpochError(ProducerError):
+    """A batch from an older (fenced) producer epoch."""
+
+
+class UnknownProducerIdError(ProducerError):
+    """The broker has no state for the batch's producer id (expired or never seen)."""
+
+
+class InvalidTxnStateError(ProducerError):
+    """A batch that contradicts its producer's transaction state."""
+
+
+# The one mapping from exception classes to Kafka error codes. `error_code_for`
+# looks an exception's classes up most-derived first, so the storage core's
+# subclasses of CorruptRecordError get their specific codes and any other
+# CorruptRecordError is CORRUPT_MESSAGE; any other storage problem or I/O error
+# means the log is unusable (KAFKA_STORAGE_ERROR).
+ERROR_CODES: dict[type[BaseException], ErrorCode] = {
+    # Broker errors.
+    UnknownTopicOrPartitionError: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    UnknownTopicIdError: ErrorCode.UNKNOWN_TOPIC_ID,
+    InvalidTopicError: ErrorCode.INVALID_TOPIC_EXCEPTION,
+    NotLeaderOrFollowerError: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    KafkaStorageError: ErrorCode.KAFKA_STORAGE_ERROR,
+    FencedLeaderEpochError: ErrorCode.FENCED_LEADER_EPOCH,
+    UnknownLeaderEpochError: ErrorCode.UNKNOWN_LEADER_EPOCH,
+    NotEnoughReplicasError: ErrorCode.NOT_ENOUGH_REPLICAS,
+    NotEnoughReplicasAfterAppendError: ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    RecordListTooLargeError: ErrorCode.RECORD_LIST_TOO_LARGE,
+    InvalidRecordError: ErrorCode.INVALID_RECORD,
+    InvalidRequiredAcksError: ErrorCode.INVALID_REQUIRED_ACKS,
+    PolicyViolationError: ErrorCode.POLICY_VIOLATION,
+    # Producer-state errors.
+    OutOfOrderSequenceError: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    InvalidProducerEpochError: ErrorCode.INVALID_PRODUCER_EPOCH,
+    UnknownProducerIdError: ErrorCode.UNKNOWN_PRODUCER_ID,
+    InvalidTxnStateError: ErrorCode.INVALID_TXN_STATE,
+    # The storage core's errors.
+    storage_log.RecordTooLargeError: ErrorCode.MESSAGE_TOO_LARGE,
+    storage_log.InvalidRecordError: ErrorCode.INVALID_RECORD,
+    storage_log.InvalidTimestampError: ErrorCode.INVALID_TIMESTAMP,
+    storage_log.UnsupportedCompressionError: ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+    storage_errors.OffsetOutOfRangeError: ErrorCode.OFFSET_OUT_OF_RANGE,
+    storage_errors.CorruptRecordError: ErrorCode.CORRUPT_MESSAGE,
+    storage_errors.StorageError: ErrorCode.KAFKA_STORAGE_ERROR,
+    OSError: ErrorCode.KAFKA_STORAGE_ERROR,
+}
+
+
+def error_code_for(exc: BaseException) -> ErrorCode:
+    """Kafka's error code for `exc`: the table entry of its most derived listed class,
+    UNKNOWN_SERVER_ERROR when none is listed."""
+    for cls in type(exc).__mro__:
+        code = ERROR_CODES.get(cls)
+        if code is not None:
+            return code
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def is_storage_failure(exc: BaseException) -> bool:
+    """Whether `exc` means the partition's log itself failed (it must go offline), as
+    opposed to a refused request."""
+    return error_code_for(exc) == ErrorCode.KAFKA_STORAGE_ERROR and not isinstance(exc, BrokerError)
+
+
+def producer_error(code: int, message: str) -> BrokerError:
+    """The typed error for a producer-state verdict's error code (read from the table,
+    so the two never disagree)."""
+    for cls, mapped in ERROR_CODES.items():
+        if mapped == code and issubclass(cls, ProducerError):
+            return cls(message)
+    if code == ErrorCode.INVALID_RECORD:
+        # LogValidator's rules the check applies first (control batches, negative
+        # sequences): a plain invalid batch.
+        return InvalidRecordError(message)
+    raise ValueError(f"no producer error for code {code}")

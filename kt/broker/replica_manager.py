@@ -1,0 +1,254 @@
+"""The ReplicaManager: the partitions this broker hosts, and the one place that resolves
+a request's partition or its error.
+
+Kafka's ReplicaManager, reduced to what kt's broker needs today: it owns the
+`Partition` objects (created when a topic is made or loaded, removed when it is
+deleted), turns a (topic, partition) of a request into a usable partition or a
+typed error (`kt.broker.errors`), and runs the operations requests make on
+partitions: appends, reads, offset lookups, DeleteRecords. A failure of a
+partition's log takes the partition (or its whole log directory, for an I/O
+error) offline here, so every request path reacts to it the same way.
+
+On a single node this broker leads every partition it hosts; in a cluster the
+controller's LeaderAndIsr makes some of them followers, and requests meant for
+the leader get NOT_LEADER_OR_FOLLOWER.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+from kt.broker.errors import (
+    FencedLeaderEpochError,
+    InvalidRecordError,
+    InvalidTopicError,
+    KafkaStorageError,
+    NotLeaderOrFollowerError,
+    PolicyViolationError,
+    UnknownLeaderEpochError,
+    UnknownTopicOrPartitionError,
+    is_storage_failure,
+    producer_error,
+)
+from kt.broker.log_manager import LogManager
+from kt.broker.metadata_store import INTERNAL_TOPICS
+from kt.broker.partition import Partition, ProducerStateError
+from kt.storage.checkpoint import TopicPartition
+from kt.storage.errors import OffsetOutOfRangeError, StorageError
+from kt.storage.log import AppendResult, FetchSlice, PartitionLog
+
+log = logging.getLogger("kt.broker.replica_manager")
+
+#: DeleteRecords' offset meaning "up to the high watermark".
+HIGH_WATERMARK = -1
+
+
+class ReplicaManager:
+    """The partitions hosted by one broker and the operations requests make on them."""
+
+    def __init__(self, node_id: int, logs: LogManager) -> None:
+        self.node_id = node_id
+        self.logs = logs
+        self._partitions: dict[TopicPartition, Partition] = {}
+
+    # --- the hosted partitions -------------------------------------------------
+
+    def get(self, tp: TopicPartition) -> Partition | None:
+        """The hosted partition `tp` in whatever state (online or offline), if any."""
+        return self._partitions.get(tp)
+
+    def __contains__(self, tp: object) -> bool:
+        return tp in self._partitions
+
+    def __len__(self) -> int:
+        return len(self._partitions)
+
+    def __iter__(self) -> Iterator[Partition]:
+        # A copy: callers may create or delete partitions while iterating.
+        return iter(list(self._partitions.values()))
+
+    def create_partition(
+        self, tp: TopicPartition, topic_id: bytes, plog: PartitionLog
+    ) -> Partition:
+        """Host `tp` over its log, as its leader at the log's latest epoch (a single
+        broker leads everything it hosts; LeaderAndIsr will say otherwise in a
+        cluster), with its producer state rebuilt."""
+        epoch = plog.leader_epoch_cache.latest_epoch or 0
+        part = Partition(tp, topic_id, plog, self.node_id, epoch, [self.node_id], [self.node_id])
+        part.load_producer_state()
+        self._partitions[tp] = part
+        return part
+
+    def remove_partition(self, tp: TopicPartition) -> Partition | None:
+        """Stop hosting `tp` (its topic was deleted): waiting fetches wake up and find
+        it gone. The log itself is the log manager's to delete."""
+        part = self._partitions.pop(tp, None)
+        if part is not None:
+            part.offline = True
+            part.notify()
+        return part
+
+    def wake_all(self) -> None:
+        """Wake every waiting fetch (shutdown)."""
+        for part in self:
+            part.notify()
+
+    def close(self) -> None:
+        """Snapshot every partition's producer state (clean shutdown)."""
+        for part in self:
+            try:
+                part.close()
+            except OSError as exc:
+                log.error("%s: cannot snapshot producer state at shutdown: %s", part.tp, exc)
+
+    # --- resolution ------------------------------------------------------------
+
+    def get_partition_or_error(
+        self, topic: str, index: int, *, require_leader: bool = True
+    ) -> Partition:
+        """The partition a request names, usable: UnknownTopicOrPartitionError when not
+        hosted here, KafkaStorageError when offline, NotLeaderOrFollowerError when
+        `require_leader` and another broker leads it. Messages as Kafka's
+        ReplicaManager.getPartitionOrException and Partition.leaderLogIfLocal."""
+        tp = TopicPartition(topic, index)
+        part = self._partitions.get(tp)
+        if part is None:
+            raise UnknownTopicOrPartitionError(
+                f"Error while fetching partition state for {_name(tp)}"
+            )
+        if part.offline:
+            raise KafkaStorageError(f"Partition {_name(tp)} is in an offline log directory")
+        if require_leader and part.leader_id != self.node_id:
+            raise NotLeaderOrFollowerError(
+                f"Leader not local for partition {_name(tp)} on broker {self.node_id}"
+            )
+        return part
+
+    @staticmethod
+    def check_current_leader_epoch(part: Partition, current_leader_epoch: int) -> None:
+        """A request's current_leader_epoch against the partition's (-1: not checked):
+        older is FencedLeaderEpochError, newer UnknownLeaderEpochError (KIP-320)."""
+        if current_leader_epoch < 0 or current_leader_epoch == part.leader_epoch:
+            return
+        if current_leader_epoch < part.leader_epoch:
+            raise FencedLeaderEpochError(
+                f"The leader epoch in the request {current_leader_epoch} is smaller than "
+                f"the current leader epoch {part.leader_epoch} of {_name(part.tp)}"
+            )
+        raise UnknownLeaderEpochError(
+            f"The leader epoch in the request {current_leader_epoch} is larger than the "
+            f"current leader epoch {part.leader_epoch} of {_name(part.tp)}"
+        )
+
+    # --- operations ------------------------------------------------------------
+
+    def append_records(
+        self,
+        topic: str,
+        index: int,
+        records: bytes | bytearray | memoryview | None,
+        *,
+        now_ms: int,
+        internal_topics_allowed: bool = False,
+    ) -> AppendResult:
+        """Append a producer's batches to the partition it leads. Raises the typed
+        broker errors, the storage core's validation errors, or KafkaStorageError
+        (after taking the log offline) when the log fails."""
+        if topic in INTERNAL_TOPICS and not internal_topics_allowed:
+            raise InvalidTopicError(f"Cannot append to internal topic {topic}")
+        part = self.get_partition_or_error(topic, index)
+        if records is None or len(records) == 0:
+            raise InvalidRecordError("produce request has no records")
+        try:
+            # `records` may be a view into the request frame: the log patches it in place.
+            return part.append_records(records, now_ms=now_ms)
+        except ProducerStateError as exc:
+            raise producer_error(exc.error_code, exc.message) from exc
+        except (StorageError, OSError) as exc:
+            self._maybe_fail(part, exc)
+            raise
+
+    def read(
+        self,
+        part: Partition,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        upper_bound: int,
+        min_one_message: bool,
+    ) -> FetchSlice | None:
+        """Bytes of `part` from `fetch_offset` (see PartitionLog.read). Raises the
+        storage core's OffsetOutOfRangeError, or KafkaStorageError after taking the
+        log offline when it fails."""
+        try:
+            return part.log.read(
+                fetch_offset, max_bytes, upper_bound=upper_bound, min_one_message=min_one_message
+            )
+        except OffsetOutOfRangeError:
+            raise
+        except (StorageError, OSError) as exc:
+            self.on_storage_error(part, exc)
+            raise KafkaStorageError(str(exc)) from exc
+
+    def delete_records(self, topic: str, index: int, offset: int) -> int:
+        """DeleteRecords for one partition: move its log start offset to `offset`
+        (HIGH_WATERMARK: to the high watermark); returns the new low watermark.
+        PolicyViolationError unless cleanup.policy includes delete;
+        OffsetOutOfRangeError above the high watermark or below -1."""
+        part = self.get_partition_or_error(topic, index)
+        plog = part.log
+        if not plog.config.delete:
+            raise PolicyViolationError(
+                f"Records of partition {_name(part.tp)} can not be deleted due to the "
+                "configured policy"
+            )
+        target = part.high_watermark if offset == HIGH_WATERMARK else offset
+        if target < 0 or target > part.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"Cannot increment the log start offset to {target} of partition "
+                f"{_name(part.tp)} since it is larger than the high watermark "
+                f"{part.high_watermark}"
+            )
+        try:
+            if plog.maybe_increment_log_start_offset(target) and part.producer_state is not None:
+                part.producer_state.on_log_start_offset_incremented(plog.log_start_offset)
+        except OSError as exc:
+            self.on_storage_error(part, exc)
+            raise KafkaStorageError(str(exc)) from exc
+        return plog.log_start_offset
+
+    # --- failures --------------------------------------------------------------
+
+    def _maybe_fail(self, part: Partition, exc: BaseException) -> None:
+        """Take `part` offline when `exc` means its log failed (not a refused batch)."""
+        if is_storage_failure(exc):
+            self.on_storage_error(part, exc)
+
+    def on_storage_error(self, part: Partition, exc: BaseException) -> None:
+        """An error in a partition's log. An I/O error (OSError) fails the partition's
+        whole log directory, as in Kafka (see fail_log_dir); any other storage error
+        takes just this partition offline. The rest keeps serving."""
+        d = self.logs.dir_of.get(part.tp)
+        if isinstance(exc, OSError) and d is not None:
+            self.fail_log_dir(d, exc)
+            return
+        log.error("storage error on %s, taking it offline: %s", part.tp, exc)
+        part.offline = True
+        part.notify()
+
+    def fail_log_dir(self, d: Path, exc: BaseException | str) -> None:
+        """Kafka's LogDirFailureHandler: take log directory `d` offline with all its
+        partitions (clients get KAFKA_STORAGE_ERROR for them), keep serving the other
+        directories; the log manager halts the broker when none is left."""
+        for tp in self.logs.handle_dir_failure(d, exc):
+            part = self._partitions.get(tp)
+            if part is not None:
+                part.offline = True
+                part.notify()
+
+
+def _name(tp: TopicPartition) -> str:
+    # Kafka's TopicPartition.toString, which its messages embed.
+    return f"{tp.topic}-{tp.partition}"

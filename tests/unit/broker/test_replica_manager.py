@@ -1,0 +1,152 @@
+"""The ReplicaManager's partition resolution and operations, and the error-code table
+(without a running broker)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kt.broker import errors
+from kt.broker.errors import error_code_for
+from kt.broker.log_manager import LogManager
+from kt.broker.replica_manager import ReplicaManager
+from kt.protocol import ErrorCode
+from kt.storage import errors as storage_errors
+from kt.storage import log as storage_log
+from kt.storage import record_batch as v2
+from kt.storage.checkpoint import TopicPartition
+from kt.storage.log_config import LogConfig
+
+TID = bytes(range(16))
+
+
+def _halt(message: str) -> None:
+    raise AssertionError(message)
+
+
+@pytest.fixture
+def rm(tmp_path: Path) -> Iterator[ReplicaManager]:
+    logs = LogManager([tmp_path / "a", tmp_path / "b"], 1, LogConfig(), halt=_halt)
+    logs.lock_and_validate(None)
+    logs.load_logs({}, 1)
+    manager = ReplicaManager(1, logs)
+    for p in range(2):
+        tp = TopicPartition("t", p)
+        manager.create_partition(tp, TID, logs.create(tp, TID, {}))
+    yield manager
+    manager.close()
+    logs.shutdown()
+
+
+def _batch(*values: bytes, key: bytes | None = b"k") -> bytes:
+    return v2.build_batch([v2.RecordSpec(key, v, timestamp=1000) for v in values])
+
+
+def test_error_codes_follow_the_class_hierarchy() -> None:
+    assert error_code_for(errors.NotLeaderOrFollowerError()) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert error_code_for(storage_log.RecordTooLargeError("x")) == ErrorCode.MESSAGE_TOO_LARGE
+    assert error_code_for(storage_log.InvalidRecordError("x")) == ErrorCode.INVALID_RECORD
+    # Unlisted subclasses inherit their base's code.
+    assert error_code_for(storage_errors.CorruptRecordError("x")) == ErrorCode.CORRUPT_MESSAGE
+    assert error_code_for(storage_errors.CorruptIndexError("x")) == ErrorCode.KAFKA_STORAGE_ERROR
+    assert error_code_for(FileNotFoundError()) == ErrorCode.KAFKA_STORAGE_ERROR
+
+    class Special(errors.RecordListTooLargeError):
+        pass
+
+    assert error_code_for(Special()) == ErrorCode.RECORD_LIST_TOO_LARGE
+    assert error_code_for(ValueError()) == ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def test_producer_state_codes_map_to_typed_errors() -> None:
+    for code, cls in (
+        (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, errors.OutOfOrderSequenceError),
+        (ErrorCode.INVALID_PRODUCER_EPOCH, errors.InvalidProducerEpochError),
+        (ErrorCode.UNKNOWN_PRODUCER_ID, errors.UnknownProducerIdError),
+        (ErrorCode.INVALID_TXN_STATE, errors.InvalidTxnStateError),
+        (ErrorCode.INVALID_RECORD, errors.InvalidRecordError),
+    ):
+        exc = errors.producer_error(code, "why")
+        assert type(exc) is cls and exc.message == "why" and error_code_for(exc) == code
+
+
+def test_get_partition_or_error(rm: ReplicaManager) -> None:
+    assert rm.get_partition_or_error("t", 1).tp == TopicPartition("t", 1)
+    with pytest.raises(errors.UnknownTopicOrPartitionError, match="t-2"):
+        rm.get_partition_or_error("t", 2)
+    with pytest.raises(errors.UnknownTopicOrPartitionError):
+        rm.get_partition_or_error("other", 0)
+    part = rm.get_partition_or_error("t", 0)
+    part.leader_id = 2  # another broker leads it (a follower replica here)
+    with pytest.raises(errors.NotLeaderOrFollowerError, match="on broker 1"):
+        rm.get_partition_or_error("t", 0)
+    assert rm.get_partition_or_error("t", 0, require_leader=False) is part
+    part.offline = True
+    with pytest.raises(errors.KafkaStorageError, match="offline log directory"):
+        rm.get_partition_or_error("t", 0, require_leader=False)
+
+
+def test_leader_epoch_check(rm: ReplicaManager) -> None:
+    part = rm.get_partition_or_error("t", 0)
+    part.leader_epoch = 3
+    rm.check_current_leader_epoch(part, -1)
+    rm.check_current_leader_epoch(part, 3)
+    with pytest.raises(errors.FencedLeaderEpochError):
+        rm.check_current_leader_epoch(part, 2)
+    with pytest.raises(errors.UnknownLeaderEpochError):
+        rm.check_current_leader_epoch(part, 4)
+
+
+def test_append_and_read(rm: ReplicaManager) -> None:
+    result = rm.append_records("t", 0, _batch(b"a", b"b"), now_ms=1000)
+    assert (result.first_offset, result.last_offset) == (0, 1)
+    part = rm.get_partition_or_error("t", 0)
+    sl = rm.read(part, 0, 1 << 20, upper_bound=part.high_watermark, min_one_message=True)
+    assert sl is not None and sl.length > 0
+    with pytest.raises(storage_errors.OffsetOutOfRangeError):
+        rm.read(part, 5, 100, upper_bound=part.high_watermark, min_one_message=True)
+
+
+def test_append_refusals(rm: ReplicaManager) -> None:
+    with pytest.raises(errors.InvalidTopicError, match="internal topic"):
+        rm.append_records("__consumer_offsets", 0, _batch(b"a"), now_ms=1000)
+    with pytest.raises(errors.UnknownTopicOrPartitionError):
+        rm.append_records("t", 9, _batch(b"a"), now_ms=1000)
+    with pytest.raises(errors.InvalidRecordError):
+        rm.append_records("t", 0, b"", now_ms=1000)
+    # A refused batch does not take the partition offline; a corrupt one neither.
+    bad = bytearray(_batch(b"a"))
+    bad[-1] ^= 0xFF
+    with pytest.raises(storage_errors.CorruptRecordError):
+        rm.append_records("t", 0, bad, now_ms=1000)
+    assert not rm.get_partition_or_error("t", 0).offline
+
+
+def test_delete_records(rm: ReplicaManager) -> None:
+    rm.append_records("t", 0, _batch(b"a", b"b", b"c"), now_ms=1000)
+    assert rm.delete_records("t", 0, 2) == 2
+    assert rm.delete_records("t", 0, 1) == 2  # never backwards
+    assert rm.delete_records("t", 0, -1) == 3  # -1: the high watermark
+    with pytest.raises(storage_errors.OffsetOutOfRangeError):
+        rm.delete_records("t", 0, 4)
+    with pytest.raises(errors.UnknownTopicOrPartitionError):
+        rm.delete_records("t", 5, 0)
+
+
+def test_storage_failure_takes_the_directory_offline(rm: ReplicaManager) -> None:
+    # The partition outside the metadata directory (whose failure halts the broker).
+    (part,) = [p for p in rm if rm.logs.dir_of[p.tp] != rm.logs.metadata_dir]
+    d = rm.logs.dir_of[part.tp]
+    rm.on_storage_error(part, OSError(5, "Input/output error"))
+    assert part.offline and d in rm.logs.offline_dirs
+    with pytest.raises(errors.KafkaStorageError):
+        rm.append_records("t", part.tp.partition, _batch(b"a"), now_ms=1000)
+
+
+def test_remove_partition(rm: ReplicaManager) -> None:
+    part = rm.remove_partition(TopicPartition("t", 1))
+    assert part is not None and part.offline
+    assert TopicPartition("t", 1) not in rm and len(rm) == 1
+    assert [p.tp for p in rm] == [TopicPartition("t", 0)]
