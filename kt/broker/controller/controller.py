@@ -25,12 +25,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from kt.broker.controller import election
 from kt.broker.controller import requests as rq
 from kt.broker.controller.channel import ControllerChannel
-from kt.broker.controller.requests import BrokerEndpointInfo, PartitionLeadership, TopicReplicas
+from kt.broker.controller.election import LeaderAndIsr, LeaderRecoveryState
+from kt.broker.controller.requests import BrokerEndpointInfo, TopicReplicas
 from kt.protocol import ErrorCode, Struct, apis
 from kt.storage.checkpoint import TopicPartition
 
@@ -76,19 +78,19 @@ class ControllerZk(Protocol):
 
     async def get_partition_states(
         self, tps: Iterable[TopicPartition]
-    ) -> dict[TopicPartition, PartitionLeadership]:
+    ) -> dict[TopicPartition, LeaderAndIsr]:
         """The existing state znodes among `tps`."""
         ...
 
     async def create_partition_states(
-        self, states: dict[TopicPartition, PartitionLeadership], epoch_zk_version: int
-    ) -> dict[TopicPartition, PartitionLeadership]:
+        self, states: dict[TopicPartition, LeaderAndIsr], epoch_zk_version: int
+    ) -> dict[TopicPartition, LeaderAndIsr]:
         """Create state znodes (fenced); returns them with their versions."""
         ...
 
     async def update_partition_states(
-        self, states: dict[TopicPartition, PartitionLeadership], epoch_zk_version: int
-    ) -> dict[TopicPartition, PartitionLeadership | BadVersionError]:
+        self, states: dict[TopicPartition, LeaderAndIsr], epoch_zk_version: int
+    ) -> dict[TopicPartition, LeaderAndIsr | BadVersionError]:
         """Conditional writes on each state's zk_version (fenced): new versions, or
         BadVersionError per partition that lost a race."""
         ...
@@ -135,7 +137,7 @@ class _View:
     live: dict[int, BrokerEndpointInfo] = field(default_factory=dict)
     shutting_down: set[int] = field(default_factory=set)
     topics: dict[str, TopicReplicas] = field(default_factory=dict)
-    leadership: dict[TopicPartition, PartitionLeadership] = field(default_factory=dict)
+    leadership: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
     to_delete: set[str] = field(default_factory=set)
     # topic -> replicas that acknowledged StopReplica(delete) for it
     deleted_by: dict[str, set[tuple[int, int]]] = field(default_factory=dict)
@@ -147,6 +149,10 @@ class _View:
     def all_partitions(self) -> list[TopicPartition]:
         return [TopicPartition(n, p) for n, t in sorted(self.topics.items())
                 for p in sorted(t.partitions)]  # fmt: skip
+
+    def online(self) -> set[int]:
+        """Brokers that may lead or join an ISR: live and not shutting down."""
+        return set(self.live) - self.shutting_down
 
     def partitions_on(self, broker_id: int) -> list[TopicPartition]:
         return [tp for tp in self.all_partitions() if broker_id in self.replicas(tp)]
@@ -171,7 +177,7 @@ class IsrAnswer:
     """The controller's answer for one partition: an error, or the state written."""
 
     error: int
-    state: PartitionLeadership | None = None
+    state: LeaderAndIsr | None = None
 
 
 class KafkaController:
@@ -490,15 +496,15 @@ class KafkaController:
         """Kafka's NewPartition -> OnlinePartition: the first live replica leads, the
         live replicas are the ISR; state znodes created, replicas told (is_new)."""
         v = self.view
-        states: dict[TopicPartition, PartitionLeadership] = {}
+        states: dict[TopicPartition, LeaderAndIsr] = {}
         for tp in tps:
             if tp.topic in v.to_delete:
                 continue
-            live = [r for r in v.replicas(tp) if r in v.live]
-            if not live:
+            elected = election.new_partition_election(v.replicas(tp), v.online())
+            if elected is None:
                 log.warning("controller: new partition %s has no live replica", tp)
                 continue
-            states[tp] = PartitionLeadership(live[0], 0, tuple(live), v.epoch, 0)
+            states[tp] = LeaderAndIsr.initial(elected, v.epoch)
         if not states:
             return
         created = await self.zk.create_partition_states(states, v.epoch_zk_version)
@@ -513,22 +519,25 @@ class KafkaController:
         leader keeps leader -1 with its last ISR member."""
         v = self.view
 
-        async def choose(tp: TopicPartition, lead: PartitionLeadership) -> PartitionLeadership:
-            replicas = v.replicas(tp)
-            live_isr = [r for r in replicas if r in v.live and r in lead.isr]
-            if live_isr:
-                isr = tuple(r for r in lead.isr if r in v.live)
-                return _next(lead, live_isr[0], isr, v.epoch)
-            live = [r for r in replicas if r in v.live]
-            if live and await self._unclean_allowed(tp.topic):
-                log.warning(
-                    "controller: unclean leader election for %s: %d leads, out of sync "
-                    "(data not yet on it is lost)", tp, live[0],
-                )  # fmt: skip
-                return _next(lead, live[0], (live[0],), v.epoch)
+        async def choose(tp: TopicPartition, lead: LeaderAndIsr) -> LeaderAndIsr:
+            replicas, online = v.replicas(tp), v.online()
+            elected = election.offline_election(replicas, lead.isr, online, unclean_allowed=False)
+            if elected is None and await self._unclean_allowed(tp.topic):
+                elected = election.offline_election(
+                    replicas, lead.isr, online, unclean_allowed=True
+                )
+            if elected is not None:
+                if elected.unclean:
+                    log.warning(
+                        "controller: unclean leader election for %s: %d leads, out of sync "
+                        "(records it does not have are lost)", tp, elected.leader,
+                    )  # fmt: skip
+                return lead.elect(elected, v.epoch)
             if lead.leader == NO_LEADER:
                 return lead
-            return _next(lead, NO_LEADER, lead.isr, v.epoch)
+            log.error("controller: %s", election.failure_message(
+                f"{tp.topic}-{tp.partition}", election.Strategy.OFFLINE))  # fmt: skip
+            return lead.with_leader_and_isr(NO_LEADER, lead.isr, v.epoch)
 
         await self._change_states(tps, choose)
 
@@ -537,19 +546,15 @@ class KafkaController:
         emptying it; a removed leader leaves leader -1."""
         v = self.view
 
-        async def shrink(tp: TopicPartition, lead: PartitionLeadership) -> PartitionLeadership:
-            isr = tuple(r for r in lead.isr if r not in gone) or lead.isr[-1:]
-            leader = NO_LEADER if lead.leader in gone else lead.leader
-            if isr == lead.isr and leader == lead.leader:
-                return lead
-            return _next(lead, leader, isr, v.epoch)
+        async def shrink(tp: TopicPartition, lead: LeaderAndIsr) -> LeaderAndIsr:
+            return election.remove_replicas_from_isr(lead, sorted(gone), v.epoch) or lead
 
         await self._change_states(tps, shrink)
 
     async def _change_states(
         self,
         tps: list[TopicPartition],
-        choose: Callable[[TopicPartition, PartitionLeadership], Awaitable[PartitionLeadership]],
+        choose: Callable[[TopicPartition, LeaderAndIsr], Awaitable[LeaderAndIsr]],
     ) -> None:
         """Compute new states, write the changed ones conditionally (re-reading and
         retrying the ones that lost a race), then tell the replicas and every broker."""
@@ -559,7 +564,7 @@ class KafkaController:
         for _ in range(5):
             if not todo:
                 break
-            proposed: dict[TopicPartition, PartitionLeadership] = {}
+            proposed: dict[TopicPartition, LeaderAndIsr] = {}
             for tp in todo:
                 new = await choose(tp, v.leadership[tp])
                 if new != v.leadership[tp]:
@@ -610,12 +615,11 @@ class KafkaController:
         led = [tp for tp in replicated if v.leadership[tp].leader == broker_id]
         followed = [tp for tp in replicated if v.leadership[tp].leader != broker_id]
 
-        async def move(tp: TopicPartition, lead: PartitionLeadership) -> PartitionLeadership:
-            isr = [r for r in lead.isr if r not in v.shutting_down]
-            for r in v.replicas(tp):
-                if r in v.live and r in isr:
-                    return _next(lead, r, tuple(isr), v.epoch)
-            return lead
+        async def move(tp: TopicPartition, lead: LeaderAndIsr) -> LeaderAndIsr:
+            elected = election.controlled_shutdown_election(
+                v.replicas(tp), lead.isr, set(v.live), v.shutting_down
+            )
+            return lead if elected is None else lead.elect(elected, v.epoch)
 
         await self._change_states(led, move)
         self._send_stop_replica(broker_id, {tp: v.leadership[tp].leader_epoch
@@ -646,7 +650,7 @@ class KafkaController:
         if info is None or (broker_epoch >= 0 and broker_epoch != info.epoch):
             return ErrorCode.STALE_BROKER_EPOCH, {}
         answers: dict[TopicPartition, IsrAnswer] = {}
-        proposed: dict[TopicPartition, PartitionLeadership] = {}
+        proposed: dict[TopicPartition, LeaderAndIsr] = {}
         for change in changes:
             tp = change.tp
             lead = v.leadership.get(tp)
@@ -656,10 +660,14 @@ class KafkaController:
             elif change.new_isr == lead.isr:
                 answers[tp] = IsrAnswer(ErrorCode.NONE, lead)
             else:
-                proposed[tp] = PartitionLeadership(
-                    lead.leader, lead.leader_epoch, change.new_isr, v.epoch, lead.zk_version,
-                    change.leader_recovery_state,
-                )  # fmt: skip
+                # An ISR change by the leader keeps the leader epoch (only the
+                # controller's own changes bump it).
+                proposed[tp] = replace(
+                    lead,
+                    isr=change.new_isr,
+                    controller_epoch=v.epoch,
+                    leader_recovery_state=LeaderRecoveryState(change.leader_recovery_state),
+                )
         if proposed:
             results = await self.zk.update_partition_states(proposed, v.epoch_zk_version)
             for tp, res in results.items():
@@ -674,7 +682,7 @@ class KafkaController:
         return ErrorCode.NONE, answers
 
     def _isr_change_problem(
-        self, broker_id: int, change: IsrChange, lead: PartitionLeadership | None
+        self, broker_id: int, change: IsrChange, lead: LeaderAndIsr | None
     ) -> int:
         """Kafka's checks of one AlterPartition item, in its order."""
         v = self.view
@@ -792,18 +800,9 @@ class KafkaController:
 
     # --- views for tools ---------------------------------------------------------
 
-    def partition_leadership(self, tp: TopicPartition) -> PartitionLeadership | None:
+    def partition_leadership(self, tp: TopicPartition) -> LeaderAndIsr | None:
         """The active controller's state of a partition."""
         return self.view.leadership.get(tp)
-
-
-def _next(
-    lead: PartitionLeadership, leader: int, isr: tuple[int, ...], controller_epoch: int
-) -> PartitionLeadership:
-    """The next state of a partition: every leader or ISR change by the controller
-    bumps the leader epoch (Kafka's newLeaderAndIsr / removeReplicasFromIsr)."""
-    return PartitionLeadership(leader, lead.leader_epoch + 1, isr, controller_epoch,
-                               lead.zk_version, 0)  # fmt: skip
 
 
 def _stop_replica_errors(response: Struct) -> dict[TopicPartition, int]:

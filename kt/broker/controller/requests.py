@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kt.broker.controller.election import LeaderAndIsr
 from kt.storage.checkpoint import TopicPartition
 
 # LeaderAndIsr / UpdateMetadata request types (v5+): full on controller failover and
@@ -42,18 +43,6 @@ class BrokerEndpointInfo:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionLeadership:
-    """A partition's state znode with its version (the partition epoch)."""
-
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    controller_epoch: int
-    zk_version: int
-    leader_recovery_state: int = 0
-
-
 @dataclass(slots=True)
 class TopicReplicas:
     """A topic's replica assignment from /brokers/topics/T."""
@@ -73,7 +62,7 @@ def leader_and_isr(
     controller_id: int,
     controller_epoch: int,
     broker_epoch: int,
-    partitions: Iterable[tuple[TopicPartition, PartitionLeadership, TopicReplicas, bool]],
+    partitions: Iterable[tuple[TopicPartition, LeaderAndIsr, TopicReplicas, bool]],
     live_leaders: Iterable[BrokerEndpointInfo],
     full: bool = False,
     listener: str | None = None,
@@ -98,7 +87,7 @@ def leader_and_isr(
                 "adding_replicas": list(topic.adding.get(tp.partition, [])),
                 "removing_replicas": list(topic.removing.get(tp.partition, [])),
                 "is_new": is_new,
-                "leader_recovery_state": lead.leader_recovery_state,
+                "leader_recovery_state": int(lead.leader_recovery_state),
             }
         )
     leaders = []
@@ -122,7 +111,7 @@ def update_metadata(
     controller_id: int,
     controller_epoch: int,
     broker_epoch: int,
-    partitions: Iterable[tuple[TopicPartition, PartitionLeadership | None, TopicReplicas]],
+    partitions: Iterable[tuple[TopicPartition, LeaderAndIsr | None, TopicReplicas]],
     live_brokers: Iterable[BrokerEndpointInfo],
     deleting: bool = False,
     full: bool = False,

@@ -21,11 +21,8 @@ from kt.broker.controller.controller import (
     IsrChange,
     KafkaController,
 )
-from kt.broker.controller.requests import (
-    BrokerEndpointInfo,
-    PartitionLeadership,
-    TopicReplicas,
-)
+from kt.broker.controller.election import LeaderAndIsr
+from kt.broker.controller.requests import BrokerEndpointInfo, TopicReplicas
 from kt.protocol import ErrorCode, apis
 from kt.protocol.codec import Api
 from kt.storage.checkpoint import TopicPartition
@@ -42,7 +39,7 @@ class FakeZk:
         self.epoch_version = 0
         self.brokers: dict[int, BrokerEndpointInfo] = {}
         self.topics: dict[str, TopicReplicas] = {}
-        self.states: dict[TopicPartition, PartitionLeadership] = {}
+        self.states: dict[TopicPartition, LeaderAndIsr] = {}
         self.configs: dict[str, dict[str, str]] = {}
         self.marked: set[str] = set()
         self.child_watches: dict[str, list[Callable[[list[str]], None]]] = {}
@@ -121,12 +118,12 @@ class FakeZk:
 
     async def get_partition_states(
         self, tps: Iterable[TopicPartition]
-    ) -> dict[TopicPartition, PartitionLeadership]:
+    ) -> dict[TopicPartition, LeaderAndIsr]:
         return {tp: self.states[tp] for tp in tps if tp in self.states}
 
     async def create_partition_states(
-        self, states: dict[TopicPartition, PartitionLeadership], epoch_zk_version: int
-    ) -> dict[TopicPartition, PartitionLeadership]:
+        self, states: dict[TopicPartition, LeaderAndIsr], epoch_zk_version: int
+    ) -> dict[TopicPartition, LeaderAndIsr]:
         self._fence(epoch_zk_version)
         out = {}
         for tp, s in states.items():
@@ -134,10 +131,10 @@ class FakeZk:
         return out
 
     async def update_partition_states(
-        self, states: dict[TopicPartition, PartitionLeadership], epoch_zk_version: int
-    ) -> dict[TopicPartition, PartitionLeadership | BadVersionError]:
+        self, states: dict[TopicPartition, LeaderAndIsr], epoch_zk_version: int
+    ) -> dict[TopicPartition, LeaderAndIsr | BadVersionError]:
         self._fence(epoch_zk_version)
-        out: dict[TopicPartition, PartitionLeadership | BadVersionError] = {}
+        out: dict[TopicPartition, LeaderAndIsr | BadVersionError] = {}
         for tp, s in states.items():
             current = self.states[tp]
             if current.zk_version != s.zk_version:
@@ -170,8 +167,8 @@ class FakeZk:
         self.data_watches.setdefault(path, []).append(callback)
 
 
-def _with_version(s: PartitionLeadership, version: int) -> PartitionLeadership:
-    return PartitionLeadership(s.leader, s.leader_epoch, s.isr, s.controller_epoch, version,
+def _with_version(s: LeaderAndIsr, version: int) -> LeaderAndIsr:
+    return LeaderAndIsr(s.leader, s.leader_epoch, s.isr, s.controller_epoch, version,
                                s.leader_recovery_state)  # fmt: skip
 
 
@@ -338,7 +335,7 @@ def test_isr_never_emptied_and_partition_goes_offline_without_unclean():
         zk.topics["t"] = TopicReplicas(bytes(16), {0: [2, 3]})
         c, _ = await started(zk)
         # 3 falls out of the ISR first, then the leader 2 dies: nobody in sync is left.
-        zk.states[TP("t", 0)] = PartitionLeadership(2, 5, (2,), 1, zk.states[TP("t", 0)].zk_version)
+        zk.states[TP("t", 0)] = LeaderAndIsr(2, 5, (2,), 1, zk.states[TP("t", 0)].zk_version)
         c.view.leadership[TP("t", 0)] = zk.states[TP("t", 0)]
         zk.remove_broker(2)
         await settle()
@@ -356,7 +353,7 @@ def test_unclean_election_only_when_the_topic_allows_it():
         zk.topics["t"] = TopicReplicas(bytes(16), {0: [2, 3]})
         zk.configs["t"] = {"unclean.leader.election.enable": "true"}
         c, _ = await started(zk)
-        zk.states[TP("t", 0)] = PartitionLeadership(2, 5, (2,), 1, zk.states[TP("t", 0)].zk_version)
+        zk.states[TP("t", 0)] = LeaderAndIsr(2, 5, (2,), 1, zk.states[TP("t", 0)].zk_version)
         c.view.leadership[TP("t", 0)] = zk.states[TP("t", 0)]
         zk.remove_broker(2)
         await settle()
