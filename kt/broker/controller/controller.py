@@ -111,12 +111,20 @@ class ControllerZk(Protocol):
         """Drop a deletion marker of a topic that does not exist."""
         ...
 
-    def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> None:
+    def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> Cancellable:
         """Persistent child watch, called on the loop."""
         ...
 
-    def watch_data(self, path: str, callback: Callable[[bytes | None], None]) -> None:
+    def watch_data(self, path: str, callback: Callable[[bytes | None], None]) -> Cancellable:
         """Persistent data watch, called on the loop."""
+        ...
+
+
+class Cancellable(Protocol):
+    """A watch that can be stopped."""
+
+    def cancel(self) -> None:
+        """Stop calling the callback."""
         ...
 
 
@@ -202,6 +210,8 @@ class KafkaController:
         self._events: asyncio.Queue[Event | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._started = False
+        # The active term's watches, cancelled when it resigns.
+        self._watches: list[Cancellable] = []
 
     # --- lifecycle -----------------------------------------------------------
 
@@ -281,6 +291,9 @@ class KafkaController:
         if self.channel is not None:
             await self.channel.close()
             self.channel = None
+        for w in self._watches:
+            w.cancel()
+        self._watches.clear()
         self.view = _View()
         if delete_znode:
             try:
@@ -323,9 +336,15 @@ class KafkaController:
         self._send_leader_and_isr(v.all_partitions(), full=True)
         v.to_delete = set(await self.zk.topics_marked_for_deletion())
         await self._resume_deletions()
-        self.zk.watch_children("/brokers/ids", self._watch(self._on_broker_change))
-        self.zk.watch_children("/brokers/topics", self._watch(self._on_topic_change))
-        self.zk.watch_children("/admin/delete_topics", self._watch(self._on_delete_topics))
+        self._watches += [
+            self.zk.watch_children("/brokers/ids", self._watch(self._on_broker_change)),
+            self.zk.watch_children("/brokers/topics", self._watch(self._on_topic_change)),
+            self.zk.watch_children("/admin/delete_topics", self._watch(self._on_delete_topics)),
+        ]
+        for name in v.topics:
+            self._watches.append(
+                self.zk.watch_data(f"/brokers/topics/{name}", self._topic_data_watch(name))
+            )
 
     # --- broker membership ---------------------------------------------------
 

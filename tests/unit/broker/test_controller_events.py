@@ -159,12 +159,25 @@ class FakeZk:
     async def unmark_topic_for_deletion(self, topic: str) -> None:
         self.marked.discard(topic)
 
-    def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> None:
-        self.child_watches.setdefault(path, []).append(callback)
+    def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> Any:
+        watches = self.child_watches.setdefault(path, [])
+        watches.append(callback)
         asyncio.get_running_loop().call_soon(callback, self.children(path))
+        return _Cancel(watches, callback)
 
-    def watch_data(self, path: str, callback: Callable[[bytes | None], None]) -> None:
-        self.data_watches.setdefault(path, []).append(callback)
+    def watch_data(self, path: str, callback: Callable[[bytes | None], None]) -> Any:
+        watches = self.data_watches.setdefault(path, [])
+        watches.append(callback)
+        return _Cancel(watches, callback)
+
+
+class _Cancel:
+    def __init__(self, watches: list[Any], callback: Any) -> None:
+        self.watches, self.callback = watches, callback
+
+    def cancel(self) -> None:
+        if self.callback in self.watches:
+            self.watches.remove(self.callback)
 
 
 def _with_version(s: LeaderAndIsr, version: int) -> LeaderAndIsr:
