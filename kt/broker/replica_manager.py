@@ -16,8 +16,11 @@ the leader get NOT_LEADER_OR_FOLLOWER.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from kt.broker.errors import (
@@ -33,13 +36,57 @@ from kt.broker.errors import (
     producer_error,
 )
 from kt.broker.log_manager import LogManager
+from kt.broker.metadata.cache import LiveBroker, MetadataCache, PartitionView
 from kt.broker.metadata_store import INTERNAL_TOPICS
 from kt.broker.partition import Partition, ProducerStateError
+from kt.protocol import ErrorCode
 from kt.storage.checkpoint import TopicPartition
 from kt.storage.errors import OffsetOutOfRangeError, StorageError
 from kt.storage.log import AppendResult, FetchSlice, PartitionLog
 
 log = logging.getLogger("kt.broker.replica_manager")
+
+NO_LEADER = -1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStateChange:
+    """One partition of a LeaderAndIsr request."""
+
+    tp: TopicPartition
+    topic_id: bytes
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    partition_epoch: int
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+    is_new: bool = False
+    leader_recovery_state: int = 0
+
+    @property
+    def adding_replicas(self) -> tuple[int, ...]:
+        """As Partition.make_leader reads it."""
+        return self.adding
+
+    @property
+    def removing_replicas(self) -> tuple[int, ...]:
+        """As Partition.make_leader reads it."""
+        return self.removing
+
+
+@dataclass(frozen=True, slots=True)
+class StopReplicaChange:
+    """One partition of a StopReplica request (leader epoch -2: deleting)."""
+
+    tp: TopicPartition
+    leader_epoch: int
+    delete: bool
+
+
+LeadershipListener = Callable[[list[Partition], list[Partition], dict[int, tuple[str, int]]], None]
 
 #: DeleteRecords' offset meaning "up to the high watermark".
 HIGH_WATERMARK = -1
@@ -52,6 +99,16 @@ class ReplicaManager:
         self.node_id = node_id
         self.logs = logs
         self._partitions: dict[TopicPartition, Partition] = {}
+        # Cluster membership (see attach_cluster); a single node answers from here too.
+        self.metadata_cache = MetadataCache()
+        self.controller_epoch = -1
+        self._broker_epoch: Callable[[], int] = lambda: -1
+        self._topic_configs: Callable[[str], dict[str, str]] = lambda _topic: {}
+        self._metadata_event = asyncio.Event()
+        # (new leaders, new followers, live leaders' endpoints) after a LeaderAndIsr.
+        self.leadership_listeners: list[LeadershipListener] = []
+        # Partitions a StopReplica stopped (fetchers drop them).
+        self.stop_listeners: list[Callable[[list[TopicPartition]], None]] = []
 
     # --- the hosted partitions -------------------------------------------------
 
@@ -247,6 +304,189 @@ class ReplicaManager:
             if part is not None:
                 part.offline = True
                 part.notify()
+
+    # --- the controller's requests ---------------------------------------------------
+
+    def attach_cluster(
+        self,
+        cache: MetadataCache,
+        broker_epoch: Callable[[], int],
+        topic_configs: Callable[[str], dict[str, str]],
+    ) -> None:
+        """Make this a cluster member: roles come from the controller from now on.
+        `broker_epoch` is our registration's epoch; `topic_configs` gives a topic's
+        overrides for logs this broker creates as a new replica."""
+        self.metadata_cache = cache
+        self._broker_epoch = broker_epoch
+        self._topic_configs = topic_configs
+
+    def _stale(self, controller_epoch: int, broker_epoch: int) -> int:
+        """Kafka's checks on every controller request: an older controller epoch
+        (a deposed controller) or a request meant for an earlier registration of
+        this broker id is refused."""
+        if controller_epoch < self.controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        if 0 <= broker_epoch < self._broker_epoch():
+            return ErrorCode.STALE_BROKER_EPOCH
+        return ErrorCode.NONE
+
+    async def become_leader_or_follower(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        broker_epoch: int,
+        changes: list[PartitionStateChange],
+        live_leaders: dict[int, tuple[str, int]],
+    ) -> tuple[int, dict[TopicPartition, int]]:
+        """LeaderAndIsr: for each partition with a newer leader epoch (the same epoch
+        updates only the replica set and ISR), create the replica if it is new here,
+        then make it leader or follower. Followers are handed to the fetchers,
+        leaders taken from them; `leadership_listeners` hear of both."""
+        stale = self._stale(controller_epoch, broker_epoch)
+        if stale:
+            log.warning("refusing LeaderAndIsr from controller %d (epoch %d): error %d",
+                        controller_id, controller_epoch, stale)  # fmt: skip
+            return stale, {}
+        self.controller_epoch = controller_epoch
+        results: dict[TopicPartition, int] = {}
+        new_leaders: list[Partition] = []
+        new_followers: list[Partition] = []
+        now = int(time.time() * 1000)
+        for ch in changes:
+            tp = ch.tp
+            if self.node_id not in ch.replicas:
+                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            part = self._partitions.get(tp)
+            if part is None:
+                try:
+                    part = self._new_replica(ch)
+                except (OSError, StorageError) as exc:
+                    log.error("cannot create replica %s: %s", _name(tp), exc)
+                    results[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                    continue
+            if part.offline:
+                results[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
+            if any(ch.topic_id) and any(part.topic_id) and ch.topic_id != part.topic_id:
+                results[tp] = ErrorCode.INCONSISTENT_TOPIC_ID
+                continue
+            if ch.leader_epoch < part.leader_epoch:
+                results[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
+                continue
+            results[tp] = ErrorCode.NONE
+            if ch.leader_epoch == part.leader_epoch:
+                # Same epoch: a resend (controller failover) or a replica-set update.
+                part.replicas = list(ch.replicas)
+                part.isr = list(ch.isr)
+                part.partition_epoch = max(part.partition_epoch, ch.partition_epoch)
+                continue
+            if ch.leader == self.node_id:
+                part.make_leader(ch, now_ms=now)
+                new_leaders.append(part)
+            else:
+                part.make_follower(ch)
+                new_followers.append(part)
+        for listener in self.leadership_listeners:
+            try:
+                listener(new_leaders, new_followers, live_leaders)
+            except Exception:
+                log.exception("leadership listener failed")
+        if new_leaders or new_followers:
+            log.info(
+                "LeaderAndIsr from controller %d (epoch %d): leading %d, following %d",
+                controller_id, controller_epoch, len(new_leaders), len(new_followers),
+            )  # fmt: skip
+        return ErrorCode.NONE, results
+
+    def _new_replica(self, ch: PartitionStateChange) -> Partition:
+        """A replica this broker did not host: open its log if it is on disk (a
+        restart), else create it empty; it has no role until the caller gives it one."""
+        plog = self.logs.get(ch.tp)
+        if plog is None:
+            plog = self.logs.create(ch.tp, ch.topic_id, self._topic_configs(ch.tp.topic))
+        return self.host(ch.tp, ch.topic_id, plog)
+
+    def host(self, tp: TopicPartition, topic_id: bytes, plog: PartitionLog) -> Partition:
+        """Host a replica with no role yet (leader -1, epoch -1): a LeaderAndIsr makes
+        it leader or follower. Producer state is rebuilt from its log."""
+        part = Partition(tp, topic_id, plog, NO_LEADER, -1, [], [], local_broker_id=self.node_id)
+        part.load_producer_state()
+        self._partitions[tp] = part
+        return part
+
+    async def stop_replicas(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        broker_epoch: int,
+        changes: list[StopReplicaChange],
+    ) -> tuple[int, dict[TopicPartition, int]]:
+        """StopReplica: stop following (and delete, when asked) each partition. A
+        partition whose leader epoch is newer than the request's is left alone
+        (FENCED_LEADER_EPOCH), except for deletions (epoch -2)."""
+        stale = self._stale(controller_epoch, broker_epoch)
+        if stale:
+            return stale, {}
+        self.controller_epoch = controller_epoch
+        results: dict[TopicPartition, int] = {}
+        stopped: list[TopicPartition] = []
+        for ch in changes:
+            part = self._partitions.get(ch.tp)
+            if part is None:
+                if ch.delete and self.logs.get(ch.tp) is not None:
+                    self.logs.delete(ch.tp)
+                results[ch.tp] = ErrorCode.NONE
+                continue
+            if ch.leader_epoch >= 0 and ch.leader_epoch < part.leader_epoch:
+                results[ch.tp] = ErrorCode.FENCED_LEADER_EPOCH
+                continue
+            stopped.append(ch.tp)
+            results[ch.tp] = ErrorCode.NONE
+        for listener in self.stop_listeners:
+            listener(stopped)
+        for ch in changes:
+            if ch.tp not in stopped:
+                continue
+            if ch.delete:
+                self.remove_partition(ch.tp)
+                try:
+                    self.logs.delete(ch.tp)
+                except OSError as exc:
+                    log.error("cannot delete %s: %s", _name(ch.tp), exc)
+                    results[ch.tp] = ErrorCode.KAFKA_STORAGE_ERROR
+        return ErrorCode.NONE, results
+
+    def update_metadata(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        broker_epoch: int,
+        brokers: list[LiveBroker],
+        partitions: list[tuple[str, bytes | None, int, PartitionView]],
+    ) -> int:
+        """UpdateMetadata: refresh the metadata cache (and wake whoever waits on it)."""
+        stale = self._stale(controller_epoch, broker_epoch)
+        if stale:
+            return stale
+        self.controller_epoch = controller_epoch
+        self.metadata_cache.update(
+            controller_id=controller_id,
+            controller_epoch=controller_epoch,
+            brokers=brokers,
+            partitions=partitions,
+        )
+        event, self._metadata_event = self._metadata_event, asyncio.Event()
+        event.set()
+        return ErrorCode.NONE
+
+    async def metadata_changed(self, timeout_s: float) -> bool:
+        """Wait for the next UpdateMetadata; False on timeout."""
+        try:
+            await asyncio.wait_for(self._metadata_event.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
 
 
 def _name(tp: TopicPartition) -> str:
