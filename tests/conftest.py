@@ -65,3 +65,21 @@ def broker_factory(tmp_path: Path):
     yield make
     for b in made:
         b.kill()
+
+
+@pytest.fixture(scope="session")
+def zookeeper_server(tmp_path_factory: pytest.TempPathFactory):
+    """One real standalone ZooKeeper shared by the session's tests (zk_harness)."""
+    from zk_harness import ZooKeeperServer, zookeeper_available
+
+    if not zookeeper_available():
+        pytest.fail("ZooKeeper not installed (/usr/share/java/zookeeper.jar, java)")
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def zookeeper(zookeeper_server: Any) -> str:
+    """A connect string to the shared ZooKeeper with a fresh chroot for this test."""
+    return str(zookeeper_server.chroot_connect())
