@@ -290,3 +290,31 @@ def validate_manual_assignment(
         if problem:
             raise AssignmentError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
         expected = len(assignment[p])
+
+
+def _scala_seq(ids: Sequence[int] | Collection[int], kind: str = "ArrayBuffer") -> str:
+    # Kafka formats these lists with Scala's toString; users grep for them.
+    return f"{kind}({', '.join(map(str, ids))})"
+
+
+def reassignment_problem(
+    replicas: Sequence[int], adding: Sequence[int], live: Collection[int]
+) -> str | None:
+    """Why AlterPartitionReassignments refuses a partition's target replicas
+    (INVALID_REPLICA_ASSIGNMENT, Kafka's KafkaController.validateReplicas), or None:
+    an empty list, duplicates, negative ids, or replicas to add (`adding`: those of
+    ReplicaAssignment.reassign_to(replicas)) on brokers that are not live."""
+    if not replicas:
+        return "Empty replica list specified in partition reassignment."
+    if len(set(replicas)) != len(replicas):
+        return "Duplicate replica ids in partition reassignment replica list: " + _scala_seq(
+            replicas
+        )
+    if any(r < 0 for r in replicas):
+        return f"Invalid broker id in replica list: {_scala_seq(replicas)}"
+    if not set(adding) <= set(live):
+        return (
+            f"Replica assignment has brokers that are not alive. Replica list: "
+            f"{_scala_seq(adding)}, live broker list: {_scala_seq(sorted(live), 'Set')}"
+        )
+    return None

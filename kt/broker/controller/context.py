@@ -15,7 +15,7 @@ not for elections: `live_broker_ids` leaves it out, as Kafka's does.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Generic, Protocol, TypeVar
@@ -165,6 +165,15 @@ class LeaderImbalance:
         return len(self.not_led) / len(self.preferred) if self.preferred else 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class BrokerChanges:
+    """How the registered brokers differ from the live ones (ids ascending)."""
+
+    new: list[int]
+    dead: list[int]
+    bounced: list[int]
+
+
 class ControllerContext(Generic[B]):
     """The controller's view; see the module docstring. Mutated only by the
     controller's single event task."""
@@ -205,6 +214,19 @@ class ControllerContext(Generic[B]):
     def live_or_shutting_down_broker_ids(self) -> set[int]:
         """Every registered broker (all get the controller's requests)."""
         return set(self.live_brokers)
+
+    def broker_changes(self, registered: Mapping[int, int]) -> BrokerChanges:
+        """Compare /brokers/ids (id -> registration epoch) with the live brokers:
+        which are new, which died, which re-registered with a larger epoch (a
+        restart faster than the session timeout: a failure, then a startup)."""
+        known = self.live_brokers
+        return BrokerChanges(
+            new=sorted(set(registered) - set(known)),
+            dead=sorted(set(known) - set(registered)),
+            bounced=sorted(
+                b for b in set(registered) & set(known) if registered[b] > known[b].epoch
+            ),
+        )
 
     def broker_epoch(self, broker_id: int) -> int | None:
         """A live broker's registration epoch (None if it is not registered)."""
@@ -299,6 +321,28 @@ class ControllerContext(Generic[B]):
     def partitions_led_by(self, broker_id: int) -> set[TopicPartition]:
         """Partitions whose leader is the broker."""
         return {tp for tp, s in self.leadership.items() if s.leader == broker_id}
+
+    def replicated_partitions_led_by(self, broker_id: int) -> set[TopicPartition]:
+        """Partitions with more than one replica the broker leads, topics queued for
+        deletion excepted: what controlled shutdown must move (its response's
+        RemainingPartitions while some remain)."""
+        return {
+            tp
+            for tp in self.partitions_led_by(broker_id)
+            if len(self.replicas(tp)) > 1 and tp.topic not in self.topics_to_be_deleted
+        }
+
+    def replicated_partitions_followed_by(self, broker_id: int) -> set[TopicPartition]:
+        """Partitions with more than one replica, a known leadership and a replica on
+        the broker that does not lead them (controlled shutdown stops those replicas)."""
+        return {
+            tp
+            for tp in self.partitions_on_broker(broker_id)
+            if len(self.replicas(tp)) > 1
+            and tp in self.leadership
+            and self.leadership[tp].leader != broker_id
+            and tp.topic not in self.topics_to_be_deleted
+        }
 
     def partitions_with_offline_leader(self) -> set[TopicPartition]:
         """Partitions with no leader, or one not live or shutting down (Kafka's

@@ -17,6 +17,7 @@ from kt.broker.controller.assignment import (
     assign_replicas_to_brokers,
     broker_metadatas,
     rack_alternated_brokers,
+    reassignment_problem,
     replica_assignment_problem,
     validate_manual_assignment,
 )
@@ -257,3 +258,20 @@ def test_adding_partitions_equals_creating_them_at_once(
     for replicas in added.values():
         assert len(set(replicas)) == rf
     assert [added[q][0] for q in added] == [whole[q][0] for q in added]
+
+
+def test_reassignment_problems() -> None:
+    assert reassignment_problem([1, 2], [2], {1, 2}) is None
+    assert reassignment_problem([], [], {1}) == (
+        "Empty replica list specified in partition reassignment."
+    )
+    assert reassignment_problem([1, 1], [], {1}) == (
+        "Duplicate replica ids in partition reassignment replica list: ArrayBuffer(1, 1)"
+    )
+    assert reassignment_problem([1, -2], [-2], {1}) == (
+        "Invalid broker id in replica list: ArrayBuffer(1, -2)"
+    )
+    assert reassignment_problem([1, 4], [4], {2, 1}) == (
+        "Replica assignment has brokers that are not alive. Replica list: ArrayBuffer(4), "
+        "live broker list: Set(1, 2)"
+    )

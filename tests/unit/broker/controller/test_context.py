@@ -211,3 +211,24 @@ def test_rebalance_threshold_is_exclusive() -> None:
     assert ctx.preferred_replica_imbalance()[1].ratio == 0.1
     assert ctx.rebalance_candidates(10) == []  # 10% is not more than 10%
     assert ctx.rebalance_candidates(9) == [tp("t", 0)]
+
+
+def test_broker_changes_find_new_dead_and_bounced() -> None:
+    ctx = context()
+    changes = ctx.broker_changes({1: 10, 2: 25, 4: 40})
+    assert (changes.new, changes.dead, changes.bounced) == ([4], [3], [2])
+    assert ctx.broker_changes({1: 10, 2: 20, 3: 30}) == type(changes)([], [], [])
+
+
+def test_controlled_shutdown_partitions() -> None:
+    ctx = context()
+    ctx.add_topic("single", b"S" * 16, {0: ReplicaAssignment((1,))})
+    ctx.set_leadership(tp("a", 0), lead(1, (1, 2)))
+    ctx.set_leadership(tp("a", 1), lead(2, (2, 3)))
+    ctx.set_leadership(tp("b", 0), lead(3, (3, 1)))
+    ctx.set_leadership(tp("single", 0), lead(1, (1,)))
+    assert ctx.replicated_partitions_led_by(1) == {tp("a", 0)}
+    assert ctx.replicated_partitions_followed_by(1) == {tp("b", 0)}
+    ctx.queue_topics_for_deletion(["a", "b"])
+    assert ctx.replicated_partitions_led_by(1) == set()
+    assert ctx.replicated_partitions_followed_by(1) == set()
