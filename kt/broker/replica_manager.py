@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from kt.broker.alter_partition import IsrProposal, IsrResult
 from kt.broker.errors import (
     FencedLeaderEpochError,
     InvalidRecordError,
@@ -109,6 +110,12 @@ class ReplicaManager:
         self.leadership_listeners: list[LeadershipListener] = []
         # Partitions a StopReplica stopped (fetchers drop them).
         self.stop_listeners: list[Callable[[list[TopicPartition]], None]] = []
+        # Sends an ISR proposal to the controller (None: a broker that is alone).
+        self.submit_isr_change: (
+            Callable[[IsrProposal, Callable[[IsrResult], None]], bool] | None
+        ) = None
+        # Told after an ISR change was committed (e.g. produces waiting on the ISR).
+        self.isr_listeners: list[Callable[[Partition], None]] = []
 
     # --- the hosted partitions -------------------------------------------------
 
@@ -479,6 +486,51 @@ class ReplicaManager:
         event, self._metadata_event = self._metadata_event, asyncio.Event()
         event.set()
         return ErrorCode.NONE
+
+    # --- ISR changes (leaders propose, the controller decides) -----------------------
+
+    def maybe_shrink_isrs(self, now_ms: int, lag_max_ms: int) -> None:
+        """Kafka's isr-expiration task: every led partition drops followers that
+        have not caught up within `lag_max_ms` (one proposal in flight at a time)."""
+        for part in self:
+            if part.offline or not part.is_leader:
+                continue
+            new_isr = part.isr_shrink_candidates(now_ms, lag_max_ms)
+            if new_isr is not None:
+                log.info("%s: shrinking ISR from %s to %s", _name(part.tp), part.isr, new_isr)
+                self._propose_isr(part, new_isr)
+
+    def maybe_expand_isr(self, part: Partition, replica_id: int) -> None:
+        """After a follower's fetch: propose it back into the ISR once it caught up."""
+        new_isr = part.isr_expand_candidate(replica_id)
+        if new_isr is not None:
+            log.info("%s: expanding ISR from %s to %s", _name(part.tp), part.isr, new_isr)
+            self._propose_isr(part, new_isr)
+
+    def _propose_isr(self, part: Partition, new_isr: list[int]) -> None:
+        submit = self.submit_isr_change
+        if submit is None:
+            part.abandon_pending_isr()
+            return
+        proposal = IsrProposal(part.tp, part.topic_id, part.leader_epoch, tuple(new_isr),
+                               part.partition_epoch)  # fmt: skip
+
+        def answered(result: IsrResult) -> None:
+            if result.error == ErrorCode.NONE:
+                if part.on_isr_committed(result.isr, result.partition_epoch, result.leader_epoch):
+                    log.info("%s: ISR is now %s (partition epoch %d)", _name(part.tp),
+                             list(result.isr), result.partition_epoch)  # fmt: skip
+                    for listener in self.isr_listeners:
+                        listener(part)
+                else:
+                    part.abandon_pending_isr()
+            else:
+                part.abandon_pending_isr()
+                log.info("%s: ISR change to %s refused (error %d)", _name(part.tp),
+                         new_isr, result.error)  # fmt: skip
+
+        if not submit(proposal, answered):
+            part.abandon_pending_isr()
 
     async def metadata_changed(self, timeout_s: float) -> bool:
         """Wait for the next UpdateMetadata; False on timeout."""

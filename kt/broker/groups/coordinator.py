@@ -252,8 +252,10 @@ class GroupCoordinator:
             self._partitions = self.store.partition_count()
         return self._partitions
 
-    def ensure_topic(self) -> None:
+    async def ensure_topic(self) -> None:
         """Create `__consumer_offsets` if it does not exist yet (FindCoordinator)."""
+        await self.store.ensure()
+        self._partitions = None
         self._partition_count()
 
     def partition_for(self, group_id: str) -> int:

@@ -60,7 +60,11 @@ class RecordStore(Protocol):
     """Where the coordinator appends and reads its records (a log, or memory in tests)."""
 
     def partition_count(self) -> int:
-        """Partitions of the topic, creating it on first use."""
+        """Partitions of the topic (as configured, while it is being created)."""
+        ...
+
+    async def ensure(self) -> None:
+        """Create the topic if it does not exist yet, and wait for it."""
         ...
 
     def exists(self) -> bool:
@@ -87,20 +91,30 @@ class LogRecordStore:
         return CONSUMER_OFFSETS in self.broker.metadata.topics
 
     def partition_count(self) -> int:
-        """Partitions of the topic, creating it on first use."""
+        """Partitions of the topic: as created, or as configured while it is not."""
         info = self.broker.metadata.topics.get(CONSUMER_OFFSETS)
         if info is None:
-            count = self.broker.config.get_int("offsets.topic.num.partitions")
-            configs = {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(
-                    int(self.broker.config.props.get("offsets.topic.segment.bytes", SEGMENT_BYTES))
-                ),
-                "compression.type": "producer",
-            }
-            info = self.broker.ensure_internal_topic(CONSUMER_OFFSETS, count, configs)
-            log.info("created %s with %d partitions", CONSUMER_OFFSETS, info.partitions)
+            return self.broker.config.get_int("offsets.topic.num.partitions")
         return info.partitions
+
+    async def ensure(self) -> None:
+        """Create the topic (once, on first use) with Kafka's internal settings."""
+        if CONSUMER_OFFSETS in self.broker.metadata.topics:
+            return
+        cfg = self.broker.config
+        configs = {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(int(cfg.props.get("offsets.topic.segment.bytes", SEGMENT_BYTES))),
+            "compression.type": "producer",
+        }
+        info = await self.broker.ensure_internal_topic(
+            CONSUMER_OFFSETS,
+            cfg.get_int("offsets.topic.num.partitions"),
+            configs,
+            cfg.get_int("offsets.topic.replication.factor"),
+        )
+        if info is not None:
+            log.info("created %s with %d partitions", CONSUMER_OFFSETS, info.partitions)
 
     def append(self, partition: int, records: Sequence[Record]) -> None:
         """Append one batch as the coordinator and advance the high watermark."""
@@ -181,6 +195,10 @@ class MemoryRecordStore:
         """Partitions of the topic, creating it on first use."""
         self.created = True
         return self.partitions
+
+    async def ensure(self) -> None:
+        """Create the topic."""
+        self.created = True
 
     def append(self, partition: int, records: Sequence[Record]) -> None:
         """Append the records (or fail when `fail` is set)."""

@@ -20,10 +20,10 @@ import logging
 from collections import Counter
 from typing import Any
 
-from kt.broker.broker import TopicError
 from kt.broker.config import DEFAULTS
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.metadata_store import topic_name_problem
+from kt.broker.topic_admin import TopicError
 from kt.broker.topic_configs import (
     LIST_KEYS,
     TOPIC_CONFIGS,
@@ -244,7 +244,9 @@ async def alter_configs(ctx: RequestContext, request: Struct) -> Any:
             if (res.resource_type, res.resource_name) in dups:
                 raise ResourceError(ErrorCode.INVALID_REQUEST, "Duplicate resource.")
             new = {c.name: c.value for c in res.configs}
-            _alter(ctx, res.resource_type, res.resource_name, new, bool(request.validate_only))
+            await _alter(
+                ctx, res.resource_type, res.resource_name, new, bool(request.validate_only)
+            )
         except ResourceError as exc:
             code, message = exc.code, exc.message
         responses.append({"error_code": code, "error_message": message,
@@ -278,8 +280,10 @@ async def incremental_alter_configs(ctx: RequestContext, request: Struct) -> Any
                 new = _apply_ops(dict(info.configs), ops)
             else:
                 new = {name: value for name, _, value in ops} if ops else {}
-            _alter(ctx, res.resource_type, res.resource_name, new, bool(request.validate_only),
-                   incremental=True)  # fmt: skip
+            await _alter(
+                ctx, res.resource_type, res.resource_name, new,
+                bool(request.validate_only), incremental=True,
+            )  # fmt: skip
         except ResourceError as exc:
             code, message = exc.code, exc.message
         responses.append({"error_code": code, "error_message": message,
@@ -319,7 +323,7 @@ def _apply_ops(
     return new
 
 
-def _alter(
+async def _alter(
     ctx: RequestContext,
     rtype: int,
     name: str,
@@ -338,7 +342,7 @@ def _alter(
         if validate_only:
             return
         try:
-            broker.alter_topic_configs(name, clean)
+            await broker.admin.alter_topic_configs(name, clean)
         except TopicError as exc:
             raise ResourceError(exc.code, exc.message) from None
         return

@@ -12,6 +12,7 @@ from typing import Any
 
 from kt.broker.groups import GroupCoordinator
 from kt.broker.groups.coordinator import JoinRequest
+from kt.broker.groups.offsets_log import CONSUMER_OFFSETS, partition_for
 from kt.broker.handlers import RequestContext, handles
 from kt.protocol import ErrorCode, Struct, apis
 
@@ -34,18 +35,18 @@ def client_host(ctx: RequestContext) -> str:
 
 @handles(apis.FIND_COORDINATOR.key, (0, 4))
 async def find_coordinator(ctx: RequestContext, request: Struct) -> Any:
-    """This broker, for every group; transactions have no coordinator yet."""
+    """The leader of the group's `__consumer_offsets` partition (creating the topic
+    on first use); transactions have no coordinator yet."""
     version = ctx.version
     key_type = request.key_type if version >= 1 else KEY_TYPE_GROUP
     keys = list(request.coordinator_keys) if version >= 4 else [request.key]
-    listener = ctx.broker.advertised_listeners()[0]
     answers = []
     for key in keys:
         entry: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1,
                                  "error_code": ErrorCode.NONE, "error_message": None}  # fmt: skip
         if key_type == KEY_TYPE_GROUP:
-            coordinator(ctx).ensure_topic()
-            entry.update(node_id=ctx.broker.node_id, host=listener.host, port=listener.port)
+            await coordinator(ctx).ensure_topic()
+            entry.update(_group_coordinator(ctx, key))
         elif key_type == KEY_TYPE_TRANSACTION:
             entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                          error_message="The coordinator is not available.")  # fmt: skip
@@ -217,3 +218,24 @@ async def delete_groups(ctx: RequestContext, request: Struct) -> Any:
         throttle_time_ms=0,
         results=[{"group_id": g, "error_code": results[g]} for g in dict.fromkeys(names)],
     )
+
+
+def _group_coordinator(ctx: RequestContext, group_id: str) -> dict[str, Any]:
+    """Where the group's coordinator is: the live leader of its partition."""
+    cache = ctx.broker.metadata.cache
+    count = cache.num_partitions(CONSUMER_OFFSETS)
+    if not count:
+        return _not_available()
+    view = cache.partition(CONSUMER_OFFSETS, partition_for(group_id, count))
+    leader = cache.broker(view.leader) if view is not None and view.leader >= 0 else None
+    ep = None
+    if leader is not None:
+        ep = leader.endpoint(ctx.broker.listener_name) or leader.endpoint()
+    if leader is None or ep is None:
+        return _not_available()
+    return {"node_id": leader.broker_id, "host": ep.host, "port": ep.port}
+
+
+def _not_available() -> dict[str, Any]:
+    return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            "error_message": "The coordinator is not available."}  # fmt: skip

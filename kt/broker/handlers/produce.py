@@ -14,7 +14,6 @@ from typing import Any
 
 from kt.broker.errors import BrokerError, InvalidRecordError, error_code_for
 from kt.broker.handlers import RequestContext, handles
-from kt.broker.metadata_store import INTERNAL_TOPICS
 from kt.protocol import ErrorCode, Struct, apis
 from kt.storage.errors import StorageError
 
@@ -60,9 +59,7 @@ def _append_one(
     if version < MIN_VERSION:
         out["error_code"] = ErrorCode.UNSUPPORTED_VERSION
         return out
-    # Checked before auto-creation, which would make a plain topic of an internal name.
-    if topic not in INTERNAL_TOPICS and topic not in broker.metadata.topics:
-        broker.maybe_auto_create(topic)
+    # As Kafka: Produce never creates topics (only Metadata requests do).
     try:
         result = broker.replica_manager.append_records(
             topic, index, records, now_ms=int(time.time() * 1000)

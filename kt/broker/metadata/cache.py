@@ -72,6 +72,8 @@ class MetadataCache:
     def __init__(self) -> None:
         self.controller_id: int | None = None
         self.controller_epoch = -1
+        # Bumped by every update, so derived views know when to rebuild.
+        self.version = 0
         self._brokers: dict[int, LiveBroker] = {}
         self._topics: dict[str, _Topic] = {}
 
@@ -90,6 +92,7 @@ class MetadataCache:
         that were deleted (leader -2)."""
         self.controller_id = controller_id
         self.controller_epoch = max(self.controller_epoch, controller_epoch)
+        self.version += 1
         self._brokers = {b.broker_id: b for b in brokers}
         deleted: list[tuple[str, int]] = []
         for topic, topic_id, index, view in partitions:
