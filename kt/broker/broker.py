@@ -61,6 +61,7 @@ class Broker:
         self.cluster_id = ""
         self.started_ms = int(time.time() * 1000)
         self._tasks: list[asyncio.Task[None]] = []
+        self._replication_tasks: list[asyncio.Task[None]] = []
         self._on_topic_deleted: list[Callable[[str], None]] = []
         self.stopping = False
         # Listeners as bound (port 0 resolved), set by the server once listening.
@@ -316,6 +317,33 @@ class Broker:
             for part in claimed:
                 part.log.end_maintenance("retention")
         return results
+
+    @property
+    def listener_name(self) -> str:
+        """The listener brokers and clients reach us on (kt uses the first one)."""
+        return self.config.listeners[0].name
+
+    def start_replication_tasks(self) -> None:
+        """Kafka's isr-expiration task: every replica.lag.time.max.ms / 2, led
+        partitions drop followers that stopped catching up."""
+        lag = self.config.get_int("replica.lag.time.max.ms")
+        rm = self.replica_manager
+        self._replication_tasks.append(
+            asyncio.get_running_loop().create_task(
+                _every(lag / 2000, lambda: rm.maybe_shrink_isrs(int(time.time() * 1000), lag))
+            )
+        )
+
+    async def stop_replication_tasks(self) -> None:
+        """Stop the replication tasks."""
+        for t in self._replication_tasks:
+            t.cancel()
+        for t in self._replication_tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._replication_tasks.clear()
 
     async def stop_background_tasks(self) -> None:
         """Cancel the periodic tasks."""

@@ -1,11 +1,22 @@
-"""Running a broker: open the logs, listen, serve until SIGTERM/SIGINT, shut down cleanly.
+"""Running a broker: join the cluster, serve until SIGTERM/SIGINT, leave cleanly.
 
-Services start after the listeners are bound: the group coordinator (loads
-`__consumer_offsets`), then the log cleaner. Shutdown order: stop accepting,
-close connections, stop the log cleaner and the group coordinator, stop
-background tasks, then flush every log, write the checkpoints and the
-clean-shutdown marker, and release the directory locks — so a restart after a
-clean stop skips recovery.
+Start, in order (each step can fail with one clear line and no half-made state):
+1. bind the listeners (a taken port fails here, before any data directory is
+   touched), without accepting yet;
+2. connect to the coordination store — ZooKeeper when `zookeeper.connect` is set,
+   else the in-process store in the first log directory — and agree on the
+   cluster id;
+3. lock the log directories and load every partition log (recovering after an
+   unclean stop); each is hosted with no role until the controller assigns one;
+4. accept connections, register `/brokers/ids/N`, stand for controller; the
+   single-node broker elects itself and sends itself its LeaderAndIsr;
+5. wait until the controller's view reached us (roles and metadata), start the
+   group coordinator and the log cleaner, print the ready line.
+
+Stop: controlled shutdown first (the controller moves leadership away), then stop
+accepting and close connections, stop the services, leave the cluster (the
+registration disappears with the session), and flush every log, write the
+checkpoints and the clean-shutdown marker, release the directory locks.
 """
 
 from __future__ import annotations
@@ -14,19 +25,51 @@ import asyncio
 import logging
 import signal
 import time
+from pathlib import Path
 
 from kt.broker.broker import Broker
-from kt.broker.config import BrokerConfig, Listener
+from kt.broker.config import BrokerConfig, Listener, new_cluster_id
+from kt.broker.membership import ClusterMembership
+from kt.broker.metadata.in_process import InProcessStore
+from kt.broker.metadata.store import CoordinationStore
+from kt.broker.metadata.zookeeper import ZooKeeperStore
 from kt.broker.network import NetworkServer
+from kt.storage.meta_properties import read_meta_properties
 
 log = logging.getLogger("kt.broker")
+
+READY_TIMEOUT_S = 30.0
+
+
+def make_store(config: BrokerConfig) -> CoordinationStore:
+    """ZooKeeper for a cluster member; the in-process store for the single node."""
+    connect = config.zookeeper_connect
+    if connect is not None:
+        return ZooKeeperStore(
+            connect, session_timeout_ms=config.get_int("zookeeper.session.timeout.ms")
+        )
+    return InProcessStore.in_dir(config.log_dirs[0].resolve(), broker_id=config.node_id)
+
+
+def _candidate_cluster_id(config: BrokerConfig) -> str:
+    """The id to propose if the store has none: configured, else the one in an
+    existing meta.properties (an existing data directory), else a new one."""
+    if config.cluster_id:
+        return config.cluster_id
+    for d in config.log_dirs:
+        try:
+            meta = read_meta_properties(Path(d) / "meta.properties")
+        except Exception:
+            continue
+        if meta.cluster_id:
+            return meta.cluster_id
+    return new_cluster_id()
 
 
 async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:
     """Run the broker until cancelled or signalled."""
     started = time.monotonic()
     broker = Broker(config)
-    broker.open()
     net = NetworkServer(
         broker,
         config.get_int("socket.request.max.bytes"),
@@ -39,17 +82,35 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError):
             pass
+    for lst in config.listeners:
+        port = await net.start(lst.host, lst.port, serving=False)
+        broker.bound_listeners.append(Listener(lst.name, lst.host, port))
+    store = make_store(config)
+    membership = ClusterMembership(broker, store)
+    opened = joined = False
     try:
-        for lst in config.listeners:
-            port = await net.start(lst.host, lst.port)
-            broker.bound_listeners.append(Listener(lst.name, lst.host, port))
-            log.info("listening on %s://%s:%d", lst.name, lst.host or "0.0.0.0", port)
+        if config.zookeeper_connect is None:
+            # The in-process store keeps its file in the first log directory.
+            config.log_dirs[0].mkdir(parents=True, exist_ok=True)
+        cluster_id = await membership.connect(_candidate_cluster_id(config))
+        broker.open(cluster_id, await membership.topic_configs())
+        opened = True
+        if config.zookeeper_connect is None:
+            await _adopt_orphans(broker, membership)
+        for lst in broker.bound_listeners:
+            log.info("listening on %s://%s:%d", lst.name, lst.host or "0.0.0.0", lst.port)
+        await net.serve()
         broker.start_background_tasks()
+        await membership.join()
+        joined = True
+        broker.start_replication_tasks()
+        await _wait_until_ready(broker)
         await broker.group_coordinator.start()
         await broker.log_cleaner.start()
         log.info(
-            "kt broker %d started in %.2fs (cluster %s, %d partitions, log dirs %s)",
+            "kt broker %d started in %.2fs (cluster %s, %s, %d partitions, log dirs %s)",
             broker.node_id, time.monotonic() - started, broker.cluster_id,
+            f"ZooKeeper {config.zookeeper_connect}" if config.zookeeper_connect else "single node",
             len(broker.replica_manager), ",".join(str(d) for d in broker.logs.log_dirs),
         )  # fmt: skip
         # A line scripts and tests can wait for.
@@ -62,6 +123,7 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
             ready.set()
         await stop.wait()
         log.info("shutting down")
+        await membership.controlled_shutdown()
     finally:
         broker.stopping = True
         broker.replica_manager.wake_all()
@@ -69,6 +131,38 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
         # The reverse of the start order; stopping a service never started is harmless.
         await broker.log_cleaner.stop()
         await broker.group_coordinator.stop()
+        await broker.stop_replication_tasks()
+        await membership.leave()
         await broker.stop_background_tasks()
-        broker.close()
-        log.info("stopped cleanly")
+        if opened:
+            broker.close()
+        if joined:
+            log.info("stopped cleanly")
+
+
+async def _adopt_orphans(broker: Broker, membership: ClusterMembership) -> None:
+    """Single node: logs on disk that no topic knows (a copied Kafka log directory,
+    or data from before the metadata store) become topics led here."""
+    known = set(await membership.cluster.get_all_topics())
+    for name, (topic_id, count) in broker.orphan_partitions().items():
+        if name in known:
+            continue
+        assignment = {p: [broker.node_id] for p in range(count)}
+        await membership.cluster.create_topic(name, topic_id, assignment, {})
+        log.info("adopted topic %s (%d partitions found on disk)", name, count)
+
+
+async def _wait_until_ready(broker: Broker) -> None:
+    """Until the controller's metadata reached us and every partition hosted here
+    that it knows got its role (bounded: a slow controller only delays the line)."""
+    cache = broker.metadata.cache
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if cache.controller_id is not None and all(
+            part.leader_epoch >= 0
+            for part in broker.replica_manager
+            if cache.partition(part.tp.topic, part.tp.partition) is not None
+        ):
+            return
+        await broker.replica_manager.metadata_changed(0.2)
+    log.warning("the controller's metadata did not arrive within %.0fs", READY_TIMEOUT_S)

@@ -233,6 +233,20 @@ class KafkaController:
         if self.active:
             await self._resign(delete_znode=True)
 
+    async def session_expired(self) -> None:
+        """Our ZooKeeper session expired: /controller (if ours) is gone with it."""
+
+        async def resign() -> None:
+            if self.active:
+                log.warning("controller %d: session expired; resigning", self.broker_id)
+                await self._resign()
+
+        await self.call(resign)
+
+    def stand_for_election(self) -> None:
+        """Try to become controller again (after re-registering)."""
+        self.submit(self._elect)
+
     def submit(self, event: Event) -> None:
         """Queue an event for the event task."""
         self._events.put_nowait(event)
