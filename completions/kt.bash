@@ -46,12 +46,24 @@ _kt_node() {
             _kt_opts='--json -h --help'
             ;;
         'kt cluster')
-            _kt_subs='describe'
+            _kt_subs='describe down status up'
             _kt_opts='-h --help'
             ;;
         'kt cluster describe')
             _kt_subs=''
-            _kt_opts='--bootstrap-server -b --timeout --json -h --help'
+            _kt_opts='--bootstrap-server -b --timeout --zookeeper --json -h --help'
+            ;;
+        'kt cluster down')
+            _kt_subs=''
+            _kt_opts='--dir --kill --timeout -h --help'
+            ;;
+        'kt cluster status')
+            _kt_subs=''
+            _kt_opts='--dir --json -h --help'
+            ;;
+        'kt cluster up')
+            _kt_subs=''
+            _kt_opts='--brokers --dir --racks --port-base --zookeeper-port --chroot --override --timeout --json -h --help'
             ;;
         'kt compaction')
             _kt_subs='estimate'
@@ -191,6 +203,9 @@ _kt_child() {
         'kt checkpoint/edit') _kt_next='kt checkpoint edit' ;;
         'kt checkpoint/show') _kt_next='kt checkpoint show' ;;
         'kt cluster/describe') _kt_next='kt cluster describe' ;;
+        'kt cluster/down') _kt_next='kt cluster down' ;;
+        'kt cluster/status') _kt_next='kt cluster status' ;;
+        'kt cluster/up') _kt_next='kt cluster up' ;;
         'kt compaction/estimate') _kt_next='kt compaction estimate' ;;
         'kt configs/alter') _kt_next='kt configs alter' ;;
         'kt configs/describe') _kt_next='kt configs describe' ;;
@@ -270,6 +285,18 @@ _kt_option() {
         'kt checkpoint edit/--truncate-from') _kt_nargs=1 ;;
         'kt cluster describe/--bootstrap-server'|'kt cluster describe/-b') _kt_nargs=1 ;;
         'kt cluster describe/--timeout') _kt_nargs=1 ;;
+        'kt cluster describe/--zookeeper') _kt_nargs=1 ;;
+        'kt cluster down/--dir') _kt_nargs=1 _kt_kind=dir ;;
+        'kt cluster down/--timeout') _kt_nargs=1 ;;
+        'kt cluster status/--dir') _kt_nargs=1 _kt_kind=dir ;;
+        'kt cluster up/--brokers') _kt_nargs=1 ;;
+        'kt cluster up/--dir') _kt_nargs=1 _kt_kind=dir ;;
+        'kt cluster up/--racks') _kt_nargs=1 ;;
+        'kt cluster up/--port-base') _kt_nargs=1 ;;
+        'kt cluster up/--zookeeper-port') _kt_nargs=1 ;;
+        'kt cluster up/--chroot') _kt_nargs=1 ;;
+        'kt cluster up/--override') _kt_nargs=1 ;;
+        'kt cluster up/--timeout') _kt_nargs=1 ;;
         'kt compaction estimate/--now') _kt_nargs=1 ;;
         'kt compaction estimate/--delete-retention-ms') _kt_nargs=1 ;;
         'kt compaction estimate/--min-compaction-lag-ms') _kt_nargs=1 ;;

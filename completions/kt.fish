@@ -51,6 +51,12 @@ function __kt_child --argument-names path word
             echo 'kt checkpoint show'
         case 'kt cluster/describe'
             echo 'kt cluster describe'
+        case 'kt cluster/down'
+            echo 'kt cluster down'
+        case 'kt cluster/status'
+            echo 'kt cluster status'
+        case 'kt cluster/up'
+            echo 'kt cluster up'
         case 'kt compaction/estimate'
             echo 'kt compaction estimate'
         case 'kt configs/alter'
@@ -196,6 +202,30 @@ function __kt_nargs --argument-names path option
         case 'kt cluster describe/--bootstrap-server' 'kt cluster describe/-b'
             echo 1
         case 'kt cluster describe/--timeout'
+            echo 1
+        case 'kt cluster describe/--zookeeper'
+            echo 1
+        case 'kt cluster down/--dir'
+            echo 1
+        case 'kt cluster down/--timeout'
+            echo 1
+        case 'kt cluster status/--dir'
+            echo 1
+        case 'kt cluster up/--brokers'
+            echo 1
+        case 'kt cluster up/--dir'
+            echo 1
+        case 'kt cluster up/--racks'
+            echo 1
+        case 'kt cluster up/--port-base'
+            echo 1
+        case 'kt cluster up/--zookeeper-port'
+            echo 1
+        case 'kt cluster up/--chroot'
+            echo 1
+        case 'kt cluster up/--override'
+            echo 1
+        case 'kt cluster up/--timeout'
             echo 1
         case 'kt compaction estimate/--now'
             echo 1
@@ -437,7 +467,7 @@ complete -c kt -f
 complete -c kt -n "__kt_is 'kt'" -a 'analyze' -d 'Forensic analyses of log segments on Spark (needs `pip install \'kt[spark]\'`).'
 complete -c kt -n "__kt_is 'kt'" -a 'broker' -d 'Run a Kafka-compatible broker.'
 complete -c kt -n "__kt_is 'kt'" -a 'checkpoint' -d 'Show and edit checkpoint files of a Kafka log directory.'
-complete -c kt -n "__kt_is 'kt'" -a 'cluster' -d 'Describe the cluster a broker belongs to.'
+complete -c kt -n "__kt_is 'kt'" -a 'cluster' -d 'Run a local cluster (ZooKeeper and kt brokers) and describe clusters.'
 complete -c kt -n "__kt_is 'kt'" -a 'compaction' -d 'Log compaction (cleanup.policy=compact): predict what the log cleaner does.'
 complete -c kt -n "__kt_is 'kt'" -a 'configs' -d 'Describe and change topic and broker configs (like kafka-configs.sh).'
 complete -c kt -n "__kt_is 'kt'" -a 'consume' -d 'Print records of TOPIC... to stdout, like kcat -C.'
@@ -527,12 +557,33 @@ complete -c kt -n "__kt_is 'kt checkpoint edit'" -F
 complete -c kt -n "__kt_is 'kt checkpoint show'" -l 'json' -d 'One JSON document instead of a table.'
 complete -c kt -n "__kt_is 'kt checkpoint show'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt checkpoint show'" -F
-complete -c kt -n "__kt_is 'kt cluster'" -a 'describe' -d 'Print the cluster id, the controller and a table of brokers (ID HOST PORT RACK).'
+complete -c kt -n "__kt_is 'kt cluster'" -a 'describe' -d 'Print the cluster id, the controller and a table of brokers: ID HOST PORT...'
+complete -c kt -n "__kt_is 'kt cluster'" -a 'down' -d 'Stop the cluster `kt cluster up` started in --dir: every broker with SIGTERM...'
+complete -c kt -n "__kt_is 'kt cluster'" -a 'status' -d 'Which processes of the cluster in --dir run: ZooKeeper and each broker.'
+complete -c kt -n "__kt_is 'kt cluster'" -a 'up' -d 'Start a local cluster in the background: a standalone ZooKeeper and N `kt...'
 complete -c kt -n "__kt_is 'kt cluster'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt cluster describe'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
 complete -c kt -n "__kt_is 'kt cluster describe'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt cluster describe'" -l 'zookeeper' -x -d 'Also read the controller epoch from this ZooKeeper.'
 complete -c kt -n "__kt_is 'kt cluster describe'" -l 'json' -d 'One JSON object.'
 complete -c kt -n "__kt_is 'kt cluster describe'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt cluster down'" -l 'dir' -x -a '(__fish_complete_directories (commandline -ct))' -d 'The cluster\'s directory: cluster.json, ZooKeeper, brokers\' data and logs.'
+complete -c kt -n "__kt_is 'kt cluster down'" -l 'kill' -d 'SIGKILL instead of a clean (controlled) shutdown.'
+complete -c kt -n "__kt_is 'kt cluster down'" -l 'timeout' -x -d 'How long each broker may take to stop.'
+complete -c kt -n "__kt_is 'kt cluster down'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt cluster status'" -l 'dir' -x -a '(__fish_complete_directories (commandline -ct))' -d 'The cluster\'s directory: cluster.json, ZooKeeper, brokers\' data and logs.'
+complete -c kt -n "__kt_is 'kt cluster status'" -l 'json' -d 'A JSON array of processes.'
+complete -c kt -n "__kt_is 'kt cluster status'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt cluster up'" -l 'brokers' -x -d 'How many brokers (ids 1..N).'
+complete -c kt -n "__kt_is 'kt cluster up'" -l 'dir' -x -a '(__fish_complete_directories (commandline -ct))' -d 'The cluster\'s directory: cluster.json, ZooKeeper, brokers\' data and logs.'
+complete -c kt -n "__kt_is 'kt cluster up'" -l 'racks' -x -d 'Racks given out in turn: broker N gets the ((N-1) mod count)-th.'
+complete -c kt -n "__kt_is 'kt cluster up'" -l 'port-base' -x -d 'Broker N listens on PORT+N-1 (default: free ports).'
+complete -c kt -n "__kt_is 'kt cluster up'" -l 'zookeeper-port' -x -d 'ZooKeeper\'s client port (default: a free port).'
+complete -c kt -n "__kt_is 'kt cluster up'" -l 'chroot' -x -d 'The brokers\' ZooKeeper chroot (zookeeper.connect=HOST:PORT/PATH).'
+complete -c kt -n "__kt_is 'kt cluster up'" -l 'override' -x -d 'A broker property for every broker; repeatable.'
+complete -c kt -n "__kt_is 'kt cluster up'" -l 'timeout' -x -d 'How long to wait for the brokers to be ready.'
+complete -c kt -n "__kt_is 'kt cluster up'" -l 'json' -d 'One JSON object: addresses and pids.'
+complete -c kt -n "__kt_is 'kt cluster up'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt compaction'" -a 'estimate' -d 'Count what one cleaning of the partition directory PATH would keep and drop...'
 complete -c kt -n "__kt_is 'kt compaction'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt compaction estimate'" -l 'json' -d 'One JSON object.'
@@ -692,7 +743,7 @@ complete -c kt -n "__kt_is 'kt produce'" -s 'h' -l 'help' -d 'Show this message 
 complete -c kt -n "__kt_is 'kt topic'" -a 'alter' -d 'Raise a topic\'s partition count (topic configs: `kt configs alter`).'
 complete -c kt -n "__kt_is 'kt topic'" -a 'create' -d 'Create a topic; prints "Created topic NAME.".'
 complete -c kt -n "__kt_is 'kt topic'" -a 'delete' -d 'Delete topics.'
-complete -c kt -n "__kt_is 'kt topic'" -a 'describe' -d 'Describe topics in kafka-topics.sh --describe\'s format:'
+complete -c kt -n "__kt_is 'kt topic'" -a 'describe' -d 'Describe topics in kafka-topics.sh --describe\'s format (Kafka 3.8; fields...'
 complete -c kt -n "__kt_is 'kt topic'" -a 'list' -d 'List topic names, one per line.'
 complete -c kt -n "__kt_is 'kt topic'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt topic alter'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
@@ -722,10 +773,10 @@ complete -c kt -n "__kt_is 'kt topic describe'" -l 'timeout' -x -d 'Per-request 
 complete -c kt -n "__kt_is 'kt topic describe'" -l 'topic' -s 't' -x -d 'Topic name, comma list or regex (default: all).'
 complete -c kt -n "__kt_is 'kt topic describe'" -l 'exclude-internal' -d 'Leave out internal topics.'
 complete -c kt -n "__kt_is 'kt topic describe'" -l 'if-exists' -d 'Succeed when the topic does not exist.'
-complete -c kt -n "__kt_is 'kt topic describe'" -l 'under-replicated-partitions' -d 'Only partitions whose ISR < replicas.'
-complete -c kt -n "__kt_is 'kt topic describe'" -l 'under-min-isr-partitions' -d 'Only partitions with ISR < min.insync.'
-complete -c kt -n "__kt_is 'kt topic describe'" -l 'at-min-isr-partitions' -d 'Only partitions with ISR = min.insync.'
-complete -c kt -n "__kt_is 'kt topic describe'" -l 'unavailable-partitions' -d 'Only partitions without a live leader.'
+complete -c kt -n "__kt_is 'kt topic describe'" -l 'under-replicated-partitions' -d 'Only partitions whose ISR is smaller than their replication factor.'
+complete -c kt -n "__kt_is 'kt topic describe'" -l 'under-min-isr-partitions' -d 'Only partitions without a leader or with ISR < min.insync.replicas.'
+complete -c kt -n "__kt_is 'kt topic describe'" -l 'at-min-isr-partitions' -d 'Only partitions with ISR = min.insync.replicas.'
+complete -c kt -n "__kt_is 'kt topic describe'" -l 'unavailable-partitions' -d 'Only partitions without a leader or whose leader is not a live broker.'
 complete -c kt -n "__kt_is 'kt topic describe'" -l 'topics-with-overrides' -d 'Only topics with config overrides (no partitions).'
 complete -c kt -n "__kt_is 'kt topic describe'" -l 'json' -d 'One JSON object per topic (NDJSON).'
 complete -c kt -n "__kt_is 'kt topic describe'" -s 'h' -l 'help' -d 'Show this message and exit.'

@@ -39,6 +39,7 @@ from kt.client.admin import (
     LogDirInfo,
     LogDirPartition,
     NewTopic,
+    PartitionReassignment,
 )
 from kt.client.core import (
     BrokerConnection,
@@ -121,6 +122,7 @@ __all__ = [
     "MemberDescription",
     "NewTopic",
     "PartitionInfo",
+    "PartitionReassignment",
     "ProduceResult",
     "RecordSpec",
     "TopicInfo",

@@ -86,6 +86,18 @@ class ClusterDescription:
 
 
 @dataclass
+class PartitionReassignment:
+    """A reassignment in progress (ListPartitionReassignments): the full replica set
+    while it runs, the replicas being added and those being removed."""
+
+    topic: str
+    partition: int
+    replicas: list[int]
+    adding_replicas: list[int]
+    removing_replicas: list[int]
+
+
+@dataclass
 class LogDirPartition:
     """One partition replica in a log directory."""
 
@@ -393,6 +405,34 @@ class AdminMixin(ClientCore):
         return ClusterDescription(
             md.cluster_id, md.controller_id, [md.brokers[n] for n in sorted(md.brokers)]
         )
+
+    async def list_partition_reassignments(
+        self, topics: Mapping[str, Sequence[int]] | None = None
+    ) -> dict[tuple[str, int], PartitionReassignment]:
+        """Reassignments in progress (of `topics`' partitions, or all), by (topic,
+        partition); empty when the controller does not offer ListPartitionReassignments."""
+        node = await self.controller()
+        if not await self.supports(apis.LIST_PARTITION_REASSIGNMENTS, node):
+            return {}
+        body = apis.LIST_PARTITION_REASSIGNMENTS.request(
+            timeout_ms=int(self.request_timeout * 1000),
+            topics=None
+            if topics is None
+            else [{"name": t, "partition_indexes": list(ps)} for t, ps in topics.items()],
+        )
+        resp = await self._to_controller(apis.LIST_PARTITION_REASSIGNMENTS, body)
+        check(resp.error_code, "list partition reassignments", resp.error_message)
+        return {
+            (t.name, p.partition_index): PartitionReassignment(
+                t.name,
+                p.partition_index,
+                list(p.replicas),
+                list(p.adding_replicas),
+                list(p.removing_replicas),
+            )
+            for t in resp.topics
+            for p in t.partitions
+        }
 
     async def describe_log_dirs(
         self,

@@ -1,54 +1,340 @@
-"""`kt cluster describe`: cluster id, controller and brokers."""
+"""`kt cluster up|down|status|describe`: run a local ZooKeeper-coordinated cluster, and
+describe any cluster: controller, brokers, racks, what each broker leads and hosts."""
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
 import click
 
-from kt.client import ClusterDescription, KafkaClient
-from kt.tools.console import emit_json, handle_errors, render_table
+from kt.client import ClusterDescription, KafkaClient, TopicInfo
+from kt.tools.console import emit_json, fail, handle_errors, render_table, usage_error
+from kt.tools.local_cluster import ClusterError, LocalCluster, check_java
 from kt.tools.wire import Wire, wire_options
+
+DEFAULT_DIR = "./kt-cluster"
 
 
 @click.group()
 def cluster() -> None:
-    """Describe the cluster a broker belongs to.
+    """Run a local cluster (ZooKeeper and kt brokers) and describe clusters.
 
     \b
     Examples:
-      kt cluster describe -b kafka1:9092
-      kt cluster describe --json | jq .cluster_id
+      kt cluster up --brokers 3 --racks r1,r2,r3
+      kt cluster describe -b 127.0.0.1:9092
+      kt cluster describe --json | jq .controller
+      kt cluster down
     """
+
+
+def _dir_option(func: Any) -> Any:
+    return click.option(
+        "--dir",
+        "directory",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=DEFAULT_DIR,
+        show_default=True,
+        help="The cluster's directory: cluster.json, ZooKeeper, brokers' data and logs.",
+    )(func)
+
+
+def _parse_racks(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    racks = [r.strip() for r in text.split(",")]
+    if not all(racks):
+        usage_error(f"--racks: empty rack name in {text!r}")
+    return racks
+
+
+@cluster.command()
+@click.option("--brokers", "count", type=click.IntRange(min=1, max=64), default=3,
+              show_default=True, help="How many brokers (ids 1..N).")  # fmt: skip
+@_dir_option
+@click.option("--racks", metavar="R1,R2,...",
+              help="Racks given out in turn: broker N gets the ((N-1) mod count)-th.")  # fmt: skip
+@click.option("--port-base", type=click.IntRange(min=1, max=65535), metavar="PORT",
+              help="Broker N listens on PORT+N-1 (default: free ports).")  # fmt: skip
+@click.option("--zookeeper-port", type=click.IntRange(min=0, max=65535), default=0,
+              metavar="PORT", help="ZooKeeper's client port (default: a free port).")  # fmt: skip
+@click.option("--chroot", default="", metavar="/PATH",
+              help="The brokers' ZooKeeper chroot (zookeeper.connect=HOST:PORT/PATH).")  # fmt: skip
+@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="A broker property for every broker; repeatable.")  # fmt: skip
+@click.option("--timeout", type=click.FloatRange(min=1), default=60.0, show_default=True,
+              metavar="SECONDS", help="How long to wait for the brokers to be ready.")  # fmt: skip
+@click.option("--no-registration-check", "no_check", is_flag=True, hidden=True,
+              help="Do not wait for the brokers to register in ZooKeeper.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: addresses and pids.")
+@handle_errors
+def up(
+    count: int,
+    directory: Path,
+    racks: str | None,
+    port_base: int | None,
+    zookeeper_port: int,
+    chroot: str,
+    overrides: tuple[str, ...],
+    timeout: float,
+    no_check: bool,
+    as_json: bool,
+) -> None:
+    """Start a local cluster in the background: a standalone ZooKeeper and N
+    `kt broker start` processes on 127.0.0.1 joined through it.
+
+    Returns once every broker is ready and registered in ZooKeeper; the processes keep
+    running. Prints the bootstrap servers, the ZooKeeper address and how to stop it.
+    Data persists in --dir across `kt cluster down` and `up`. Needs java and Debian's
+    zookeeper package (scripts/setup installs them).
+
+    \b
+    Examples:
+      kt cluster up
+      kt cluster up --brokers 5 --racks r1,r2,r3 --port-base 9092 --dir /tmp/c1
+      kt cluster up --override default.replication.factor=3 --override min.insync.replicas=2
+
+    Exit codes: 0 up, 1 it could not start (a cluster already runs in --dir, a port
+    is taken, java missing, a broker failed), 2 usage error.
+    """
+    props: dict[str, str] = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            usage_error(f"--override expects KEY=VALUE, got {item!r}")
+        props[key.strip()] = value.strip()
+    if port_base is not None and port_base + count - 1 > 65535:
+        usage_error(f"--port-base {port_base}: {count} brokers do not fit below port 65536")
+    try:
+        check_java()
+        c = LocalCluster.create(
+            directory,
+            count,
+            racks=_parse_racks(racks),
+            port_base=port_base,
+            zookeeper_port=zookeeper_port,
+            chroot=chroot,
+            overrides=props,
+        )
+        c.start(timeout=timeout, verify_registration=not no_check)
+    except ClusterError as exc:
+        fail(str(exc))
+    if as_json:
+        emit_json(
+            {
+                "dir": str(c.directory),
+                "bootstrap_servers": c.bootstrap_servers,
+                "zookeeper": c.zookeeper_connect,
+                "processes": c.status(),
+            }
+        )
+        return
+    click.echo(f"Cluster up in {c.directory}: {count} broker(s)")
+    click.echo(f"Bootstrap servers: {c.bootstrap_servers}")
+    click.echo(f"ZooKeeper: {c.zookeeper_connect}")
+    where = "" if directory == Path(DEFAULT_DIR) else f" --dir {directory}"
+    click.echo(f"Stop it with: kt cluster down{where}")
+
+
+@cluster.command()
+@_dir_option
+@click.option("--kill", is_flag=True, help="SIGKILL instead of a clean (controlled) shutdown.")
+@click.option("--timeout", type=click.FloatRange(min=1), default=60.0, show_default=True,
+              metavar="SECONDS", help="How long each broker may take to stop.")  # fmt: skip
+@handle_errors
+def down(directory: Path, kill: bool, timeout: float) -> None:
+    """Stop the cluster `kt cluster up` started in --dir: every broker with SIGTERM (a
+    controlled shutdown) and wait, then ZooKeeper. The data stays in --dir.
+
+    Exit codes: 0 stopped (or nothing was running), 1 no cluster in --dir or a
+    broker had to be killed after --timeout, 2 usage error.
+    """
+    try:
+        c = LocalCluster.load(directory)
+    except ClusterError as exc:
+        fail(str(exc))
+    was = {s["id"]: s["running"] for s in c.status() if s["role"] == "broker"}
+    zk_was = c.zookeeper is not None and c.zookeeper.running
+    problems = c.stop(kill=kill, timeout=timeout)
+    verb = "Killed" if kill else "Stopped"
+    for b in c.brokers:
+        if was.get(b.broker_id):
+            click.echo(f"{verb} broker {b.broker_id} ({b.bootstrap})")
+    if zk_was:
+        click.echo(f"{verb} ZooKeeper ({c.zookeeper_address})")
+    if not zk_was and not any(was.values()):
+        click.echo(f"Nothing was running in {c.directory}")
+    for p in problems:
+        click.echo(f"kt: error: {p}", err=True)
+    if problems:
+        raise SystemExit(1)
+
+
+@cluster.command()
+@_dir_option
+@click.option("--json", "as_json", is_flag=True, help="A JSON array of processes.")
+@handle_errors
+def status(directory: Path, as_json: bool) -> None:
+    """Which processes of the cluster in --dir run: ZooKeeper and each broker.
+
+    Exit codes: 0 all running, 1 some process is down (or no cluster in --dir).
+    """
+    try:
+        c = LocalCluster.load(directory)
+    except ClusterError as exc:
+        fail(str(exc))
+    procs = c.status()
+    if as_json:
+        emit_json(procs)
+    else:
+        render_table(
+            ["ROLE", "ID", "ADDRESS", "RACK", "PID", "STATE"],
+            [
+                [
+                    p["role"],
+                    "-" if p["id"] is None else p["id"],
+                    p["address"],
+                    p.get("rack") or "-",
+                    p["pid"],
+                    "running" if p["running"] else "stopped",
+                ]
+                for p in procs
+            ],
+        )
+    if not all(p["running"] for p in procs):
+        raise SystemExit(1)
+
+
+@dataclass
+class BrokerLoad:
+    """What one broker leads and hosts, from the cluster's metadata."""
+
+    leaders: int = 0
+    replicas: int = 0
+    under_replicated: int = 0  # partitions it leads whose ISR is smaller than their replicas
+    offline_replicas: int = 0  # replicas of it the cluster reports offline
+
+
+def broker_loads(topics: Iterable[TopicInfo], broker_ids: Sequence[int]) -> dict[int, BrokerLoad]:
+    """Per broker (the live ones and any other named as a replica): partitions led,
+    replicas hosted, under-replicated partitions led, offline replicas."""
+    loads = {b: BrokerLoad() for b in broker_ids}
+    for t in topics:
+        for p in t.partitions.values():
+            for r in p.replicas:
+                load = loads.setdefault(r, BrokerLoad())
+                load.replicas += 1
+                if r in p.offline_replicas:
+                    load.offline_replicas += 1
+            if p.leader >= 0:
+                load = loads.setdefault(p.leader, BrokerLoad())
+                load.leaders += 1
+                if len(p.isr) < len(p.replicas):
+                    load.under_replicated += 1
+    return loads
+
+
+def controller_epoch(zookeeper: str, timeout: float) -> int | None:
+    """/controller_epoch read with kazoo from HOST:PORT[/chroot]; None when absent."""
+    try:
+        from kazoo.client import KazooClient  # type: ignore[import-untyped, unused-ignore]
+        from kazoo.exceptions import NoNodeError  # type: ignore[import-untyped, unused-ignore]
+        from kazoo.handlers.threading import (  # type: ignore[import-untyped, unused-ignore]
+            KazooTimeoutError,
+        )
+    except ImportError:
+        fail("--zookeeper needs kazoo (pip install kazoo; scripts/setup installs it)")
+    zk = KazooClient(hosts=zookeeper, timeout=timeout, read_only=True)
+    try:
+        with warnings.catch_warnings():  # e.g. "No chroot path exists": we report it ourselves
+            warnings.simplefilter("ignore")
+            zk.start(timeout=timeout)
+    except KazooTimeoutError:
+        fail(f"cannot connect to ZooKeeper at {zookeeper} within {timeout:g}s")
+    try:
+        data, _ = zk.get("/controller_epoch")
+        return int(data.decode().strip())
+    except NoNodeError:
+        return None
+    except ValueError:
+        fail(f"{zookeeper}: /controller_epoch is not an integer")
+    finally:
+        zk.stop()
+        zk.close()
 
 
 @cluster.command()
 @wire_options
+@click.option("--zookeeper", metavar="HOST:PORT[/CHROOT]",
+              help="Also read the controller epoch from this ZooKeeper.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
 @handle_errors
-def describe(wire: Wire, as_json: bool) -> None:
-    """Print the cluster id, the controller and a table of brokers (ID HOST PORT RACK).
+def describe(wire: Wire, zookeeper: str | None, as_json: bool) -> None:
+    """Print the cluster id, the controller and a table of brokers: ID HOST PORT RACK
+    LEADERS REPLICAS URP (under-replicated partitions it leads) OFFLINE (its replicas
+    reported offline).
 
-    Uses DescribeCluster when the broker has it, else Metadata.
+    Brokers named as replicas but missing from the cluster's metadata are listed
+    with host 'offline'. Uses DescribeCluster when the broker has it, else Metadata;
+    with --zookeeper also prints the controller epoch from /controller_epoch.
     """
 
-    async def go(c: KafkaClient) -> ClusterDescription:
-        return await c.describe_cluster()
+    async def go(c: KafkaClient) -> tuple[ClusterDescription, dict[str, TopicInfo]]:
+        return await c.describe_cluster(), await c.list_topics(include_internal=True)
 
-    d = wire.run(go)
-    if as_json:
-        emit_json(
+    d, topics = wire.run(go)
+    epoch = controller_epoch(zookeeper, min(wire.timeout, 10.0)) if zookeeper else None
+    live = {b.node_id: b for b in d.brokers}
+    loads = broker_loads(topics.values(), sorted(live))
+    rows: list[dict[str, Any]] = []
+    for node in sorted(loads):
+        b = live.get(node)
+        load = loads[node]
+        rows.append(
             {
-                "cluster_id": d.cluster_id,
-                "controller": d.controller_id,
-                "brokers": [
-                    {"id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                    for b in d.brokers
-                ],
+                "id": node,
+                "live": b is not None,
+                "host": b.host if b else None,
+                "port": b.port if b else None,
+                "rack": b.rack if b else None,
+                "controller": node == d.controller_id,
+                "leaders": load.leaders,
+                "replicas": load.replicas,
+                "under_replicated": load.under_replicated,
+                "offline_replicas": load.offline_replicas,
             }
         )
+    if as_json:
+        doc: dict[str, Any] = {
+            "cluster_id": d.cluster_id,
+            "controller": d.controller_id,
+            "brokers": rows,
+        }
+        if zookeeper:
+            doc["controller_epoch"] = epoch
+        emit_json(doc)
         return
     click.echo(f"Cluster ID: {d.cluster_id or '-'}")
     click.echo(f"Controller: {d.controller_id if d.controller_id >= 0 else '-'}")
+    if zookeeper:
+        click.echo(f"Controller epoch: {epoch if epoch is not None else '-'}")
     render_table(
-        ["ID", "HOST", "PORT", "RACK"],
-        [[b.node_id, b.host, b.port, b.rack or "-"] for b in d.brokers],
+        ["ID", "HOST", "PORT", "RACK", "LEADERS", "REPLICAS", "URP", "OFFLINE"],
+        [
+            [
+                r["id"],
+                r["host"] if r["live"] else "offline",
+                r["port"] if r["live"] else "-",
+                r["rack"] or "-",
+                r["leaders"],
+                r["replicas"],
+                r["under_replicated"],
+                r["offline_replicas"],
+            ]
+            for r in rows
+        ],
     )

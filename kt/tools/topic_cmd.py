@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -14,6 +15,8 @@ from kt.client import (
     KafkaClient,
     KafkaError,
     NewTopic,
+    PartitionInfo,
+    PartitionReassignment,
     TopicInfo,
 )
 from kt.protocol.apis import DESCRIBE_CONFIGS
@@ -141,22 +144,158 @@ def _min_isr(configs: list[ConfigEntry]) -> int:
     return 1
 
 
+def _ids(nodes: list[int]) -> str:
+    return ",".join(map(str, nodes))
+
+
+def reassigning(p: PartitionInfo, ra: PartitionReassignment | None) -> bool:
+    """Whether a listed reassignment still touches the partition's replicas (it may
+    have finished between the two requests; Kafka's isReassignmentInProgress)."""
+    if ra is None:
+        return False
+    changing = set(ra.adding_replicas) | set(ra.removing_replicas)
+    return any(r in changing for r in p.replicas)
+
+
+def replication_factor(p: PartitionInfo, ra: PartitionReassignment | None) -> int:
+    """Replicas of the partition, not counting those a reassignment is adding."""
+    if ra is not None and reassigning(p, ra):
+        return len(ra.replicas) - len(ra.adding_replicas)
+    return len(p.replicas)
+
+
+@dataclass(frozen=True)
+class PartitionFilter:
+    """kafka-topics.sh --describe's partition filters (a partition matching any is shown)."""
+
+    under_replicated: bool = False
+    under_min_isr: bool = False
+    at_min_isr: bool = False
+    unavailable: bool = False
+
+    @property
+    def active(self) -> bool:
+        """True when any filter is on (then only partition lines are printed)."""
+        return self.under_replicated or self.under_min_isr or self.at_min_isr or self.unavailable
+
+    def wanted(
+        self, p: PartitionInfo, ra: PartitionReassignment | None, min_isr: int, live: set[int]
+    ) -> bool:
+        """Kafka's definitions: under-replicated RF - |ISR| > 0; under min ISR: no leader
+        or |ISR| < min.insync.replicas; at min ISR: |ISR| = min.insync.replicas;
+        unavailable: no leader, or a leader that is not a live broker."""
+        no_leader = p.leader < 0
+        return (
+            (self.under_replicated and replication_factor(p, ra) - len(p.isr) > 0)
+            or (self.under_min_isr and (no_leader or len(p.isr) < min_isr))
+            or (self.at_min_isr and len(p.isr) == min_isr)
+            or (self.unavailable and (no_leader or p.leader not in live))
+        )
+
+
+def topic_line(t: TopicInfo, rf: int, overrides: list[ConfigEntry]) -> str:
+    """`Topic: T\tTopicId: ID\tPartitionCount: N\tReplicationFactor: R\tConfigs: k=v,...`"""
+    line = f"Topic: {t.name}"
+    if t.topic_id.int:
+        line += f"\tTopicId: {kafka_uuid(t.topic_id)}"
+    line += f"\tPartitionCount: {len(t.partitions)}\tReplicationFactor: {rf}"
+    return line + "\tConfigs: " + ",".join(f"{c.name}={c.value}" for c in overrides)
+
+
+def partition_line(topic: str, p: PartitionInfo, ra: PartitionReassignment | None) -> str:
+    """`\tTopic: T\tPartition: P\tLeader: L\tReplicas: ..\tIsr: ..` as Kafka 3.8 prints
+    it: Adding/Removing Replicas while a reassignment is listed, then Elr and
+    LastKnownElr, which are N/A on a ZooKeeper-mode cluster (no ELR there)."""
+    leader = str(p.leader) if p.leader >= 0 else "none"
+    line = (
+        f"\tTopic: {topic}\tPartition: {p.partition}\tLeader: {leader}"
+        f"\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}"
+    )
+    if ra is not None:
+        line += (
+            f"\tAdding Replicas: {_ids(ra.adding_replicas)}"
+            f"\tRemoving Replicas: {_ids(ra.removing_replicas)}"
+        )
+    return line + "\tElr: N/A\tLastKnownElr: N/A"
+
+
+def describe_topic(
+    t: TopicInfo,
+    configs: list[ConfigEntry],
+    live: set[int],
+    reassignments: dict[tuple[str, int], PartitionReassignment],
+    flt: PartitionFilter,
+    *,
+    topics_with_overrides: bool = False,
+) -> tuple[list[str], dict[str, Any] | None]:
+    """The text lines and the JSON object (None: nothing to show) for one topic."""
+    overrides = [c for c in configs if not c.is_default]
+    min_isr = _min_isr(configs)
+    parts = [t.partitions[p] for p in sorted(t.partitions)]
+
+    def ra_of(p: PartitionInfo) -> PartitionReassignment | None:
+        return reassignments.get((t.name, p.partition))
+
+    rf = replication_factor(parts[0], ra_of(parts[0])) if parts else 0
+    if topics_with_overrides:
+        if not overrides or flt.active:
+            return [], None
+        shown: list[PartitionInfo] = []
+    elif flt.active:
+        shown = [p for p in parts if flt.wanted(p, ra_of(p), min_isr, live)]
+        if not shown:
+            return [], None
+    else:
+        shown = parts
+    lines = [] if flt.active else [topic_line(t, rf, overrides)]
+    lines += [partition_line(t.name, p, ra_of(p)) for p in shown]
+    doc = {
+        "topic": t.name,
+        "topic_id": kafka_uuid(t.topic_id),
+        "internal": t.is_internal,
+        "partition_count": len(parts),
+        "replication_factor": rf,
+        "min_insync_replicas": min_isr,
+        "configs": {c.name: c.value for c in overrides},
+        "partitions": [
+            {
+                "partition": p.partition,
+                "leader": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "replicas": p.replicas,
+                "isr": p.isr,
+                "offline_replicas": p.offline_replicas,
+                "adding_replicas": ra.adding_replicas if (ra := ra_of(p)) else [],
+                "removing_replicas": ra.removing_replicas if ra else [],
+            }
+            for p in shown
+        ],
+    }
+    return lines, doc
+
+
 @topic.command()
 @wire_options
 @click.option("--topic", "-t", "pattern", help="Topic name, comma list or regex (default: all).")
 @click.option("--exclude-internal", is_flag=True, help="Leave out internal topics.")
 @click.option("--if-exists", is_flag=True, help="Succeed when the topic does not exist.")
 @click.option(
-    "--under-replicated-partitions", is_flag=True, help="Only partitions whose ISR < replicas."
+    "--under-replicated-partitions",
+    is_flag=True,
+    help="Only partitions whose ISR is smaller than their replication factor.",
 )
 @click.option(
-    "--under-min-isr-partitions", is_flag=True, help="Only partitions with ISR < min.insync."
+    "--under-min-isr-partitions",
+    is_flag=True,
+    help="Only partitions without a leader or with ISR < min.insync.replicas.",
 )
 @click.option(
-    "--at-min-isr-partitions", is_flag=True, help="Only partitions with ISR = min.insync."
+    "--at-min-isr-partitions", is_flag=True, help="Only partitions with ISR = min.insync.replicas."
 )
 @click.option(
-    "--unavailable-partitions", is_flag=True, help="Only partitions without a live leader."
+    "--unavailable-partitions",
+    is_flag=True,
+    help="Only partitions without a leader or whose leader is not a live broker.",
 )
 @click.option(
     "--topics-with-overrides",
@@ -177,26 +316,37 @@ def describe(
     topics_with_overrides: bool,
     as_json: bool,
 ) -> None:
-    """Describe topics in kafka-topics.sh --describe's format:
+    """Describe topics in kafka-topics.sh --describe's format (Kafka 3.8; fields are
+    separated by tabs, partition lines start with one):
 
     \b
-    Topic: T<TAB>TopicId: ID<TAB>PartitionCount: N<TAB>ReplicationFactor: R<TAB>Configs: k=v,...
-    <TAB>Topic: T<TAB>Partition: 0<TAB>Leader: 1<TAB>Replicas: 1<TAB>Isr: 1
+    Topic: T  TopicId: ID  PartitionCount: N  ReplicationFactor: R  Configs: k=v,...
+      Topic: T  Partition: 0  Leader: 1  Replicas: 1,2,3  Isr: 1,2  Elr: N/A  LastKnownElr: N/A
 
-    Configs lists the topic's non-default configs. The partition filters print
-    only matching partitions (no topic lines); --topics-with-overrides prints
-    only the topic lines of topics with overrides.
+    Leader is 'none' when the partition has none. While a partition is being
+    reassigned its line also has Adding Replicas and Removing Replicas (before Elr),
+    and ReplicationFactor leaves out the replicas being added. Configs lists the
+    topic's non-default configs. The partition filters (a partition matching any is
+    shown) print only partition lines, no topic lines; --topics-with-overrides prints
+    only the topic lines of topics with overrides. min.insync.replicas comes from
+    the topic's configs. --json: one object per topic shown, with its shown
+    partitions.
     """
-    partition_filter = (
-        under_replicated_partitions
-        or under_min_isr_partitions
-        or at_min_isr_partitions
-        or unavailable_partitions
+    flt = PartitionFilter(
+        under_replicated_partitions,
+        under_min_isr_partitions,
+        at_min_isr_partitions,
+        unavailable_partitions,
     )
 
     async def go(
         c: KafkaClient,
-    ) -> tuple[list[TopicInfo], dict[str, list[ConfigEntry]], set[int]]:
+    ) -> tuple[
+        list[TopicInfo],
+        dict[str, list[ConfigEntry]],
+        set[int],
+        dict[tuple[str, int], PartitionReassignment],
+    ]:
         topics = await c.list_topics(include_internal=not exclude_internal)
         names = sorted(topics) if pattern is None else match_names(pattern, topics)
         if pattern is not None and not names and not if_exists:
@@ -213,73 +363,28 @@ def describe(
                 except KafkaError as exc:
                     if exc.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                         raise
-        return [topics[n] for n in names], configs, set(c.metadata.brokers)
+        reassignments = (
+            await c.list_partition_reassignments({n: sorted(topics[n].partitions) for n in names})
+            if names
+            else {}
+        )
+        return [topics[n] for n in names], configs, set(c.metadata.brokers), reassignments
 
-    infos, configs, live = wire.run(go)
+    infos, configs, live, reassignments = wire.run(go)
     for t in infos:
-        cfg = configs.get(t.name, [])
-        overrides = [c for c in cfg if not c.is_default]
-        min_isr = _min_isr(cfg)
-        parts = [t.partitions[p] for p in sorted(t.partitions)]
-        rf = len(parts[0].replicas) if parts else 0
-
-        def wanted(p: Any, min_isr: int = min_isr) -> bool:
-            if under_replicated_partitions and len(p.isr) < len(p.replicas):
-                return True
-            if under_min_isr_partitions and len(p.isr) < min_isr:
-                return True
-            if at_min_isr_partitions and len(p.isr) == min_isr:
-                return True
-            return bool(unavailable_partitions and (p.leader < 0 or p.leader not in live))
-
-        shown = [p for p in parts if wanted(p)] if partition_filter else parts
-        if topics_with_overrides and not overrides:
-            continue
+        lines, doc = describe_topic(
+            t,
+            configs.get(t.name, []),
+            live,
+            reassignments,
+            flt,
+            topics_with_overrides=topics_with_overrides,
+        )
         if as_json:
-            if partition_filter and not shown:
-                continue
-            emit_json(
-                {
-                    "topic": t.name,
-                    "topic_id": kafka_uuid(t.topic_id),
-                    "internal": t.is_internal,
-                    "partition_count": len(parts),
-                    "replication_factor": rf,
-                    "configs": {c.name: c.value for c in overrides},
-                    "partitions": [
-                        {
-                            "partition": p.partition,
-                            "leader": p.leader,
-                            "leader_epoch": p.leader_epoch,
-                            "replicas": p.replicas,
-                            "isr": p.isr,
-                            "offline_replicas": p.offline_replicas,
-                        }
-                        for p in shown
-                    ]
-                    if not topics_with_overrides
-                    else [],
-                }
-            )
+            if doc is not None:
+                emit_json(doc)
             continue
-        if not partition_filter:
-            line = f"Topic: {t.name}"
-            if t.topic_id.int:
-                line += f"\tTopicId: {kafka_uuid(t.topic_id)}"
-            line += f"\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}"
-            line += "\tConfigs: " + ",".join(f"{c.name}={c.value}" for c in overrides)
-            click.echo(line)
-        if topics_with_overrides:
-            continue
-        for p in shown:
-            leader = str(p.leader) if p.leader >= 0 else "none"
-            line = (
-                f"\tTopic: {t.name}\tPartition: {p.partition}\tLeader: {leader}"
-                f"\tReplicas: {','.join(map(str, p.replicas))}"
-                f"\tIsr: {','.join(map(str, p.isr))}"
-            )
-            if p.offline_replicas:
-                line += f"\tOffline: {','.join(map(str, p.offline_replicas))}"
+        for line in lines:
             click.echo(line)
 
 

@@ -54,7 +54,9 @@ def tui(bootstrap: str, interval: float, timeout: float, theme: str | None, paus
 
     \b
     Screens (keys): 1 overview, 2 topics, 3 consumer groups, 4 log directories,
-    5 messages, ? help (every key binding); Ctrl+P opens the command palette.
+    5 messages, 6 brokers (racks, the controller, leaders and replicas per
+    broker, under-replicated and offline partitions), ? help (every key
+    binding); Ctrl+P opens the command palette.
     p pauses the refresh, +/- change its interval, q quits. Actions (create
     or delete a topic, add partitions, alter a config, reset a group's
     offsets) each ask for confirmation, showing what will happen.

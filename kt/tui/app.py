@@ -28,6 +28,7 @@ from textual.timer import Timer
 
 from kt.tui.model import ClusterSnapshot, History
 from kt.tui.screens.base import DashboardScreen
+from kt.tui.screens.brokers import BrokersScreen
 from kt.tui.screens.dialogs import (
     ActionRequest,
     AddPartitionsForm,
@@ -90,6 +91,7 @@ class KtApp(App[None]):
         "groups": GroupsScreen,
         "logdirs": LogDirsScreen,
         "messages": MessagesScreen,
+        "brokers": BrokersScreen,
         "help": HelpScreen,
     }
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -98,6 +100,7 @@ class KtApp(App[None]):
         Binding("3", "switch_mode('groups')", show=False, description="Groups"),
         Binding("4", "switch_mode('logdirs')", show=False, description="Log dirs"),
         Binding("5", "switch_mode('messages')", show=False, description="Messages"),
+        Binding("6", "switch_mode('brokers')", show=False, description="Brokers"),
         Binding("question_mark,f1", "switch_mode('help')", "Help"),
         Binding("p", "toggle_pause", "Pause"),
         Binding("f5,ctrl+r", "refresh_now", "Refresh now", show=False),
@@ -341,6 +344,7 @@ class KtApp(App[None]):
             ("groups", "Consumer groups"),
             ("logdirs", "Log directories"),
             ("messages", "Messages"),
+            ("brokers", "Brokers"),
             ("help", "Help: key bindings"),
         ):
             yield SystemCommand(

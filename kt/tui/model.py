@@ -164,6 +164,17 @@ class LogDirInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class BrokerLoad:
+    """What one broker leads and hosts in a snapshot (for the brokers view)."""
+
+    leaders: int = 0  # partitions it leads
+    replicas: int = 0  # partition replicas it hosts
+    out_of_sync: int = 0  # of those, replicas not in the partition's ISR
+    under_replicated: int = 0  # hosted partitions that are under-replicated
+    offline: int = 0  # hosted partitions without a leader
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterSnapshot:
     """Everything one refresh learned, at one instant."""
 
@@ -200,6 +211,22 @@ class ClusterSnapshot:
         """Every partition of every topic."""
         for t in self.topics:
             yield from t.partitions
+
+    def broker_loads(self) -> dict[int, BrokerLoad]:
+        """Per broker id (live ones, and any other a partition names as a replica):
+        partitions led, replicas hosted, replicas out of the ISR, hosted partitions
+        that are under-replicated or offline."""
+        counts: dict[int, list[int]] = {b.node_id: [0, 0, 0, 0, 0] for b in self.brokers}
+        for p in self.partitions:
+            for r in p.replicas:
+                c = counts.setdefault(r, [0, 0, 0, 0, 0])
+                c[1] += 1
+                c[2] += r not in p.isr
+                c[3] += p.under_replicated
+                c[4] += p.offline
+            if p.leader >= 0:
+                counts.setdefault(p.leader, [0, 0, 0, 0, 0])[0] += 1
+        return {n: BrokerLoad(*c) for n, c in sorted(counts.items())}
 
 
 class History:

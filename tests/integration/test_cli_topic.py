@@ -60,7 +60,9 @@ def test_topic_lifecycle(broker: Any) -> None:
         "Configs: retention.ms=3600000",
     ]
     assert d[1:] == [
-        f"\tTopic: life\tPartition: {p}\tLeader: 1\tReplicas: 1\tIsr: 1" for p in range(3)
+        f"\tTopic: life\tPartition: {p}\tLeader: 1\tReplicas: 1\tIsr: 1"
+        "\tElr: N/A\tLastKnownElr: N/A"
+        for p in range(3)
     ]
     js = json.loads(kt(broker, "topic", "describe", "--topic", "life", "--json").stdout)
     assert js["partition_count"] == 3 and js["configs"] == {"retention.ms": "3600000"}
@@ -122,8 +124,13 @@ def test_env_var_sets_the_bootstrap_server(broker: Any) -> None:
 def test_cluster_describe(broker: Any) -> None:
     lines = kt(broker, "cluster", "describe").stdout.splitlines()
     assert lines[0].startswith("Cluster ID: ") and lines[1] == "Controller: 1"
-    assert lines[2].split() == ["ID", "HOST", "PORT", "RACK"]
-    assert lines[3].split() == ["1", "127.0.0.1", str(broker.port), "-"]
+    assert lines[2].split() == ["ID", "HOST", "PORT", "RACK", "LEADERS", "REPLICAS", "URP",
+                                "OFFLINE"]  # fmt: skip
+    row = lines[3].split()
+    assert row[:4] == ["1", "127.0.0.1", str(broker.port), "-"] and row[6:] == ["0", "0"]
+    assert int(row[4]) == int(row[5])  # a single broker leads every partition it hosts
+    js = json.loads(kt(broker, "cluster", "describe", "--json").stdout)
+    assert js["brokers"][0]["controller"] and js["brokers"][0]["live"]
 
 
 def test_configs_describe_and_alter(broker: Any) -> None:

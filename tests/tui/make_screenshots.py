@@ -26,6 +26,7 @@ SHOTS = [
     ("group-detail", ["3", "down", "enter"]),
     ("log-dirs", ["4"]),
     ("messages", ["5"]),
+    ("brokers", ["6"]),
     ("help", ["question_mark"]),
     ("confirm-delete", ["2", "down", "d"]),
 ]

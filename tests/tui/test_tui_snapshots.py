@@ -59,6 +59,7 @@ SCREENS: Sequence[tuple[str, Callable[[Pilot[None]], Awaitable[None]]]] = [
     ("group_detail", _keys("3", "down", "enter")),
     ("log_dirs", _keys("4")),
     ("messages", _messages),
+    ("brokers", _keys("6")),
     ("help", _keys("question_mark")),
     ("create_topic_form", _keys("2", "c", "n", "e", "w", "tab", "3")),
     ("confirm_delete", _keys("2", "down", "d")),

@@ -106,7 +106,10 @@ class _Tree:
         """Read the data file; on first start, migrate a legacy single-node store."""
         if self.loaded:
             return
+        self._read(legacy_file, broker_id)
         self.loaded = True
+
+    def _read(self, legacy_file: Path | None, broker_id: int) -> None:
         if self.data_file is None:
             return
         if self.data_file.exists():
@@ -132,6 +135,7 @@ class _Tree:
                 if path in self.nodes:
                     self.nodes[path].data = data
                 else:
+                    self.nodes[parent_of(path)].cversion += 1
                     self._attach(path, _Node(data, 0, self.zxid, self.zxid, 0))
             self.save()
 
@@ -283,8 +287,14 @@ class _Txn:
     def commit(self) -> None:
         if not self.undo:
             return  # reads and checks only: nothing to number, save or notify
-        self.tree.zxid = self.zxid
-        self.tree.save()
+        previous_zxid, self.tree.zxid = self.tree.zxid, self.zxid
+        try:
+            self.tree.save()
+        except OSError as e:
+            # Not on disk means not done: ZooKeeper acknowledges only logged writes.
+            self.rollback()
+            self.tree.zxid = previous_zxid
+            raise StoreUnavailableError(f"cannot write {self.tree.data_file}: {e}") from e
         loop_watches: set[_Watch] = set()
         for path in self.changed_data:
             loop_watches.update(w for w in self.tree.watches.get(path, ()) if w.on_data)
@@ -368,6 +378,7 @@ class InProcessStore(CoordinationStore):
         for path in list(self._tree.watches):
             for w in [w for w in self._tree.watches[path] if w.session is self]:
                 w.cancel()
+                self._forget(w)
 
     def _delete_ephemerals(self) -> None:
         mine = [p for p, n in self._tree.nodes.items() if n.ephemeral_owner == self._session_id]
@@ -514,7 +525,10 @@ class InProcessStore(CoordinationStore):
     def _schedule(self, w: _Watch) -> None:
         # Several changes before the loop gets to run coalesce into one callback
         # with the newest value, as a re-armed ZooKeeper watch would see it.
-        if w in self._pending or w.cancelled:
+        if w.cancelled:
+            self._forget(w)
+            return
+        if w in self._pending:
             return
         loop = self._loop or asyncio.get_running_loop()
         self._loop = loop
@@ -524,9 +538,7 @@ class InProcessStore(CoordinationStore):
     def _deliver(self, w: _Watch) -> None:
         self._pending.discard(w)
         if w.cancelled:
-            watches = self._tree.watches.get(w.path, [])
-            if w in watches:
-                watches.remove(w)
+            self._forget(w)
             return
         node = self._tree.nodes.get(w.path)
         if w.on_children is not None:
@@ -536,6 +548,13 @@ class InProcessStore(CoordinationStore):
                 w.on_data(None, None)
             else:
                 w.on_data(node.data, node.stat())
+
+    def _forget(self, w: _Watch) -> None:
+        watches = self._tree.watches.get(w.path, [])
+        if w in watches:
+            watches.remove(w)
+        if not watches:
+            self._tree.watches.pop(w.path, None)
 
     def on_session_event(self, callback: SessionCallback) -> None:
         """Call `callback(event)` on the loop for every session event."""

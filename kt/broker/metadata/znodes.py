@@ -278,8 +278,13 @@ def encode_topic(topic: TopicAssignment) -> bytes:
     doc: dict[str, Any] = {
         "version": 3,
         "partitions": _encode_partition_map(topic.partitions),
-        "adding_replicas": _encode_partition_map(topic.adding_replicas),
-        "removing_replicas": _encode_partition_map(topic.removing_replicas),
+        # Kafka lists only partitions that have adding/removing replicas.
+        "adding_replicas": _encode_partition_map(
+            {p: r for p, r in topic.adding_replicas.items() if r}
+        ),
+        "removing_replicas": _encode_partition_map(
+            {p: r for p, r in topic.removing_replicas.items() if r}
+        ),
     }
     if topic.topic_id is not None:
         doc["topic_id"] = uuid_to_string(topic.topic_id)

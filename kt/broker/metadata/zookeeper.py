@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -119,8 +118,6 @@ class ZooKeeperStore(CoordinationStore):
         self._watches: list[_ZkWatch] = []
         self._session_id = 0
         self._closing = False
-        self._expired = False
-        self._lock = threading.Lock()  # guards _expired between kazoo's threads
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -142,6 +139,7 @@ class ZooKeeperStore(CoordinationStore):
         StoreUnavailableError (naming the address) when no server answers in time.
         """
         self._loop = asyncio.get_running_loop()
+        self._closing = False
         # Reconnect quickly after an outage: fault tests and failovers wait on it.
         retry = KazooRetry(max_tries=-1, delay=0.1, backoff=1.5, max_delay=1.0)
         client = KazooClient(
@@ -161,7 +159,15 @@ class ZooKeeperStore(CoordinationStore):
         self._session_id = client.client_id[0]
         if self.chroot:
             # Created without the chroot in effect, then switched on, as Kafka does.
-            await asyncio.to_thread(client.ensure_path, self.chroot)
+            try:
+                await asyncio.to_thread(client.ensure_path, self.chroot)
+            except kx.KazooException as e:
+                self._client = None
+                await asyncio.to_thread(_stop_client, client)
+                raise StoreUnavailableError(
+                    f"cannot create the chroot {self.chroot} on ZooKeeper at {self.hosts}: "
+                    f"{type(e).__name__}"
+                ) from e
             client.chroot = self.chroot
         client.add_listener(self._on_state)
 
@@ -179,8 +185,6 @@ class ZooKeeperStore(CoordinationStore):
         if self._closing or self._loop is None:
             return
         if state == KazooState.LOST:
-            with self._lock:
-                self._expired = True
             self._post(self._emit, SessionEvent.EXPIRED, False)
         elif state == KazooState.SUSPENDED:
             self._post(self._emit, SessionEvent.SUSPENDED, False)
@@ -188,8 +192,6 @@ class ZooKeeperStore(CoordinationStore):
             client = self._client
             if client is not None and client.client_id:
                 self._session_id = client.client_id[0]
-            with self._lock:
-                self._expired = False
             self._post(self._emit, SessionEvent.RECONNECTED, True)
 
     def _emit(self, event: SessionEvent, connected: bool) -> None:
@@ -374,6 +376,7 @@ class ZooKeeperStore(CoordinationStore):
                 self._post(self._arm, w)
 
         w.watcher = watcher
+        self._watches = [x for x in self._watches if not x.cancelled]
         self._watches.append(w)
         self._arm(w)
         return w

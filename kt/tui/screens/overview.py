@@ -9,7 +9,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Label, Sparkline, Static
 
 from kt.tui.screens.base import DashboardScreen, fill_table
-from kt.tui.widgets.format import human_bytes, human_count, num, plain, tone
+from kt.tui.widgets.format import counts_line, human_bytes, human_count, num, plain, tone
 
 
 class OverviewScreen(DashboardScreen):
@@ -63,15 +63,17 @@ class OverviewScreen(DashboardScreen):
             f"Partitions {len(parts)}   Brokers {len(snap.brokers)}   "
             f"Controller {snap.controller_id}\n"
         )
-        for label, n, bad in (
-            ("Under-replicated", under, "error"),
-            ("Under-min-ISR", under_min, "error"),
-            ("Offline", offline, "error"),
-            ("Not preferred leader", not_pref, "warning"),
-        ):
-            text.append(f"{label} ")
-            text.append_text(tone(self.app, str(n), bad if n else "success"))
-            text.append("   ")
+        text.append_text(
+            counts_line(
+                self.app,
+                [
+                    ("Under-replicated", under, "error"),
+                    ("Under-min-ISR", under_min, "error"),
+                    ("Offline", offline, "error"),
+                    ("Not preferred leader", not_pref, "warning"),
+                ],
+            )
+        )
         counts.update(text)
 
         produce = self.history.produce_rate_series()

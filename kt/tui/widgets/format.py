@@ -79,6 +79,21 @@ def tone(app: App[object], text: str, kind: str, *, bold: bool = True) -> Text:
     return Text(text, style=style, end="", justify="right" if numeric else None)
 
 
+def counts_line(app: App[object], items: list[tuple[str, int, str]]) -> Text:
+    """'Label N   Label N ...': each count in `kind`'s colour when non-zero (success
+    when zero). The separator goes before each label, so a count never runs into the
+    next label, whatever happens to trailing spaces at a wrap."""
+    out = Text(end="")
+    for i, (label, n, kind) in enumerate(items):
+        if i:
+            out.append("   ")
+        out.append(f"{label} ")
+        count = tone(app, str(n), kind if n else "success")
+        count.justify = None  # inline, not a right-aligned cell
+        out.append_text(count)
+    return out
+
+
 def plain(text: str) -> Text:
     """User data as a cell, never interpreted as markup."""
     return Text(text, end="", no_wrap=True)

@@ -13,6 +13,7 @@ SCREENS = (
     ("groups", "3", "Groups"),
     ("logdirs", "4", "Log dirs"),
     ("messages", "5", "Messages"),
+    ("brokers", "6", "Brokers"),
     ("help", "?", "Help"),
 )
 

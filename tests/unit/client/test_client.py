@@ -489,3 +489,35 @@ def test_range_assignor_matches_kafka() -> None:
         "m2": [("a", 4)],
     }
     assert range_assign({"x": ["none"]}, {}) == {"x": []}
+
+
+def test_list_partition_reassignments() -> None:
+    async def go(b: FakeBroker) -> None:
+        async def listing(h: RequestHeader, body: Any) -> Any:
+            assert body.topics is None
+            return apis.LIST_PARTITION_REASSIGNMENTS.response(
+                topics=[
+                    {
+                        "name": "t",
+                        "partitions": [
+                            {
+                                "partition_index": 1,
+                                "replicas": [1, 2, 3, 4],
+                                "adding_replicas": [4],
+                                "removing_replicas": [1],
+                            }
+                        ],
+                    }
+                ]
+            )
+
+        async with KafkaClient(b.bootstrap) as c:
+            assert await c.list_partition_reassignments() == {}  # not offered: none known
+        b.versions[apis.LIST_PARTITION_REASSIGNMENTS.key] = (0, 0)
+        b.handlers[apis.LIST_PARTITION_REASSIGNMENTS.key] = listing
+        async with KafkaClient(b.bootstrap) as c:
+            got = await c.list_partition_reassignments()
+        r = got[("t", 1)]
+        assert (r.replicas, r.adding_replicas, r.removing_replicas) == ([1, 2, 3, 4], [4], [1])
+
+    run(go)

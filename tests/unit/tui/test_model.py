@@ -262,3 +262,24 @@ def test_group_that_appears_later() -> None:
     assert h.group_consume_rate("g") == pytest.approx(20.0)
     assert h.group_lag_seconds("g") == pytest.approx(3.0)
     assert h.group_lag_series("g") == [100, 60]
+
+
+def test_broker_loads_count_leaders_replicas_and_unhealthy_partitions() -> None:
+    s = snap(
+        0,
+        (
+            topic(
+                "t",
+                part("t", 0, leader=1, replicas=(1, 2, 3)),
+                part("t", 1, leader=2, replicas=(2, 3, 1), isr=(2, 3)),
+                part("t", 2, leader=-1, replicas=(3, 4), isr=()),
+            ),
+        ),
+    )
+    loads = s.broker_loads()
+    assert sorted(loads) == [1, 2, 3, 4]  # 4 is only named as a replica
+    assert (loads[1].leaders, loads[1].replicas, loads[1].out_of_sync) == (1, 2, 1)
+    assert (loads[1].under_replicated, loads[1].offline) == (1, 0)
+    assert (loads[2].leaders, loads[2].replicas, loads[2].under_replicated) == (1, 2, 1)
+    assert (loads[3].leaders, loads[3].replicas, loads[3].offline) == (0, 3, 1)
+    assert (loads[4].replicas, loads[4].out_of_sync, loads[4].offline) == (1, 1, 1)

@@ -8,6 +8,8 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from kt.broker.metadata import znodes
 from kt.broker.metadata.cluster_store import ClusterStore
 from kt.broker.metadata.in_process import (
@@ -16,7 +18,7 @@ from kt.broker.metadata.in_process import (
     InProcessStore,
     migrate_legacy_metadata,
 )
-from kt.broker.metadata.store import SessionEvent
+from kt.broker.metadata.store import Create, SessionEvent, SetData, StoreUnavailableError
 from kt.broker.metadata_store import MetadataStore, TopicInfo
 
 
@@ -143,3 +145,72 @@ def test_first_start_migrates_the_legacy_file(tmp_path: Path) -> None:
         assert block is not None and block.start == 2000
 
     run(again())
+
+
+def test_open_store_picks_the_store_from_the_config(tmp_path: Path) -> None:
+    from kt.broker.metadata import open_store
+    from kt.broker.metadata.zookeeper import ZooKeeperStore
+
+    single = open_store(None, tmp_path, broker_id=1)
+    assert isinstance(single, InProcessStore)
+    zk = open_store("h:2181/kafka", tmp_path, session_timeout_ms=6000)
+    assert isinstance(zk, ZooKeeperStore)
+    assert (zk.hosts, zk.chroot, zk.session_timeout_s) == ("h:2181", "/kafka", 6.0)
+
+
+def test_a_write_that_cannot_be_saved_is_not_applied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kt.broker.metadata import in_process
+
+    async def body() -> None:
+        s = InProcessStore(tmp_path / DATA_FILE)
+        await s.start()
+        await s.create("/a", b"1")
+        before = await s.exists("/a")
+
+        def disk_full(path: Path, data: bytes) -> None:
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(in_process, "atomic_write", disk_full)
+        with pytest.raises(StoreUnavailableError, match="No space left"):
+            await s.multi([SetData("/a", b"2"), Create("/b")])
+        with pytest.raises(StoreUnavailableError):
+            await s.create("/q-", sequential=True)
+        monkeypatch.undo()
+        assert await s.get("/a") == (b"1", before)
+        assert await s.exists("/b") is None
+        assert await s.create("/c") == "/c"
+        after = await s.exists("/c")
+        assert before is not None and after is not None and after.czxid == before.czxid + 1
+        assert await s.create("/q-", sequential=True) == "/q-0000000002"
+
+    run(body())
+
+
+def test_a_corrupt_data_file_is_store_unavailable(tmp_path: Path) -> None:
+    (tmp_path / DATA_FILE).write_text("{not json")
+
+    async def body() -> None:
+        with pytest.raises(StoreUnavailableError, match=DATA_FILE):
+            await InProcessStore(tmp_path / DATA_FILE).start()
+
+    run(body())
+
+
+def test_cancelled_and_closed_watches_are_forgotten() -> None:
+    async def body() -> None:
+        s = InProcessStore()
+        other = s.new_session()
+        await s.start()
+        await other.start()
+        w = s.watch_children("/", lambda c: None)
+        other.watch_data("/x", lambda d, st: None)
+        await asyncio.sleep(0)
+        w.cancel()
+        await s.create("/a")  # the next change drops the cancelled watch
+        await asyncio.sleep(0)
+        await other.close()
+        assert s._tree.watches == {}
+
+    run(body())

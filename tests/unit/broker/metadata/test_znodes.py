@@ -102,7 +102,7 @@ def test_topic_v3() -> None:
         b'"topic_id":"AAAAAAAAAAAAAAAAAAAAAQ"}'
     )
     assert z.decode_topic("t", z.encode_topic(topic)) == topic
-    empty = z.encode_topic(z.TopicAssignment({0: [1]}, tid))
+    empty = z.encode_topic(z.TopicAssignment({0: [1]}, tid, {0: []}, {}))
     assert b'"adding_replicas":{},"removing_replicas":{}' in empty
     old = z.decode_topic("t", b'{"version":1,"partitions":{"0":[5]}}')
     assert old == z.TopicAssignment({0: [5]})

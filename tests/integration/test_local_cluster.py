@@ -1,0 +1,246 @@
+"""LocalZooKeeper / LocalCluster and `kt cluster up|down|status|describe`, `kt topic
+describe` on a real ZooKeeper with real `kt broker start` processes.
+
+Tests marked `cluster` need brokers that join through `zookeeper.connect`. They skip,
+saying why, only while `kt broker start` refuses or ignores zookeeper.connect (the
+`three_brokers` fixture detects it: LocalCluster raises ClusterModeUnsupportedError
+when no broker registers under /brokers/ids); once the broker has cluster mode they
+run with no change.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from kt.cli import cli
+from kt.tools.local_cluster import (
+    ClusterError,
+    ClusterModeUnsupportedError,
+    LocalCluster,
+    LocalZooKeeper,
+    four_letter_word,
+    port_in_use,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def kt(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_zookeeper_standalone(tmp_path: Path) -> None:
+    zk = LocalZooKeeper(tmp_path / "zk").start()
+    try:
+        assert four_letter_word(zk.port, "ruok") == "imok"
+        assert "Mode: standalone" in four_letter_word(zk.port, "srvr")
+        assert "clientPortAddress=127.0.0.1" in zk.config_path.read_text()
+    finally:
+        zk.stop()
+    assert not zk.running and not port_in_use(zk.port)
+
+
+def test_cluster_describe_reads_the_controller_epoch(tmp_path: Path) -> None:
+    from broker_harness import BrokerProcess, free_port
+    from kazoo.client import KazooClient
+
+    with LocalZooKeeper(tmp_path / "zk") as zk:
+        client = KazooClient(hosts=zk.address)
+        client.start(timeout=10)
+        try:
+            client.create("/kt/controller_epoch", b"7", makepath=True)
+        finally:
+            client.stop()
+            client.close()
+        b = BrokerProcess(tmp_path / "data", free_port()).start()
+        try:
+            r = CliRunner().invoke(cli, ["cluster", "describe", "-b", b.bootstrap,
+                                         "--zookeeper", f"{zk.address}/kt"])  # fmt: skip
+            assert r.exit_code == 0, r.stderr
+            assert r.stdout.splitlines()[1:3] == ["Controller: 1", "Controller epoch: 7"]
+            r = CliRunner().invoke(cli, ["cluster", "describe", "-b", b.bootstrap, "--json",
+                                         "--zookeeper", f"{zk.address}/none"])  # fmt: skip
+            assert r.exit_code == 0 and json.loads(r.stdout)["controller_epoch"] is None
+        finally:
+            b.kill()
+    assert not zk.running
+
+
+def test_cluster_processes_without_registration(tmp_path: Path) -> None:
+    """Start, pause, stop, kill, restart and reload brokers: process management only, so
+    it runs on today's single-node broker too (no registration check)."""
+    c = LocalCluster.create(tmp_path / "c", 2, racks=["r1", "r2"])
+    c.start(verify_registration=False)
+    try:
+        state = json.loads(c.state_path.read_text())
+        assert [b["rack"] for b in state["brokers"]] == ["r1", "r2"]
+        assert state["zookeeper_connect"] == c.zookeeper_address
+        assert c.bootstrap_servers == ",".join(b.bootstrap for b in c.brokers)
+        with pytest.raises(ClusterError, match="already running"):
+            LocalCluster.create(tmp_path / "c", 1).start(verify_registration=False)
+
+        c.pause_broker(1)
+        assert c.broker(1).running
+        c.resume_broker(1)
+        c.stop_broker(1)  # SIGTERM: a clean shutdown
+        assert not c.broker(1).running
+        assert (c.broker(1).data_dir / ".kafka_cleanshutdown").exists()
+        old_pid = c.broker(2).pid
+        c.restart_broker(2, kill=True)
+        assert c.broker(2).running and c.broker(2).pid != old_pid
+        c.start_broker(1)
+        assert c.broker(1).running
+
+        again = LocalCluster.load(tmp_path / "c")  # as `kt cluster down` finds it
+        assert [b.pid for b in again.brokers] == [b.pid for b in c.brokers]
+        assert again.stop() == []
+        assert not c.running
+    finally:
+        c.stop(kill=True)
+
+
+def test_cli_up_status_down(tmp_path: Path) -> None:
+    d = str(tmp_path / "cli")
+    r = kt("cluster", "up", "--dir", d, "--brokers", "2", "--racks", "r1,r2",
+           "--no-registration-check")  # fmt: skip
+    try:
+        assert r.exit_code == 0, r.stderr
+        c = LocalCluster.load(d)
+        assert r.stdout.splitlines() == [
+            f"Cluster up in {c.directory}: 2 broker(s)",
+            f"Bootstrap servers: {c.bootstrap_servers}",
+            f"ZooKeeper: {c.zookeeper_address}",
+            f"Stop it with: kt cluster down --dir {d}",
+        ]
+        again = kt("cluster", "up", "--dir", d, "--no-registration-check")
+        assert again.exit_code == 1 and "already running" in again.stderr
+        st = kt("cluster", "status", "--dir", d, "--json")
+        procs = json.loads(st.stdout)
+        assert st.exit_code == 0 and [p["role"] for p in procs] == ["zookeeper", "broker", "broker"]
+        assert [p["rack"] for p in procs[1:]] == ["r1", "r2"] and all(p["running"] for p in procs)
+    finally:
+        down = kt("cluster", "down", "--dir", d)
+    assert down.exit_code == 0, down.stderr
+    assert down.stdout.splitlines()[-1].startswith("Stopped ZooKeeper (127.0.0.1:")
+    assert kt("cluster", "status", "--dir", d).exit_code == 1
+    assert kt("cluster", "down", "--dir", str(tmp_path / "none")).exit_code == 1
+    assert kt("cluster", "up", "--racks", "a,,b").exit_code == 2
+
+
+def test_up_reports_a_broker_without_cluster_mode_in_one_line(tmp_path: Path) -> None:
+    """`kt cluster up` either starts a registered cluster or says in one line why not."""
+    d = str(tmp_path / "one")
+    r = kt("cluster", "up", "--dir", d, "--brokers", "1", "--timeout", "30")
+    try:
+        if r.exit_code == 0:
+            assert "Bootstrap servers: 127.0.0.1:" in r.stdout
+        else:
+            assert r.exit_code == 1 and len(r.stderr.strip().splitlines()) == 1
+            assert "zookeeper" in r.stderr.lower()
+    finally:
+        kt("cluster", "down", "--dir", d, "--kill")
+    assert not LocalCluster.load(d).running
+
+
+# --- cluster mode ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def three_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    c = LocalCluster.create(
+        tmp_path_factory.mktemp("cluster") / "c",
+        3,
+        racks=["r1", "r2", "r3"],
+        overrides={
+            "group.initial.rebalance.delay.ms": "0",
+            "offsets.topic.replication.factor": "3",
+            "replica.lag.time.max.ms": "3000",
+            "zookeeper.session.timeout.ms": "6000",
+        },
+    )
+    try:
+        c.start(register_timeout=10.0)
+    except ClusterModeUnsupportedError as exc:
+        pytest.skip(f"kt broker start has no cluster mode yet: {exc}")
+    yield c
+    c.stop(kill=True)
+
+
+def wait_for(check: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+
+
+def on(c: LocalCluster, *args: str) -> Result:
+    return CliRunner().invoke(cli, [*args, "-b", c.bootstrap_servers])
+
+
+@pytest.mark.cluster
+def test_cluster_describe_three_brokers(three_brokers: LocalCluster) -> None:
+    c = three_brokers
+    r = CliRunner().invoke(cli, ["cluster", "describe", "--json", "-b", c.bootstrap_servers,
+                                 "--zookeeper", c.zookeeper_connect])  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert [(b["id"], b["rack"], b["live"]) for b in d["brokers"]] == [
+        (1, "r1", True),
+        (2, "r2", True),
+        (3, "r3", True),
+    ]
+    assert d["controller"] in (1, 2, 3) and d["controller_epoch"] >= 1
+    assert [b["controller"] for b in d["brokers"]].count(True) == 1
+
+
+@pytest.mark.cluster
+def test_topic_describe_replicated_and_filters(three_brokers: LocalCluster) -> None:
+    c = three_brokers
+    r = on(c, "topic", "create", "--topic", "rf3", "--partitions", "3",
+           "--replication-factor", "3", "--config", "min.insync.replicas=2")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    r = on(c, "topic", "create", "--topic", "manual", "--replica-assignment", "1:2:3,2:3:1")
+    assert r.exit_code == 0, r.stderr
+
+    def isr_full() -> bool:
+        out = on(c, "topic", "describe", "--topic", "rf3,manual").stdout
+        return (
+            "Leader: none" not in out
+            and out.count("Isr: ") == 5
+            and all(
+                len(line.split("Isr: ")[1].split("\t")[0].split(",")) == 3
+                for line in out.splitlines()
+                if "Isr: " in line
+            )
+        )
+
+    wait_for(isr_full)
+    lines = on(c, "topic", "describe", "--topic", "manual").stdout.splitlines()
+    assert "\tPartitionCount: 2\tReplicationFactor: 3\tConfigs: " in lines[0]
+    assert lines[1].startswith("\tTopic: manual\tPartition: 0\tLeader: 1\tReplicas: 1,2,3\tIsr: ")
+    assert lines[2].startswith("\tTopic: manual\tPartition: 1\tLeader: 2\tReplicas: 2,3,1\tIsr: ")
+    assert "Configs: min.insync.replicas=2" in on(c, "topic", "describe", "--topic", "rf3").stdout
+
+    c.stop_broker(3)  # controlled shutdown: leadership moves, ISR shrinks
+    try:
+        wait_for(lambda: bool(on(c, "topic", "describe", "--topic", "rf3",
+                                 "--under-replicated-partitions").stdout))  # fmt: skip
+        under = on(c, "topic", "describe", "--topic", "rf3", "--under-replicated-partitions")
+        assert all(
+            line.startswith("\tTopic: rf3\tPartition: ") for line in under.stdout.splitlines()
+        )
+        at_min = on(c, "topic", "describe", "--topic", "rf3", "--at-min-isr-partitions")
+        assert len(at_min.stdout.splitlines()) == 3
+        assert on(c, "topic", "describe", "--topic", "rf3", "--unavailable-partitions").stdout == ""
+        d = json.loads(on(c, "cluster", "describe", "--json").stdout)
+        assert [b["id"] for b in d["brokers"] if not b["live"]] == [3]
+    finally:
+        c.start_broker(3)
+    wait_for(lambda: on(c, "topic", "describe", "--topic", "rf3",
+                        "--under-replicated-partitions").stdout == "")  # fmt: skip
