@@ -35,6 +35,7 @@ Anomaly kinds (`KINDS`), each with the events that show it:
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -202,7 +203,7 @@ def _check_order(
                 streams[(proc, p)].append((o, seq, v, int(final["i"])))
     for (proc, p), entries in sorted(streams.items()):
         entries.sort()
-        for a, b in zip(entries, entries[1:]):
+        for a, b in itertools.pairwise(entries):
             if b[1] < a[1]:
                 out.append(
                     Anomaly(
