@@ -11,14 +11,21 @@ incomplete. The history (JSON lines) stays in DIR/history.jsonl.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+ROOT = Path(__file__).resolve().parent.parent
+# this tree's kt, for us and for the brokers we start (`python -m kt.cli` inherits it),
+# not whatever kt the venv was installed from
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+)
 
-from faults.campaign import FAULT_KINDS, run_campaign
+from faults.campaign import FAULT_KINDS, run_campaign  # noqa: E402
 
 
 def main() -> int:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
 import threading
 import time
@@ -487,6 +488,7 @@ def run_campaign(
     heal, read everything back and check the history."""
     rng = random.Random(seed)
     log(f"fault campaign seed {seed}")
+    _brokers_run_this_kt()
     directory.mkdir(parents=True, exist_ok=True)
     history_path = directory / "history.jsonl"
     history = History(history_path)
@@ -536,6 +538,17 @@ def run_campaign(
         workload.errors if workload else [],
         history_path,
     )
+
+
+def _brokers_run_this_kt() -> None:
+    # The brokers are `python -m kt.cli` subprocesses: they must import the kt we run
+    # (this worktree's), not the one the venv was installed from.
+    import kt
+
+    root = str(Path(kt.__file__).resolve().parent.parent)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if not paths or paths[0] != root:
+        os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
 
 
 def _create_topic(bootstrap: str) -> None:
