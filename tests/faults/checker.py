@@ -7,7 +7,8 @@ workload, whether what clients were told agrees with what they could read.
 Events (every one has `i` (its index), `t` (seconds since the run began) and `proc`):
 
 - `{"f": "send", "type": "invoke", "value": v, "partition": p, "seq": n}`
-- `{"f": "send", "type": "ok", "value": v, "partition": p, "offset": o}` (acknowledged)
+- `{"f": "send", "type": "ok", "value": v, "partition": p, "offset": o}` (acknowledged;
+  `offset` null when the client was not told where)
 - `{"f": "send", "type": "fail" | "info", "value": v, "error": "..."}` (not acknowledged:
   `fail` when the client says nothing was written, `info` when it cannot know)
 - `{"f": "poll", "type": "ok", "records": [[p, o, v], ...]}` (a consumer's reads)
@@ -97,12 +98,17 @@ def check(history: Sequence[Event]) -> Verdict:
     sent: dict[str, tuple[str, int, int]] = {}
     acked: dict[str, tuple[Position, int]] = {}  # value -> (position, index of the ok)
     not_acked: dict[str, int] = {}  # value -> index of the fail/info
+    acked_anywhere: dict[str, tuple[int, int]] = {}  # value -> (partition, index of the ok)
     for ev in history:
         if ev.get("f") != "send":
             continue
         v = str(ev["value"])
         if ev["type"] == "invoke":
             sent[v] = (str(ev["proc"]), int(ev.get("seq", 0)), int(ev["i"]))
+        elif ev["type"] == "ok" and ev.get("offset") is None:
+            # acknowledged without an offset (librdkafka does so for a retried batch
+            # the broker calls a duplicate): it must be readable, at some offset
+            acked_anywhere.setdefault(v, (int(ev["partition"]), int(ev["i"])))
         elif ev["type"] == "ok":
             pos = (int(ev["partition"]), int(ev["offset"]))
             if v in acked and acked[v][0] != pos:
@@ -179,9 +185,25 @@ def check(history: Sequence[Event]) -> Verdict:
                 )
             )
 
+        read_in: dict[str, set[int]] = defaultdict(set)
+        for p, _o, v in _records(final):
+            read_in[v].add(p)
+        for v, (p, i) in sorted(acked_anywhere.items()):
+            if v not in acked and p not in read_in.get(v, ()):
+                anomalies.append(
+                    Anomaly(
+                        "lost",
+                        f"value {v!r} acknowledged (without an offset) in partition {p}: "
+                        "not in the final read",
+                        [sent[v][2], i, int(final["i"])] if v in sent else [i, int(final["i"])],
+                    )
+                )
+
     anomalies += _check_order(sent, acked, final)
     anomalies += _check_commits(history)
-    return Verdict(len(acked), len(set(not_acked) - set(acked)), read_values, anomalies)
+    n_acked = len(set(acked) | set(acked_anywhere))
+    unacked = set(not_acked) - set(acked) - set(acked_anywhere)
+    return Verdict(n_acked, len(unacked), read_values, anomalies)
 
 
 def _check_order(

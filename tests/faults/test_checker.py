@@ -77,6 +77,19 @@ def test_lost_when_offset_holds_another_value() -> None:
     assert {"lost", "inconsistent-offset"} <= kinds(h)
 
 
+def test_acknowledged_without_an_offset_must_be_read_somewhere() -> None:
+    h = H().send("a", 0, 0, 0)
+    h.add("a", "send", "invoke", value="a-1", partition=0, seq=1)
+    h.add("a", "send", "ok", value="a-1", partition=0, offset=None)
+    h.add("a", "send", "invoke", value="a-2", partition=0, seq=2)
+    h.add("a", "send", "ok", value="a-2", partition=0, offset=None)
+    h.final([[0, 0, "a-0"], [0, 1, "a-2"]])
+    v = check(h.events)
+    assert [a.kind for a in v.anomalies] == ["lost"]
+    assert "'a-1'" in v.anomalies[0].message
+    assert v.acknowledged == 3
+
+
 def test_inconsistent_offset_between_reads() -> None:
     h = H().send("a", 0, 0, None).send("b", 0, 0, None)
     h.add("c", "poll", "ok", records=[[0, 0, "a-0"]])
