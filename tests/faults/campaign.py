@@ -3,9 +3,9 @@
 The cluster's links go through harness-controlled proxies (`proxy.ProxySet`):
 
 - broker N listens on its own port but advertises its proxy `bN`, so clients *and*
-  the other brokers' fetchers reach N only through `bN` (partitioning `bN` cuts N off
-  from every inbound connection: a leader nobody can reach, a follower's leader
-  unable to... answer it);
+  the other brokers' fetchers reach N only through `bN`: cutting `bN` isolates N's
+  inbound side (nobody can produce to it or replicate from it, while N itself can
+  still fetch from the others and talk to ZooKeeper);
 - broker N's `zookeeper.connect` points at its own proxy `zkN`, so N alone can lose
   ZooKeeper (its session expires while the others keep theirs).
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kt.tools.local_cluster import LocalBroker, LocalCluster
+from kt.tools.local_cluster import ClusterError, LocalBroker, LocalCluster
 
 from .checker import Verdict, check, format_table, history_slice
 from .history import History
@@ -46,6 +46,7 @@ FAULT_KINDS = (
     "kill-controller",
     "pause-leader",
     "zk-partition",
+    "isolate-leader",
     "partition-broker",
     "blackhole-broker",
     "rolling-restart",
@@ -376,6 +377,7 @@ class Nemesis:
     rng: random.Random
     zk: ZkView
     counts: Counter[str] = field(default_factory=Counter)
+    problems: list[str] = field(default_factory=list)
 
     def _note(self, f: str, **fields: Any) -> None:
         self.history.record("nemesis", f, "info", **fields)
@@ -393,15 +395,38 @@ class Nemesis:
             return leader
         if kind == "kill-follower" and leader is not None:
             return self.rng.choice([r for r in replicas if r != leader])
-        if kind == "kill-controller":
+        if kind == "kill-controller" or (kind == "zk-partition" and self.rng.random() < 0.5):
             ctl = self.zk.controller()
             if ctl is not None:
                 return ctl
         return self.rng.choice(replicas)
 
     def inject(self, kind: str, hold: float) -> None:
-        """Inject fault `kind`, hold it `hold` seconds, heal it, wait for recovery."""
+        """Inject fault `kind`, hold it `hold` seconds, heal it, wait for recovery. A
+        broker that does not stop or start as told is a finding (`problems`), not a
+        harness crash: it is killed or started again and the campaign goes on."""
         self.counts[kind] += 1
+        try:
+            self._inject(kind, hold)
+        except ClusterError as exc:
+            broker = next((b for b in self.cluster.brokers if str(b.broker_id) in str(exc)), None)
+            tail = _tail_lines(broker.log_path, 6) if broker else []
+            self.problems.append(f"{kind}: {exc}")
+            self._note("fault-error", fault=kind, error=str(exc), broker_log=tail)
+            self._recover()
+
+    def _recover(self) -> None:
+        c = self.cluster
+        c.proxies.heal()
+        for b in c.brokers:
+            with contextlib.suppress(ClusterError):
+                if b.running:
+                    c.resume_broker(b.broker_id)
+                else:
+                    c.start_broker(b.broker_id, timeout=60)
+        self._await_registered(30)
+
+    def _inject(self, kind: str, hold: float) -> None:
         c = self.cluster
         if kind == "rolling-restart":
             self._note("start", fault=kind)
@@ -426,6 +451,15 @@ class Nemesis:
             c.proxies.set_mode(f"zk{target}", "blackhole")
             time.sleep(max(hold, SESSION_MS / 1000 + 2))
             c.proxies.set_mode(f"zk{target}", "open")
+        elif kind == "isolate-leader":
+            # a leader cut off from ZooKeeper and from everyone connecting to it: its
+            # session expires, another replica is elected, and on healing the old
+            # leader (which kept running) must step down and truncate what it alone has
+            for name in (f"zk{target}", f"b{target}"):
+                c.proxies.set_mode(name, "blackhole")
+            time.sleep(max(hold, SESSION_MS / 1000 + 2))
+            for name in (f"zk{target}", f"b{target}"):
+                c.proxies.set_mode(name, "open")
         elif kind in ("partition-broker", "blackhole-broker"):
             mode = "refuse" if kind == "partition-broker" else "blackhole"
             c.proxies.set_mode(f"b{target}", mode)
@@ -457,6 +491,8 @@ class CampaignResult:
     final_read_ok: bool
     harness_errors: list[str]
     history_path: Path
+    #: faults the cluster did not go through as told (a broker that would not stop...)
+    problems: list[str] = field(default_factory=list)
 
     def report(self) -> str:
         """The table: faults by kind, records acknowledged, anomalies (with slices)."""
@@ -465,6 +501,8 @@ class CampaignResult:
         lines.append(format_table(self.verdict))
         if not self.final_read_ok:
             lines.append("final read INCOMPLETE (a partition unreadable after healing)")
+        for problem in self.problems:
+            lines.append(f"cluster problem: {problem}")
         for err in self.harness_errors:
             lines.append(f"harness error: {err}")
         for a in self.verdict.anomalies[:10]:
@@ -537,7 +575,15 @@ def run_campaign(
         final_ok,
         workload.errors if workload else [],
         history_path,
+        nemesis.problems if nemesis else [],
     )
+
+
+def _tail_lines(path: Path, n: int) -> list[str]:
+    try:
+        return [line[:300] for line in path.read_text(errors="replace").splitlines()[-n:]]
+    except OSError:
+        return []
 
 
 def _brokers_run_this_kt() -> None:
