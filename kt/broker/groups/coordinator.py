@@ -41,6 +41,7 @@ from kt.broker.groups.group import (
     now_ms,
 )
 from kt.broker.groups.offsets_log import (
+    CONSUMER_OFFSETS,
     LogRecordStore,
     Record,
     RecordStore,
@@ -214,6 +215,10 @@ class GroupCoordinator:
         # Checks a topic partition exists (OffsetCommit / OffsetDelete answer
         # UNKNOWN_TOPIC_OR_PARTITION otherwise); None accepts any.
         self.partition_exists: Callable[[str, int], bool] | None = None
+        # Whether this broker leads a __consumer_offsets partition (cluster mode); None
+        # owns them all. Groups of a partition led elsewhere answer NOT_COORDINATOR, as
+        # Kafka's isGroupLocal: their state here may be stale.
+        self.owns: Callable[[int], bool] | None = None
 
     @classmethod
     def for_broker(cls, broker: Broker) -> GroupCoordinator:
@@ -222,7 +227,59 @@ class GroupCoordinator:
         coordinator = cls(CoordinatorSettings.from_config(broker.config), LogRecordStore(broker))
         coordinator.partition_exists = lambda t, p: TopicPartition(t, p) in broker.replica_manager
         broker.on_topic_deleted(coordinator.on_topic_deleted)
+        if broker.config.zookeeper_connect is not None:
+            rm = broker.replica_manager
+
+            def owns(p: int) -> bool:
+                part = rm.get(TopicPartition(CONSUMER_OFFSETS, p))
+                return part is not None and part.is_leader
+
+            def on_leadership(leaders: list[Any], followers: list[Any], _live: Any) -> None:
+                # Kafka's onElection / onResignation: a new leader of a partition loads
+                # its groups from the log; a former one forgets them.
+                for part in leaders:
+                    if part.tp.topic == CONSUMER_OFFSETS:
+                        coordinator.on_election(part.tp.partition)
+                for part in followers:
+                    if part.tp.topic == CONSUMER_OFFSETS:
+                        coordinator.on_resignation(part.tp.partition)
+
+            def on_stopped(tps: list[TopicPartition]) -> None:
+                for tp in tps:
+                    if tp.topic == CONSUMER_OFFSETS:
+                        coordinator.on_resignation(tp.partition)
+
+            coordinator.owns = owns
+            rm.leadership_listeners.append(on_leadership)
+            rm.stop_listeners.append(on_stopped)
         return coordinator
+
+    def on_election(self, p: int) -> None:
+        """This broker now leads `__consumer_offsets`-p: load its groups from the log
+        afresh, replacing whatever was held from an earlier term (stale by now)."""
+        self._unload_partition(p)
+        self.loading.add(p)
+        try:
+            self._load_partition(p)
+        finally:
+            self.loading.discard(p)
+        log.info("__consumer_offsets-%d: became its coordinator, groups loaded", p)
+
+    def on_resignation(self, p: int) -> None:
+        """Another broker leads `__consumer_offsets`-p now: forget its groups; parked
+        joins and syncs are answered NOT_COORDINATOR so members find the new one."""
+        self._unload_partition(p)
+
+    def _unload_partition(self, p: int) -> None:
+        count = self._partition_count()
+        for gid in [g for g in self.groups if partition_for(g, count) == p]:
+            group = self.groups.pop(gid)
+            self._cancel_group_timers(group)
+            for member in group.members.values():
+                member.cancel_heartbeat()
+                _complete(member.join_future, JoinResult(E.NOT_COORDINATOR, member.member_id))
+                _complete(member.sync_future, SyncResult(E.NOT_COORDINATOR))
+                member.join_future = member.sync_future = None
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -319,6 +376,8 @@ class GroupCoordinator:
             raise CoordinatorError(E.INVALID_GROUP_ID)
         if self._is_loading(group_id):
             raise CoordinatorError(E.COORDINATOR_LOAD_IN_PROGRESS)
+        if self.owns is not None and not self.owns(self.partition_for(group_id)):
+            raise CoordinatorError(E.NOT_COORDINATOR)
 
     def _is_loading(self, group_id: str) -> bool:
         return (

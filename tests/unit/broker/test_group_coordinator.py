@@ -420,3 +420,46 @@ def test_commit_errors_are_kafkas() -> None:
     assert commit_error(UnknownTopicOrPartitionError()) == E.COORDINATOR_NOT_AVAILABLE
     assert commit_error(NotLeaderOrFollowerError()) == E.NOT_COORDINATOR
     assert commit_error(OSError("disk")) == E.NOT_COORDINATOR
+
+
+def test_coordinator_failover_loads_on_election_and_forgets_on_resignation() -> None:
+    """Found by the fault campaign (tests/faults): a broker elected leader of a
+    __consumer_offsets partition served the offsets it had loaded at start, and a
+    resigned one kept answering for groups it no longer coordinated."""
+
+    async def t() -> None:
+        off = {("t", 0): OffsetEntry(5, -1, "", 1)}
+        # Two brokers' coordinators over one (replicated) partition log.
+        old, store = make()
+        await old.start()
+        new = GroupCoordinator(old.settings, store)
+        await new.start()  # loads the log as it is at its start: nothing yet
+        p = partition_for("simple", 5)
+        leader = {"old"}
+        old.owns = lambda q: "old" in leader
+        new.owns = lambda q: "new" in leader
+        assert old.commit_offsets("simple", -1, "", None, off) == E.NONE
+        assert new.fetch_offsets("simple", [("t", 0)])[0] == E.NOT_COORDINATOR
+
+        # the leadership moves: the new leader loads the log, the old one forgets
+        leader.clear()
+        leader.add("new")
+        new.on_election(p)
+        old.on_resignation(p)
+        err, found = new.fetch_offsets("simple", [("t", 0)])
+        assert err == E.NONE and found == [("t", 0, off[("t", 0)])]
+        assert "simple" not in old.groups
+        later = {("t", 0): OffsetEntry(9, -1, "", 2)}
+        assert old.commit_offsets("simple", -1, "", None, later) == E.NOT_COORDINATOR
+        assert new.commit_offsets("simple", -1, "", None, later) == E.NONE
+
+        # and back: the old leader must not serve what it held before (5), but the log (9)
+        leader.clear()
+        leader.add("old")
+        old.on_election(p)
+        new.on_resignation(p)
+        assert old.fetch_offsets("simple", [("t", 0)])[1] == [("t", 0, later[("t", 0)])]
+        await old.stop()
+        await new.stop()
+
+    run(t)
