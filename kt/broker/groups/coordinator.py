@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -81,6 +81,7 @@ class CoordinatorSettings:
     retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
     new_member_join_timeout_ms: int = 300_000
+    offset_commit_timeout_ms: int = 5000
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> CoordinatorSettings:
@@ -98,6 +99,7 @@ class CoordinatorSettings:
             offsets_retention_ms=num("offsets.retention.minutes", 7 * 24 * 60) * 60_000,
             retention_check_interval_ms=num("offsets.retention.check.interval.ms", 600_000),
             offset_metadata_max_bytes=num("offset.metadata.max.bytes", 4096),
+            offset_commit_timeout_ms=num("offsets.commit.timeout.ms", 5000),
         )
 
 
@@ -181,6 +183,7 @@ _COMMIT_ERRORS = {
     E.UNKNOWN_TOPIC_OR_PARTITION: E.COORDINATOR_NOT_AVAILABLE,
     E.NOT_ENOUGH_REPLICAS: E.COORDINATOR_NOT_AVAILABLE,
     E.NOT_ENOUGH_REPLICAS_AFTER_APPEND: E.COORDINATOR_NOT_AVAILABLE,
+    E.REQUEST_TIMED_OUT: E.COORDINATOR_NOT_AVAILABLE,
     E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR,
     E.KAFKA_STORAGE_ERROR: E.NOT_COORDINATOR,
     E.MESSAGE_TOO_LARGE: E.INVALID_COMMIT_OFFSET_SIZE,
@@ -219,6 +222,10 @@ class GroupCoordinator:
         # owns them all. Groups of a partition led elsewhere answer NOT_COORDINATOR, as
         # Kafka's isGroupLocal: their state here may be stale.
         self.owns: Callable[[int], bool] | None = None
+        # Waits until a partition's appends so far are replicated to its ISR (cluster
+        # mode; Kafka's coordinator appends with acks=all): the OffsetCommit error, or
+        # NONE. None: an append is durable at once (a single node, unit tests).
+        self.replicated: Callable[[int], Awaitable[ErrorCode]] | None = None
 
     @classmethod
     def for_broker(cls, broker: Broker) -> GroupCoordinator:
@@ -249,10 +256,30 @@ class GroupCoordinator:
                     if tp.topic == CONSUMER_OFFSETS:
                         coordinator.on_resignation(tp.partition)
 
+            async def replicated(p: int) -> ErrorCode:
+                tp = TopicPartition(CONSUMER_OFFSETS, p)
+                part = rm.get(tp)
+                if part is None:
+                    return E.NOT_COORDINATOR
+                errors = await rm.wait_for_replication(
+                    {tp: part.log.log_end_offset}, coordinator.settings.offset_commit_timeout_ms
+                )
+                err = errors.get(tp)
+                return E.NONE if err is None else commit_error(err)
+
             coordinator.owns = owns
+            coordinator.replicated = replicated
             rm.leadership_listeners.append(on_leadership)
             rm.stop_listeners.append(on_stopped)
         return coordinator
+
+    async def wait_replicated(self, group_id: str) -> ErrorCode:
+        """After a successful commit: wait until the group's partition has it in every
+        in-sync replica (an acknowledged commit must survive the coordinator's loss; a
+        zombie coordinator that lost its partition times out instead of acknowledging)."""
+        if self.replicated is None:
+            return E.NONE
+        return await self.replicated(self.partition_for(group_id))
 
     def on_election(self, p: int) -> None:
         """This broker now leads `__consumer_offsets`-p: load its groups from the log

@@ -62,6 +62,8 @@ async def offset_commit(ctx: RequestContext, request: Struct) -> Any:
             request.group_instance_id if version >= 7 else None,
             valid,
         )
+        if group_error == ErrorCode.NONE and valid:
+            group_error = await coord.wait_replicated(request.group_id)
     for tp in valid:
         errors[tp] = group_error
     if group_error == ErrorCode.INVALID_GROUP_ID:

@@ -463,3 +463,28 @@ def test_coordinator_failover_loads_on_election_and_forgets_on_resignation() -> 
         await new.stop()
 
     run(t)
+
+
+def test_commit_waits_for_replication_and_maps_its_errors() -> None:
+    """Found by the fault campaign: a paused coordinator woke up and acknowledged
+    commits only its own log held (lost once it learned it was no longer the leader).
+    A commit is acknowledged once its partition's ISR has it; a timeout tells the
+    consumer COORDINATOR_NOT_AVAILABLE, as Kafka's storeOffsets."""
+    from kt.broker.errors import RequestTimedOutError
+    from kt.broker.groups.coordinator import commit_error
+
+    async def t() -> None:
+        coord, _ = make()
+        assert await coord.wait_replicated("simple") == E.NONE  # single node: at once
+        asked: list[int] = []
+
+        async def replicated(p: int) -> E:
+            asked.append(p)
+            return E.COORDINATOR_NOT_AVAILABLE
+
+        coord.replicated = replicated
+        assert await coord.wait_replicated("simple") == E.COORDINATOR_NOT_AVAILABLE
+        assert asked == [partition_for("simple", 5)]
+
+    run(t)
+    assert commit_error(RequestTimedOutError("no ISR ack")) == E.COORDINATOR_NOT_AVAILABLE
