@@ -179,7 +179,7 @@ class Workload:
             t.join(timeout)
 
     def _confluent_producer(self, proc: str, rate: float) -> None:
-        from confluent_kafka import Producer
+        from confluent_kafka import KafkaException, Producer
 
         p = Producer(
             {
@@ -211,8 +211,11 @@ class Workload:
             self.history.record(proc, "send", "invoke", value=value, partition=part, seq=seq)
             try:
                 p.produce(TOPIC, value.encode(), partition=part, on_delivery=done)
-            except BufferError:
-                self.history.record(proc, "send", "fail", value=value, error="BufferError")
+            except (BufferError, KafkaException) as exc:
+                # not enqueued (queue full, or the metadata said the topic is unknown):
+                # nothing can be written
+                err = exc.args[0].name() if isinstance(exc, KafkaException) else "BufferError"
+                self.history.record(proc, "send", "fail", value=value, error=err)
             seq += 1
             p.poll(1.0 / rate)
         p.flush(30)
