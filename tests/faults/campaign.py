@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import random
 import threading
@@ -157,6 +158,9 @@ class Workload:
 
     def start(self, rate: float = 40.0) -> None:
         """Start the producer and consumer threads (each writes `rate` values/s at most)."""
+        # kafka-python logs every refused connection and retry at WARNING/ERROR: under
+        # faults that is expected, and the history records what matters
+        logging.getLogger("kafka").setLevel(logging.CRITICAL)
         for name, fn in (
             ("p-confluent", self._confluent_producer),
             ("p-kafkapython", self._kafkapython_producer),
