@@ -166,11 +166,16 @@ def wait_for_isr(
 ) -> dict[str, Any]:
     """Until the partition's ISR in ZooKeeper is exactly `expected` (as a set)."""
 
+    seen: list[Any] = [None]
+
     def check() -> dict[str, Any] | None:
-        s = partition_state(cluster, topic, partition)
+        s = seen[0] = partition_state(cluster, topic, partition)
         return s if s is not None and set(s["isr"]) == set(expected) else None
 
-    return wait_for(check, f"ISR of {topic}-{partition} to be {sorted(expected)}", timeout)
+    try:
+        return wait_for(check, f"ISR of {topic}-{partition} to be {sorted(expected)}", timeout)
+    except Timeout as exc:
+        raise Timeout(f"{exc}; state: {seen[0]}") from None
 
 
 def wait_zk_leader(
@@ -298,3 +303,145 @@ def log_tail(cluster: LocalCluster, broker_id: int, lines: int = 30) -> str:
     except OSError:
         return ""
     return "\n".join(text.splitlines()[-lines:])
+
+
+# --- producers and consumers (the oracle: real clients) -----------------------------------
+
+
+class BackgroundProducer:
+    """An idempotent acks=all producer writing `<tag>-<n>` values (key = tag) to one
+    partition from a thread until stopped, remembering what was acknowledged (value ->
+    offset) and every delivery error. `client` is "confluent" or "kafka-python"."""
+
+    def __init__(self, client: str, bootstrap: str, topic: str, tag: str,
+                 partition: int = 0, rate: float = 40.0) -> None:  # fmt: skip
+        import threading
+
+        self.client, self.bootstrap, self.topic, self.tag = client, bootstrap, topic, tag
+        self.partition, self.interval = partition, 1.0 / rate
+        self.sent = 0
+        self.acked: dict[bytes, int] = {}
+        self.ack_order: list[bytes] = []
+        self.errors: list[str] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"producer-{tag}", daemon=True)
+
+    def start(self) -> BackgroundProducer:
+        self._thread.start()
+        return self
+
+    def _ack(self, value: bytes, offset: int) -> None:
+        with self._lock:
+            assert value not in self.acked, f"{value!r} acknowledged twice"
+            self.acked[value] = offset
+            self.ack_order.append(value)
+
+    def _error(self, value: bytes, err: object) -> None:
+        with self._lock:
+            self.errors.append(f"{value!r}: {err}")
+
+    def _run(self) -> None:
+        if self.client == "confluent":
+            self._run_confluent()
+        else:
+            self._run_kafka_python()
+
+    def _run_confluent(self) -> None:
+        from confluent_kafka import Producer
+
+        p = Producer({
+            "bootstrap.servers": self.bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            "message.timeout.ms": 120000,
+            "socket.timeout.ms": 10000,
+            "topic.metadata.refresh.interval.ms": 2000,
+        })  # fmt: skip
+
+        def report(err: Any, msg: Any) -> None:
+            if err is None:
+                self._ack(msg.value(), msg.offset())
+            else:
+                self._error(msg.value(), err)
+
+        while not self._stop.is_set():
+            value = f"{self.tag}-{self.sent:06d}".encode()
+            try:
+                p.produce(self.topic, value=value, key=self.tag.encode(),
+                          partition=self.partition, on_delivery=report)  # fmt: skip
+                self.sent += 1
+            except BufferError:
+                pass
+            p.poll(self.interval)
+        remaining = p.flush(150)
+        if remaining:
+            self._error(b"", f"{remaining} records still in flight after 150 s")
+
+    def _run_kafka_python(self) -> None:
+        from kafka import KafkaProducer
+
+        p = KafkaProducer(
+            bootstrap_servers=self.bootstrap,
+            enable_idempotence=True,
+            acks="all",
+            linger_ms=5,
+            retries=2**31 - 1,
+            delivery_timeout_ms=120000,
+            request_timeout_ms=10000,
+            metadata_max_age_ms=2000,
+            max_in_flight_requests_per_connection=5,
+        )
+        try:
+            while not self._stop.is_set():
+                value = f"{self.tag}-{self.sent:06d}".encode()
+                fut = p.send(self.topic, value=value, key=self.tag.encode(),
+                             partition=self.partition)  # fmt: skip
+                fut.add_callback(lambda md, v=value: self._ack(v, md.offset))
+                fut.add_errback(lambda exc, v=value: self._error(v, repr(exc)))
+                self.sent += 1
+                time.sleep(self.interval)
+            p.flush(150)
+        except Exception as exc:  # noqa: BLE001 - reported by the test
+            self._error(b"", repr(exc))
+        finally:
+            p.close(timeout=10)
+
+    def stop(self, timeout: float = 180.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), f"producer {self.tag} did not finish"
+
+
+def consume_all(bootstrap: str, topic: str, partition: int, count: int,
+                timeout: float = 60.0) -> list[tuple[int, bytes | None, bytes | None]]:  # fmt: skip
+    """(offset, key, value) of the partition from the start until at least `count`
+    records were read and the end is reached, with confluent-kafka (read_committed)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    c = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": "kt-cluster-tests-unused",
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+        "fetch.wait.max.ms": 100,
+        "topic.metadata.refresh.interval.ms": 2000,
+    })  # fmt: skip
+    c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+    out: list[tuple[int, bytes | None, bytes | None]] = []
+    deadline = time.monotonic() + timeout
+    at_end = False
+    try:
+        while time.monotonic() < deadline and not (at_end and len(out) >= count):
+            for m in c.consume(num_messages=500, timeout=0.5):
+                if m.error() is not None:
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        at_end = True
+                        continue
+                    continue  # transient (leader moves); the deadline bounds it
+                at_end = False
+                out.append((m.offset(), m.key(), m.value()))
+    finally:
+        c.close()
+    return out

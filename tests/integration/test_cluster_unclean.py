@@ -1,0 +1,102 @@
+"""Unclean leader election (issue 10 §6, item 6): an out-of-sync replica is elected
+because the topic allows it (unclean.leader.election.enable=true on this topic only);
+the old leader comes back with a divergent tail, truncates it to the new leader's log,
+and afterwards the replicas' segment files are byte-identical.
+"""
+
+from __future__ import annotations
+
+import pytest
+from cluster_harness import (
+    consume_all,
+    create_topic,
+    kt,
+    live_bootstrap,
+    partition_state,
+    wait_for,
+    wait_for_isr,
+    wait_unregistered,
+    wait_zk_leader,
+    zk_json,
+)
+
+from kt.tools.local_cluster import LocalCluster
+
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
+
+
+def _produce(cluster: LocalCluster, topic: str, values: list[bytes]) -> None:
+    from kafka import KafkaProducer
+
+    p = KafkaProducer(bootstrap_servers=live_bootstrap(cluster), acks=1, retries=5,
+                      request_timeout_ms=15000, metadata_max_age_ms=2000)  # fmt: skip
+    try:
+        for v in values:
+            p.send(topic, value=v, partition=0).get(timeout=30)
+    finally:
+        p.close(timeout=5)
+
+
+def test_divergent_follower_truncates_to_the_unclean_leader(cluster: LocalCluster) -> None:
+    topic = "unclean6"
+    create_topic(cluster, topic, "--replica-assignment", "1:2",
+                 "--config", "unclean.leader.election.enable=true",
+                 "--config", "min.insync.replicas=1")  # fmt: skip
+    assert zk_json(cluster, f"/config/topics/{topic}")["config"] == {
+        "unclean.leader.election.enable": "true",
+        "min.insync.replicas": "1",
+    }
+    common = [b"common-%d" % i for i in range(10)]
+    _produce(cluster, topic, common)
+    wait_for_isr(cluster, topic, 0, [1, 2])
+
+    # the follower dies; the leader goes on alone and writes a tail only it has
+    cluster.stop_broker(2, kill=True)
+    wait_for_isr(cluster, topic, 0, [1])
+    tail = [b"lost-%d" % i for i in range(7)]
+    _produce(cluster, topic, tail)
+    epoch_before = partition_state(cluster, topic, 0)["leader_epoch"]
+
+    # the leader dies too: the partition is offline (ISR [1], nobody live in it)
+    cluster.stop_broker(1, kill=True)
+    wait_unregistered(cluster, 1)
+    wait_for(lambda: partition_state(cluster, topic, 0)["leader"] == -1, "the partition offline")
+
+    # the out-of-sync follower returns and is elected uncleanly
+    cluster.start_broker(2)
+    assert wait_zk_leader(cluster, topic, 0) == 2
+    state = partition_state(cluster, topic, 0)
+    assert state["isr"] == [2] and state["leader_epoch"] > epoch_before
+    newer = [b"new-%d" % i for i in range(12)]  # more than the lost tail: same offsets
+    _produce(cluster, topic, newer)
+
+    # the old leader returns with its divergent tail, truncates, catches up
+    cluster.start_broker(1)
+    wait_for_isr(cluster, topic, 0, [1, 2])
+    records = consume_all(live_bootstrap(cluster), topic, 0, len(common) + len(newer))
+    assert [v for _, _, v in records] == common + newer  # the unclean election's price
+
+    # both replicas hold the same log, byte for byte (read once both are stopped)
+    cluster.stop_broker(1)
+    cluster.stop_broker(2)
+    logs = {}
+    for b in (1, 2):
+        d = cluster.broker(b).data_dir / f"{topic}-0"
+        logs[b] = {f.name: f.read_bytes() for f in sorted(d.glob("*.log"))}
+        assert logs[b], f"no segments in {d}"
+    assert sorted(logs[1]) == sorted(logs[2])
+    for name in logs[1]:
+        assert logs[1][name] == logs[2][name], f"{name} differs between the replicas"
+    epochs = [
+        (cluster.broker(b).data_dir / f"{topic}-0" / "leader-epoch-checkpoint").read_text()
+        for b in (1, 2)
+    ]
+    assert epochs[0] == epochs[1], epochs  # the follower took the leader's epoch history
+    # and kt dump-log-segments reads the same batches from both
+    dumps = [
+        kt("dump-log-segments", "--files", str(cluster.broker(b).data_dir / f"{topic}-0" / n))
+        for b in (1, 2)
+        for n in sorted(logs[1])[:1]
+    ]
+    assert all(d.exit_code == 0 for d in dumps), [d.stderr for d in dumps]
+    assert dumps[0].stdout.splitlines()[1:] == dumps[1].stdout.splitlines()[1:]
