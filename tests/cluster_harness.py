@@ -54,7 +54,7 @@ def wait_for(
             if value:
                 return value
             last = value
-        except Exception as exc:  # noqa: BLE001 - a probe failing is "not yet"
+        except Exception as exc:
             last = exc
         if time.monotonic() >= deadline:
             raise Timeout(f"timed out after {timeout:g}s waiting for {what} (last: {last!r})")
@@ -229,16 +229,28 @@ def wait_metadata_leader(
     not_in: Sequence[int] = (),
     timeout: float = DEADLINE_S,
 ) -> int:
-    """Until Metadata names a live leader not in `not_in`; its id."""
+    """Until every running broker's Metadata names the same live leader, not in
+    `not_in`; its id."""
+    views: dict[int, int] = {}
 
     def check() -> int | None:
-        leader = leader_of(cluster, topic, partition)
+        views.clear()
+        for b in cluster.brokers:
+            if b.running:
+                views[b.broker_id] = leader_of(cluster, topic, partition, via=b.bootstrap)
+        leaders = set(views.values())
+        if len(leaders) != 1:
+            return None
+        leader = leaders.pop()
         if leader < 0 or leader in not_in or not cluster.broker(leader).running:
             return None
         return leader
 
-    return wait_for(check, f"a Metadata leader of {topic}-{partition} not in {list(not_in)}",
-                    timeout)  # fmt: skip
+    try:
+        return wait_for(check, f"every broker's Metadata to name a leader of {topic}-"
+                        f"{partition} not in {list(not_in)}", timeout)  # fmt: skip
+    except Timeout as exc:
+        raise Timeout(f"{exc}; leader by broker: {views}") from None
 
 
 # --- the kt CLI -----------------------------------------------------------------------------
@@ -403,7 +415,7 @@ class BackgroundProducer:
                 self.sent += 1
                 time.sleep(self.interval)
             p.flush(150)
-        except Exception as exc:  # noqa: BLE001 - reported by the test
+        except Exception as exc:
             self._error(b"", repr(exc))
         finally:
             p.close(timeout=10)
