@@ -196,6 +196,33 @@ def wait_zk_leader(
     return wait_for(check, f"a leader of {topic}-{partition} not in {list(not_in)}", timeout)
 
 
+def offline_partitions(cluster: LocalCluster) -> list[str]:
+    """Partitions whose state in ZooKeeper names no running leader."""
+    out = []
+    with zk_client(cluster) as zk:
+        for t in zk.get_children("/brokers/topics"):
+            for p in zk.get_children(f"/brokers/topics/{t}/partitions"):
+                state = json.loads(zk.get(f"/brokers/topics/{t}/partitions/{p}/state")[0])
+                leader = state["leader"]
+                if leader < 0 or not cluster.broker(leader).running:
+                    out.append(f"{t}-{p}")
+    return out
+
+
+def wait_all_led(cluster: LocalCluster, timeout: float = DEADLINE_S) -> None:
+    """Until every partition of every topic has a running leader."""
+    seen: list[Any] = [None]
+
+    def check() -> bool:
+        seen[0] = offline_partitions(cluster)
+        return not seen[0]
+
+    try:
+        wait_for(check, "every partition to have a running leader", timeout)
+    except Timeout as exc:
+        raise Timeout(f"{exc}; without a leader: {seen[0]}") from None
+
+
 # --- Metadata through a real client --------------------------------------------------------
 
 

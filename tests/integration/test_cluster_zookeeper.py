@@ -18,6 +18,7 @@ from cluster_harness import (
     live_bootstrap,
     partition_state,
     registered,
+    wait_for,
     zk_client,
     zk_get,
     zk_json,
@@ -202,3 +203,29 @@ def test_topic_create_and_describe(cluster: LocalCluster) -> None:
     bad = kt("topic", "create", "-b", live_bootstrap(cluster), "--topic", "toomany",
              "--replication-factor", "4")  # fmt: skip
     assert bad.exit_code == 1 and "replication factor" in bad.stderr.lower(), bad.stderr
+
+
+def test_every_broker_serves_the_topic_config_overrides(cluster: LocalCluster) -> None:
+    """DescribeConfigs answered by each broker in turn shows the topic's override (each
+    broker must also apply it: min.insync.replicas is enforced by whichever leads)."""
+    import asyncio
+
+    from kt.client import KafkaClient
+
+    create_topic(cluster, "cfg", "--partitions", "1", "--replication-factor", "3",
+                 "--config", "min.insync.replicas=2")  # fmt: skip
+
+    async def describe(bootstrap: str) -> tuple[str, int]:
+        client = KafkaClient(bootstrap)
+        try:
+            entries = await client.describe_configs(2, "cfg", include_synonyms=False)
+        finally:
+            await client.close()
+        [e] = [e for e in entries if e.name == "min.insync.replicas"]
+        return e.value, e.source
+
+    for b in cluster.brokers:
+        # config changes reach the other brokers through /config/changes: soon, not at once
+        wait_for(lambda b=b: asyncio.run(describe(b.bootstrap)) == ("2", 1),
+                 f"broker {b.broker_id} to describe min.insync.replicas=2 "
+                 f"(DYNAMIC_TOPIC_CONFIG) for topic cfg", timeout=30)  # fmt: skip
