@@ -25,10 +25,10 @@ from kt.tools.local_cluster import LocalCluster
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 
-def _produce(cluster: LocalCluster, topic: str, values: list[bytes]) -> None:
+def _produce(cluster: LocalCluster, topic: str, values: list[bytes], acks: int | str = 1) -> None:
     from kafka import KafkaProducer
 
-    p = KafkaProducer(bootstrap_servers=live_bootstrap(cluster), acks=1, retries=5,
+    p = KafkaProducer(bootstrap_servers=live_bootstrap(cluster), acks=acks, retries=5,
                       request_timeout_ms=15000, metadata_max_age_ms=2000)  # fmt: skip
     try:
         for v in values:
@@ -47,8 +47,8 @@ def test_divergent_follower_truncates_to_the_unclean_leader(cluster: LocalCluste
         "min.insync.replicas": "1",
     }
     common = [b"common-%d" % i for i in range(10)]
-    _produce(cluster, topic, common)
     wait_for_isr(cluster, topic, 0, [1, 2])
+    _produce(cluster, topic, common, acks="all")  # acknowledged once both replicas have it
 
     # the follower dies; the leader goes on alone and writes a tail only it has
     cluster.stop_broker(2, kill=True)
