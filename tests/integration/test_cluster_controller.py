@@ -14,6 +14,7 @@ from cluster_harness import (
     metadata,
     wait_controller,
     wait_for,
+    wait_for_isr,
     wait_registered,
     wait_unregistered,
     zk_client,
@@ -60,11 +61,15 @@ def _works(cluster: LocalCluster, topic: str) -> None:
 
 def test_killed_controller_is_replaced_with_the_next_epoch(cluster: LocalCluster) -> None:
     old = wait_controller(cluster)
+    x, y = (b for b in (1, 2, 3) if b != old)
+    # the controller is also a follower here: it must leave the ISR when it dies
+    create_topic(cluster, "ctl-follows", "--replica-assignment", f"{x}:{old}:{y}")
     epoch = controller_epoch(cluster)
     cluster.stop_broker(old, kill=True)
     new = wait_controller(cluster, not_in=[old], timeout=FAILOVER_BOUND_S)
     assert new != old
     assert controller_epoch(cluster) == epoch + 1
+    wait_for_isr(cluster, "ctl-follows", 0, [x, y])
     wait_unregistered(cluster, old, timeout=5)  # its session is gone, so is its znode
     for b in cluster.brokers:
         if b.running:
@@ -73,6 +78,7 @@ def test_killed_controller_is_replaced_with_the_next_epoch(cluster: LocalCluster
     cluster.start_broker(old)
     wait_registered(cluster, old)
     assert controller_id(cluster) == new  # a returning broker does not take over
+    wait_for_isr(cluster, "ctl-follows", 0, [x, old, y])  # and it catches up
     _works(cluster, "after-kill")
 
 

@@ -13,6 +13,7 @@ from cluster_harness import (
     kt,
     live_bootstrap,
     partition_state,
+    wait_controller,
     wait_for,
     wait_for_isr,
     wait_unregistered,
@@ -39,7 +40,10 @@ def _produce(cluster: LocalCluster, topic: str, values: list[bytes], acks: int |
 
 def test_divergent_follower_truncates_to_the_unclean_leader(cluster: LocalCluster) -> None:
     topic = "unclean6"
-    create_topic(cluster, topic, "--replica-assignment", "1:2",
+    # leader and follower are not the controller: no controller failover on the way
+    ctl = wait_controller(cluster)
+    lead, follow = (b for b in (1, 2, 3) if b != ctl)
+    create_topic(cluster, topic, "--replica-assignment", f"{lead}:{follow}",
                  "--config", "unclean.leader.election.enable=true",
                  "--config", "min.insync.replicas=1")  # fmt: skip
     assert zk_json(cluster, f"/config/topics/{topic}")["config"] == {
@@ -47,56 +51,56 @@ def test_divergent_follower_truncates_to_the_unclean_leader(cluster: LocalCluste
         "min.insync.replicas": "1",
     }
     common = [b"common-%d" % i for i in range(10)]
-    wait_for_isr(cluster, topic, 0, [1, 2])
+    wait_for_isr(cluster, topic, 0, [lead, follow])
     _produce(cluster, topic, common, acks="all")  # acknowledged once both replicas have it
 
     # the follower dies; the leader goes on alone and writes a tail only it has
-    cluster.stop_broker(2, kill=True)
-    wait_for_isr(cluster, topic, 0, [1])
+    cluster.stop_broker(follow, kill=True)
+    wait_for_isr(cluster, topic, 0, [lead])
     tail = [b"lost-%d" % i for i in range(7)]
     _produce(cluster, topic, tail)
     epoch_before = partition_state(cluster, topic, 0)["leader_epoch"]
 
     # the leader dies too: the partition is offline (ISR [1], nobody live in it)
-    cluster.stop_broker(1, kill=True)
-    wait_unregistered(cluster, 1)
+    cluster.stop_broker(lead, kill=True)
+    wait_unregistered(cluster, lead)
     wait_for(lambda: partition_state(cluster, topic, 0)["leader"] == -1, "the partition offline")
 
     # the out-of-sync follower returns and is elected uncleanly
-    cluster.start_broker(2)
-    assert wait_zk_leader(cluster, topic, 0) == 2
+    cluster.start_broker(follow)
+    assert wait_zk_leader(cluster, topic, 0) == follow
     state = partition_state(cluster, topic, 0)
-    assert state["isr"] == [2] and state["leader_epoch"] > epoch_before
+    assert state["isr"] == [follow] and state["leader_epoch"] > epoch_before
     newer = [b"new-%d" % i for i in range(12)]  # more than the lost tail: same offsets
     _produce(cluster, topic, newer)
 
     # the old leader returns with its divergent tail, truncates, catches up
-    cluster.start_broker(1)
-    wait_for_isr(cluster, topic, 0, [1, 2])
+    cluster.start_broker(lead)
+    wait_for_isr(cluster, topic, 0, [lead, follow])
     records = consume_all(live_bootstrap(cluster), topic, 0, len(common) + len(newer))
     assert [v for _, _, v in records] == common + newer  # the unclean election's price
 
     # both replicas hold the same log, byte for byte (read once both are stopped)
-    cluster.stop_broker(1)
-    cluster.stop_broker(2)
+    cluster.stop_broker(lead)
+    cluster.stop_broker(follow)
     logs = {}
-    for b in (1, 2):
+    for b in (lead, follow):
         d = cluster.broker(b).data_dir / f"{topic}-0"
         logs[b] = {f.name: f.read_bytes() for f in sorted(d.glob("*.log"))}
         assert logs[b], f"no segments in {d}"
-    assert sorted(logs[1]) == sorted(logs[2])
-    for name in logs[1]:
-        assert logs[1][name] == logs[2][name], f"{name} differs between the replicas"
+    assert sorted(logs[lead]) == sorted(logs[follow])
+    for name in logs[lead]:
+        assert logs[lead][name] == logs[follow][name], f"{name} differs between the replicas"
     epochs = [
         (cluster.broker(b).data_dir / f"{topic}-0" / "leader-epoch-checkpoint").read_text()
-        for b in (1, 2)
+        for b in (lead, follow)
     ]
     assert epochs[0] == epochs[1], epochs  # the follower took the leader's epoch history
     # and kt dump-log-segments reads the same batches from both
     dumps = [
         kt("dump-log-segments", "--files", str(cluster.broker(b).data_dir / f"{topic}-0" / n))
-        for b in (1, 2)
-        for n in sorted(logs[1])[:1]
+        for b in (lead, follow)
+        for n in sorted(logs[lead])[:1]
     ]
     assert all(d.exit_code == 0 for d in dumps), [d.stderr for d in dumps]
     assert dumps[0].stdout.splitlines()[1:] == dumps[1].stdout.splitlines()[1:]
