@@ -16,6 +16,7 @@ from typing import Any
 from kt.broker import faults
 from kt.broker.config import DEFAULTS, BrokerConfig, Listener
 from kt.broker.controller.controller import KafkaController
+from kt.broker.controller_link import ControllerLink
 from kt.broker.groups import GroupCoordinator
 from kt.broker.log_cleaner import LogCleaner
 from kt.broker.log_manager import LogManager
@@ -57,6 +58,8 @@ class Broker:
         # Set when the broker joined the cluster (kt.broker.server).
         self._admin: TopicAdmin | None = None
         self.controller: KafkaController | None = None
+        # Requests this broker forwards to the controller (e.g. ElectLeaders).
+        self.controller_link: ControllerLink | None = None
         self.broker_epoch = -1
         self.cluster_id = ""
         self.started_ms = int(time.time() * 1000)

@@ -89,6 +89,7 @@ class ClusterMembership:
         self.controller_link = ControllerLink(
             self._find_controller, client_id=f"broker-{b.node_id}"
         )
+        b.controller_link = self.controller_link
         self.alter_partitions = AlterPartitionManager(
             self.controller_link, b.node_id, lambda: b.broker_epoch
         )
@@ -97,6 +98,11 @@ class ClusterMembership:
         settings = ControllerSettings(
             unclean_leader_election_default=b.config.get_bool("unclean.leader.election.enable"),
             listener=b.listener_name,
+            auto_leader_rebalance=b.config.get_bool("auto.leader.rebalance.enable"),
+            leader_imbalance_percentage=b.config.get_int("leader.imbalance.per.broker.percentage"),
+            leader_imbalance_check_interval_s=b.config.get_int(
+                "leader.imbalance.check.interval.seconds"
+            ),
         )
         self.controller = KafkaController(
             b.node_id, ZkControllerStore(self.cluster), self._channel, settings
