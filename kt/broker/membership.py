@@ -89,7 +89,6 @@ class ClusterMembership:
         self.controller_link = ControllerLink(
             self._find_controller, client_id=f"broker-{b.node_id}"
         )
-        b.controller_link = self.controller_link
         self.alter_partitions = AlterPartitionManager(
             self.controller_link, b.node_id, lambda: b.broker_epoch
         )

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kt.broker.errors import error_code_for
 from kt.broker.groups.group import (
     CONSUMER_PROTOCOL_TYPE,
     Group,
@@ -171,6 +172,26 @@ class CoordinatorError(Exception):
     def __init__(self, code: ErrorCode) -> None:
         super().__init__(code.name)
         self.code = code
+
+
+# Kafka's GroupMetadataManager.storeOffsets: what a failed append of offsets tells the
+# committer (any other code is passed on as it is).
+_COMMIT_ERRORS = {
+    E.UNKNOWN_TOPIC_OR_PARTITION: E.COORDINATOR_NOT_AVAILABLE,
+    E.NOT_ENOUGH_REPLICAS: E.COORDINATOR_NOT_AVAILABLE,
+    E.NOT_ENOUGH_REPLICAS_AFTER_APPEND: E.COORDINATOR_NOT_AVAILABLE,
+    E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR,
+    E.KAFKA_STORAGE_ERROR: E.NOT_COORDINATOR,
+    E.MESSAGE_TOO_LARGE: E.INVALID_COMMIT_OFFSET_SIZE,
+    E.RECORD_LIST_TOO_LARGE: E.INVALID_COMMIT_OFFSET_SIZE,
+    E.INVALID_FETCH_SIZE: E.INVALID_COMMIT_OFFSET_SIZE,
+}
+
+
+def commit_error(exc: BaseException) -> ErrorCode:
+    """The OffsetCommit error for an append of offsets that raised `exc`."""
+    code = error_code_for(exc)
+    return _COMMIT_ERRORS.get(code, code)
 
 
 def _complete(fut: asyncio.Future[Any] | None, value: Any) -> None:
@@ -922,10 +943,7 @@ class GroupCoordinator:
             log.warning("cannot persist offsets of group %s: %s", group_id, exc)
             if created:
                 del self.groups[group_id]
-            name = type(exc).__name__
-            if name in ("RecordTooLargeError",):
-                return E.INVALID_COMMIT_OFFSET_SIZE
-            return E.COORDINATOR_NOT_AVAILABLE
+            return commit_error(exc)
         group.offsets.update(offsets)
         member = group.members.get(member_id)
         if member is not None and group.state is GroupState.STABLE:

@@ -118,9 +118,8 @@ class LogRecordStore:
 
     def append(self, partition: int, records: Sequence[Record]) -> None:
         """Append one batch as the coordinator and advance the high watermark."""
-        part = self.broker.replica_manager.get(TopicPartition(CONSUMER_OFFSETS, partition))
-        if part is None or part.offline:
-            raise OSError(f"{CONSUMER_OFFSETS}-{partition} is not available")
+        # The partition's typed error when it is missing, offline or led elsewhere.
+        part = self.broker.replica_manager.get_partition_or_error(CONSUMER_OFFSETS, partition)
         now = int(time.time() * 1000)
         batch = v2.build_batch(
             [v2.RecordSpec(key, value, timestamp=now) for key, value in records],

@@ -160,7 +160,7 @@ async def _elect(
     controller = b.controller
     if controller is not None and controller.active:
         return await controller.elect_leaders(election_type, requested)
-    link = b.controller_link
+    link = b.membership.controller_link if b.membership is not None else None
     if link is None or b.metadata.cache.controller_id == b.node_id:
         # Not joined yet, or our cache still names us while we are not controller
         # (forwarding would come back here).
