@@ -99,8 +99,9 @@ class ClusterMembership:
             listener=b.listener_name,
             auto_leader_rebalance=b.config.get_bool("auto.leader.rebalance.enable"),
             leader_imbalance_percentage=b.config.get_int("leader.imbalance.per.broker.percentage"),
-            leader_imbalance_check_interval_s=b.config.get_int(
-                "leader.imbalance.check.interval.seconds"
+            # Kafka requires at least 1 second; a smaller value would spin the timer.
+            leader_imbalance_check_interval_s=max(
+                1, b.config.get_int("leader.imbalance.check.interval.seconds")
             ),
         )
         self.controller = KafkaController(
