@@ -56,6 +56,7 @@ class Broker:
         self._loop: asyncio.AbstractEventLoop | None = None
         # Owns the hosted partitions; every request resolves its partitions through it.
         self.replica_manager = ReplicaManager(config.node_id, self.logs)
+        self.replica_manager.replica_lag_time_max_ms = config.get_int("replica.lag.time.max.ms")
         # Topics as the controller described them (plus their configs).
         self.metadata = TopicsView(self.replica_manager.metadata_cache)
         # Set when the broker joined the cluster (kt.broker.server).
