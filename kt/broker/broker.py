@@ -169,6 +169,15 @@ class Broker:
         self.metadata.set_configs(name, configs)
         self.logs.update_config(name, configs)
 
+    async def refresh_topic_configs(self, name: str) -> dict[str, str]:
+        """A topic's overrides read from the coordination store (and applied)."""
+        if self.membership is None:
+            return self.metadata.configs.get(name, {})
+        configs = await self.membership.cluster.get_entity_config("topics", name)
+        if configs != self.metadata.configs.get(name):
+            self.on_topic_config(name, configs)
+        return configs
+
     def on_topic_deleted(self, callback: Callable[[str], None]) -> None:
         """Register a callback run after a topic is deleted (coordinators clean up)."""
         self._on_topic_deleted.append(callback)

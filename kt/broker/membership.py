@@ -86,6 +86,15 @@ class ClusterMembership:
         rm.attach_cluster(
             rm.metadata_cache, lambda: b.broker_epoch, lambda t: b.metadata.configs.get(t, {})
         )
+        known: set[str] = set()
+
+        async def fetch_configs(topic: str) -> object:
+            if topic not in known:
+                known.add(topic)
+                await b.refresh_topic_configs(topic)
+            return None
+
+        rm.fetch_topic_configs = fetch_configs
         b._admin = TopicAdmin(self.cluster, rm.metadata_cache, b.metadata, rm.metadata_changed)
         b.producer_ids.attach(lambda: self.cluster.allocate_producer_id_block(b.node_id))
         self.config_manager = ConfigManager(self.cluster, b.on_topic_config)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,6 +114,7 @@ class ReplicaManager:
         self.controller_epoch = -1
         self._broker_epoch: Callable[[], int] = lambda: -1
         self._topic_configs: Callable[[str], dict[str, str]] = lambda _topic: {}
+        self.fetch_topic_configs: Callable[[str], Awaitable[object]] = _no_configs
         self._metadata_event = asyncio.Event()
         # acks=all produces waiting for their partitions' high watermarks.
         self.produce_purgatory: DelayedOperationPurgatory[TopicPartition] = (
@@ -438,6 +439,9 @@ class ReplicaManager:
             part = self._partitions.get(tp)
             if part is None:
                 try:
+                    # A new replica's log is made with the topic's own config (Kafka
+                    # reads it from ZooKeeper when it creates the log).
+                    await self.fetch_topic_configs(tp.topic)
                     part = self._new_replica(ch)
                 except (OSError, StorageError) as exc:
                     log.error("cannot create replica %s: %s", _name(tp), exc)
@@ -640,6 +644,10 @@ def _epoch_for(part: Partition, offset: int) -> int:
     # The epoch of the batch holding `offset`; the current one past the cached epochs.
     epoch = part.log.leader_epoch_cache.epoch_for_offset(offset)
     return part.leader_epoch if epoch is None else epoch
+
+
+async def _no_configs(_topic: str) -> object:
+    return None
 
 
 def _as_broker_error(err: BaseException | None) -> BrokerError | None:
