@@ -82,7 +82,13 @@ class ClusterMembership:
         """Register, then run the controller candidate and the session's services."""
         b = self.broker
         rm = b.replica_manager
+        # Fetchers first: once registered, the controller's LeaderAndIsr may arrive at
+        # any await below, and followers it makes before the fetchers listen would
+        # never be fetched (a restarted broker would not rejoin its ISRs).
+        self._start_fetchers()
         await self._register()
+        if self.fetchers is not None:
+            self.fetchers.broker_epoch = b.broker_epoch
         rm.attach_cluster(
             rm.metadata_cache, lambda: b.broker_epoch, lambda t: b.metadata.configs.get(t, {})
         )
@@ -107,7 +113,6 @@ class ClusterMembership:
         )
         self.alter_partitions.start()
         rm.submit_isr_change = self.alter_partitions.submit
-        self._start_fetchers()
         settings = ControllerSettings(
             unclean_leader_election_default=b.config.get_bool("unclean.leader.election.enable"),
             listener=b.listener_name,

@@ -126,11 +126,18 @@ def isr_full(c: Any) -> bool:
 
 
 def create_pl(c: Any) -> None:
-    """Topic `pl`: broker N is the preferred leader of partition N-1."""
+    """Topic `pl`: broker N is the preferred leader of partition N-1; one record in
+    each partition."""
     r = kt(c.bootstrap_servers, "topic", "create", "--topic", "pl",
            "--replica-assignment", "1:2:3,2:3:1,3:1:2")  # fmt: skip
     assert r.exit_code == 0, r.stderr
     wait_for(lambda: leaders(c) == {0: 1, 1: 2, 2: 3})
+    # A record in each partition, acknowledged by all three replicas: the followers
+    # replicate before the bounce, as in a real cluster.
+    for p in range(3):
+        r = CliRunner().invoke(cli, ["produce", "pl", "-p", str(p), "--acks", "all",
+                                     "-b", c.bootstrap_servers], input=f"r{p}\n")  # fmt: skip
+        assert r.exit_code == 0, r.stderr
 
 
 def bounce_broker_1(c: Any) -> None:
