@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kt.broker import faults
 from kt.broker.config import DEFAULTS, BrokerConfig, Listener
@@ -30,9 +30,13 @@ from kt.storage.log_config import LogConfig
 from kt.storage.partition_metadata import random_uuid, uuid_from_str
 from kt.storage.retention import RetentionPlan, RetentionResult
 
+if TYPE_CHECKING:
+    from kt.broker.membership import ClusterMembership
+
 log = logging.getLogger("kt.broker")
 
 CONSUMER_OFFSETS = "__consumer_offsets"
+#: The inter-broker protocol (metadata) version of the Kafka release kt follows.
 
 
 class Broker:
@@ -57,6 +61,7 @@ class Broker:
         # Set when the broker joined the cluster (kt.broker.server).
         self._admin: TopicAdmin | None = None
         self.controller: KafkaController | None = None
+        self.membership: ClusterMembership | None = None
         self.broker_epoch = -1
         self.cluster_id = ""
         self.started_ms = int(time.time() * 1000)

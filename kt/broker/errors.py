@@ -11,8 +11,6 @@ API has one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kt.protocol import ErrorCode
 from kt.storage import errors as storage_errors
 from kt.storage import log as storage_log
@@ -63,30 +61,10 @@ class NotEnoughReplicasAfterAppendError(BrokerError):
     replicated."""
 
 
-class RecordListTooLargeError(BrokerError):
-    """A produce batch larger than the topic's segment.bytes (it could never fit a segment)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RecordError:
-    """One rejected record of a batch (Produce v8+ `record_errors`)."""
-
-    batch_index: int
-    message: str | None
-
-    def __str__(self) -> str:
-        # Java's RecordError.toString, which Kafka embeds in its error message.
-        message = "null" if self.message is None else f"'{self.message}'"
-        return f"RecordError(batchIndex={self.batch_index}, message={message})"
-
-
 class InvalidRecordError(BrokerError):
-    """A batch refused as a whole, optionally naming the offending records (Kafka's
-    RecordValidationException around an InvalidRecordException)."""
-
-    def __init__(self, message: str = "", record_errors: list[RecordError] | None = None) -> None:
-        super().__init__(message)
-        self.record_errors = list(record_errors or [])
+    """A produce refused before its batches reach the log (no records, or records a
+    client may not write). The log's own refusals are the storage core's
+    InvalidRecordError and RecordValidationError (which names the records)."""
 
 
 class InvalidRequiredAcksError(BrokerError):
@@ -133,7 +111,6 @@ ERROR_CODES: dict[type[BaseException], ErrorCode] = {
     UnknownLeaderEpochError: ErrorCode.UNKNOWN_LEADER_EPOCH,
     NotEnoughReplicasError: ErrorCode.NOT_ENOUGH_REPLICAS,
     NotEnoughReplicasAfterAppendError: ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    RecordListTooLargeError: ErrorCode.RECORD_LIST_TOO_LARGE,
     InvalidRecordError: ErrorCode.INVALID_RECORD,
     InvalidRequiredAcksError: ErrorCode.INVALID_REQUIRED_ACKS,
     PolicyViolationError: ErrorCode.POLICY_VIOLATION,
@@ -144,6 +121,7 @@ ERROR_CODES: dict[type[BaseException], ErrorCode] = {
     InvalidTxnStateError: ErrorCode.INVALID_TXN_STATE,
     # The storage core's errors.
     storage_log.RecordTooLargeError: ErrorCode.MESSAGE_TOO_LARGE,
+    storage_log.RecordBatchTooLargeError: ErrorCode.RECORD_LIST_TOO_LARGE,
     storage_log.InvalidRecordError: ErrorCode.INVALID_RECORD,
     storage_log.InvalidTimestampError: ErrorCode.INVALID_TIMESTAMP,
     storage_log.UnsupportedCompressionError: ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
@@ -170,14 +148,11 @@ def is_storage_failure(exc: BaseException) -> bool:
     return error_code_for(exc) == ErrorCode.KAFKA_STORAGE_ERROR and not isinstance(exc, BrokerError)
 
 
-def producer_error(code: int, message: str) -> BrokerError:
-    """The typed error for a producer-state verdict's error code (read from the table,
-    so the two never disagree)."""
+def broker_error(code: int, message: str) -> BrokerError:
+    """The typed broker error for an error code reported as a number (a producer-state
+    verdict, a partition's replication refusal), read from the table so the two never
+    disagree. Each broker error class has its own code."""
     for cls, mapped in ERROR_CODES.items():
-        if mapped == code and issubclass(cls, ProducerError):
+        if mapped == code and issubclass(cls, BrokerError):
             return cls(message)
-    if code == ErrorCode.INVALID_RECORD:
-        # LogValidator's rules the check applies first (control batches, negative
-        # sequences): a plain invalid batch.
-        return InvalidRecordError(message)
-    raise ValueError(f"no producer error for code {code}")
+    raise ValueError(f"no broker error for code {code}")

@@ -33,13 +33,13 @@ from kt.broker.errors import (
     PolicyViolationError,
     UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
+    broker_error,
     is_storage_failure,
-    producer_error,
 )
 from kt.broker.log_manager import LogManager
 from kt.broker.metadata.cache import LiveBroker, MetadataCache, PartitionView
 from kt.broker.metadata_store import INTERNAL_TOPICS
-from kt.broker.partition import Partition, ProducerStateError
+from kt.broker.partition import Partition, ProducerStateError, ReplicationError
 from kt.protocol import ErrorCode
 from kt.storage.checkpoint import TopicPartition
 from kt.storage.errors import OffsetOutOfRangeError, StorageError
@@ -140,7 +140,10 @@ class ReplicaManager:
         broker leads everything it hosts; LeaderAndIsr will say otherwise in a
         cluster), with its producer state rebuilt."""
         epoch = plog.leader_epoch_cache.latest_epoch or 0
-        part = Partition(tp, topic_id, plog, self.node_id, epoch, [self.node_id], [self.node_id])
+        part = Partition(
+            tp, topic_id, plog, self.node_id, epoch, [self.node_id], [self.node_id],
+            local_broker_id=self.node_id,
+        )  # fmt: skip
         part.load_producer_state()
         self._partitions[tp] = part
         return part
@@ -229,7 +232,10 @@ class ReplicaManager:
             # `records` may be a view into the request frame: the log patches it in place.
             return part.append_records(records, now_ms=now_ms)
         except ProducerStateError as exc:
-            raise producer_error(exc.error_code, exc.message) from exc
+            raise broker_error(exc.error_code, exc.message) from exc
+        except ReplicationError as exc:
+            # The partition's own refusals (e.g. it stopped leading): the same codes.
+            raise broker_error(exc.code, str(exc)) from exc
         except (StorageError, OSError) as exc:
             self._maybe_fail(part, exc)
             raise

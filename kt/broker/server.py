@@ -66,43 +66,54 @@ def _candidate_cluster_id(config: BrokerConfig) -> str:
     return new_cluster_id()
 
 
-async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:
-    """Run the broker until cancelled or signalled."""
-    started = time.monotonic()
-    broker = Broker(config)
-    net = NetworkServer(
-        broker,
-        config.get_int("socket.request.max.bytes"),
-        config.get_int("connections.max.idle.ms"),
-    )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):
-            pass
-    for lst in config.listeners:
-        port = await net.start(lst.host, lst.port, serving=False)
-        broker.bound_listeners.append(Listener(lst.name, lst.host, port))
-    store = make_store(config)
-    membership = ClusterMembership(broker, store)
-    opened = joined = False
-    try:
+class RunningBroker:
+    """A broker through its start and stop sequence (see the module docstring).
+
+    `network=False` runs it without sockets (in-process tests): the controller
+    reaches its own broker through the loopback link either way.
+    """
+
+    def __init__(self, config: BrokerConfig, *, network: bool = True) -> None:
+        self.config = config
+        self.broker = Broker(config)
+        self.net = (
+            NetworkServer(
+                self.broker,
+                config.get_int("socket.request.max.bytes"),
+                config.get_int("connections.max.idle.ms"),
+            )
+            if network
+            else None
+        )
+        self.membership: ClusterMembership | None = None
+        self._opened = False
+        self._joined = False
+
+    async def start(self) -> None:
+        """Bind, connect, open the logs, join, wait for the controller's view, start
+        the services. Raises on failure (the caller runs `stop()`)."""
+        started = time.monotonic()
+        config, broker = self.config, self.broker
+        for lst in config.listeners:
+            port = await self.net.start(lst.host, lst.port, serving=False) if self.net else lst.port
+            broker.bound_listeners.append(Listener(lst.name, lst.host, port))
+        self.membership = membership = ClusterMembership(broker, make_store(config))
+        broker.membership = membership
         if config.zookeeper_connect is None:
             # The in-process store keeps its file in the first log directory.
             config.log_dirs[0].mkdir(parents=True, exist_ok=True)
         cluster_id = await membership.connect(_candidate_cluster_id(config))
         broker.open(cluster_id, await membership.topic_configs())
-        opened = True
+        self._opened = True
         if config.zookeeper_connect is None:
             await _adopt_orphans(broker, membership)
-        for lst in broker.bound_listeners:
-            log.info("listening on %s://%s:%d", lst.name, lst.host or "0.0.0.0", lst.port)
-        await net.serve()
+        if self.net is not None:
+            for lst in broker.bound_listeners:
+                log.info("listening on %s://%s:%d", lst.name, lst.host or "0.0.0.0", lst.port)
+            await self.net.serve()
         broker.start_background_tasks()
         await membership.join()
-        joined = True
+        self._joined = True
         broker.start_replication_tasks()
         await _wait_until_ready(broker)
         await broker.group_coordinator.start()
@@ -113,31 +124,55 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
             f"ZooKeeper {config.zookeeper_connect}" if config.zookeeper_connect else "single node",
             len(broker.replica_manager), ",".join(str(d) for d in broker.logs.log_dirs),
         )  # fmt: skip
+
+    async def stop(self, *, controlled: bool = True) -> None:
+        """Controlled shutdown (when asked and joined), then stop everything."""
+        broker = self.broker
+        if controlled and self._joined and self.membership is not None:
+            await self.membership.controlled_shutdown()
+        broker.stopping = True
+        broker.replica_manager.wake_all()
+        if self.net is not None:
+            await self.net.stop()
+        # The reverse of the start order; stopping a service never started is harmless.
+        await broker.log_cleaner.stop()
+        await broker.group_coordinator.stop()
+        await broker.stop_replication_tasks()
+        if self.membership is not None:
+            await self.membership.leave()
+        await broker.stop_background_tasks()
+        if self._opened:
+            broker.close()
+        if self._joined:
+            log.info("stopped cleanly")
+
+
+async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:
+    """Run the broker until cancelled or signalled."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):
+            pass
+    running = RunningBroker(config)
+    interrupted = False
+    try:
+        await running.start()
         # A line scripts and tests can wait for.
         print(
             "kt broker ready: "
-            + " ".join(f"{lst.host}:{lst.port}" for lst in broker.bound_listeners),
+            + " ".join(f"{lst.host}:{lst.port}" for lst in running.broker.bound_listeners),
             flush=True,
         )
         if ready is not None:
             ready.set()
         await stop.wait()
+        interrupted = True
         log.info("shutting down")
-        await membership.controlled_shutdown()
     finally:
-        broker.stopping = True
-        broker.replica_manager.wake_all()
-        await net.stop()
-        # The reverse of the start order; stopping a service never started is harmless.
-        await broker.log_cleaner.stop()
-        await broker.group_coordinator.stop()
-        await broker.stop_replication_tasks()
-        await membership.leave()
-        await broker.stop_background_tasks()
-        if opened:
-            broker.close()
-        if joined:
-            log.info("stopped cleanly")
+        await running.stop(controlled=interrupted)
 
 
 async def _adopt_orphans(broker: Broker, membership: ClusterMembership) -> None:

@@ -26,11 +26,19 @@ from kt.broker.metadata import znodes
 from kt.broker.metadata.cache import MetadataCache
 from kt.broker.metadata.topics import TopicsView
 from kt.broker.metadata_store import INTERNAL_TOPICS, TopicInfo, topic_name_problem
-from kt.broker.topic_configs import validate_topic_configs
+from kt.broker.topic_configs import (
+    MESSAGE_FORMAT_VERSION,
+    record_format_before_v2,
+    validate_topic_configs,
+)
 from kt.protocol import ErrorCode
 from kt.storage.partition_metadata import random_uuid
 
 log = logging.getLogger("kt.broker.topic_admin")
+
+# The inter-broker protocol kt speaks (Kafka 3.8); named in the message.format.version
+# warning.
+INTER_BROKER_PROTOCOL_VERSION = "3.8-IV0"
 
 
 @dataclass(slots=True)
@@ -131,6 +139,8 @@ class TopicAdmin:
             clean = validate_topic_configs(configs or {})
         except ValueError as exc:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        if not validate_only:
+            _warn_ignored_configs(name, clean)
         topic_id = random_uuid()
         info = TopicInfo(name, topic_id, partitions, replication_factor, clean,
                          {p: list(r) for p, r in assignment.items()})  # fmt: skip
@@ -240,6 +250,7 @@ class TopicAdmin:
             clean = validate_topic_configs(configs)
         except ValueError as exc:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        _warn_ignored_configs(name, clean)
         await self.cluster.set_topic_config(name, clean)
         self.topics.set_configs(name, clean)
 
@@ -258,3 +269,17 @@ class TopicAdmin:
             # Woken by the next UpdateMetadata; the short cap covers one that raced us.
             await self._metadata_changed(min(remaining, 0.5))
         return True
+
+
+def _warn_ignored_configs(topic: str, configs: dict[str, str]) -> None:
+    """Kafka 3.x keeps a topic's message.format.version but ignores it (the
+    inter-broker protocol is past 3.0); it warns when the value names a record
+    format older than v2 (LogConfig.MessageFormatVersion.shouldWarn)."""
+    value = configs.get(MESSAGE_FORMAT_VERSION)
+    if value is not None and record_format_before_v2(value):
+        log.warning(
+            "Topic configuration %s with value `%s` is ignored for `%s` because the "
+            "inter-broker protocol version `%s` is greater or equal than 3.0. This "
+            "configuration is deprecated and it will be removed in Apache Kafka 4.0.",
+            MESSAGE_FORMAT_VERSION, value, topic, INTER_BROKER_PROTOCOL_VERSION,
+        )  # fmt: skip

@@ -3,10 +3,12 @@
 One table serves CreateTopics (validating the configs of new topics),
 DescribeConfigs (every key with its value, source and synonyms) and
 AlterConfigs / IncrementalAlterConfigs (validating the new override set).
-The key set is Apache Kafka 4.0's (the keys KIP-724 removed are unknown here,
-as there). Values are validated with Kafka's rules and error texts (ConfigDef's
-"Invalid value X for configuration K: ..."), then once more by the storage
-layer's `LogConfig`, which is what the partition logs actually run with.
+The key set is Apache Kafka 4.0's plus `message.format.version`, which Kafka
+3.x still accepts (validated as a version, then ignored with a warning since the
+inter-broker protocol is 3.0 or later; KIP-724 removed it in 4.0). Values are
+validated with Kafka's rules and error texts (ConfigDef's "Invalid value X for
+configuration K: ..."), then once more by the storage layer's `LogConfig`, which
+is what the partition logs actually run with.
 """
 
 from __future__ import annotations
@@ -71,6 +73,41 @@ class TopicConfigKey:
     choices: tuple[str, ...] = ()
     # gzip's level also accepts -1 (the library default) outside its range.
     also: tuple[int, ...] = ()
+
+
+#: Deprecated in Kafka 3.x, removed in 4.0: accepted (validated) and ignored.
+MESSAGE_FORMAT_VERSION = "message.format.version"
+MESSAGE_FORMAT_VERSION_DEFAULT = "3.0-IV1"
+#: Kafka 3.8's MetadataVersion releases with their last IV number (None: the release
+#: has no IV suffix); `message.format.version` must name one of them.
+_METADATA_RELEASES: dict[str, int | None] = {
+    "0.8.0": None, "0.8.1": None, "0.8.2": None, "0.9.0": None,
+    "0.10.0": 1, "0.10.1": 2, "0.10.2": 0, "0.11.0": 2,
+    "1.0": 0, "1.1": 0, "2.0": 1, "2.1": 2, "2.2": 1, "2.3": 1, "2.4": 1, "2.5": 0,
+    "2.6": 0, "2.7": 2, "2.8": 1, "3.0": 1, "3.1": 0, "3.2": 0, "3.3": 3, "3.4": 0,
+    "3.5": 2, "3.6": 2, "3.7": 4, "3.8": 0,
+}  # fmt: skip
+
+
+def metadata_version_problem(text: str) -> str | None:
+    """Why `text` is not a Kafka 3.8 MetadataVersion (fromVersionString: a release,
+    a release-IVn, or either with a hotfix number after it), or None."""
+    parts = text.split(".")
+    segments = 3 if text.startswith("0.") else 2
+    key = text if segments >= len(parts) else ".".join(parts[:segments])
+    release, _, iv = key.partition("-")
+    if release in _METADATA_RELEASES:
+        last = _METADATA_RELEASES[release]
+        if not iv or (last is not None and iv in {f"IV{n}" for n in range(last + 1)}):
+            return None
+    return f"Version {text} is not a valid version"
+
+
+def record_format_before_v2(text: str) -> bool:
+    """Whether a valid message.format.version predates the v2 record format (0.11.0),
+    the case Kafka warns about."""
+    parts = text.split(".")
+    return parts[0] == "0" and len(parts) > 1 and parts[1].split("-")[0] in ("8", "9", "10")
 
 
 _HOUR = 3_600_000
@@ -144,6 +181,9 @@ TOPIC_CONFIGS: dict[str, TopicConfigKey] = {
            ("log.cleaner.max.compaction.lag.ms",), low=1),
         _k("max.message.bytes", INT, _D.max_message_bytes,
            "The largest record batch the topic accepts.", ("message.max.bytes",), low=0),
+        _k("message.format.version", S, MESSAGE_FORMAT_VERSION_DEFAULT,
+           "Deprecated and ignored (the v2 record format is always used).",
+           ("log.message.format.version",)),
         _k("message.timestamp.after.max.ms", L, _D.message_timestamp_after_max_ms,
            "How far in the future a CreateTime timestamp may be.",
            ("log.message.timestamp.after.max.ms",), low=0),
@@ -232,6 +272,10 @@ def parse(key: str, value: str) -> object:
                 raise _bad(key, item, "String must be one of: " + ", ".join(spec.choices))
         return items
     else:
+        if key == MESSAGE_FORMAT_VERSION:
+            problem = metadata_version_problem(text)
+            if problem is not None:
+                raise _bad(key, text, problem)
         if spec.choices and text not in spec.choices:
             raise _bad(key, text, "String must be one of: " + ", ".join(spec.choices))
         return text

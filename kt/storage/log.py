@@ -375,7 +375,8 @@ class PartitionLog:
         COORDINATOR) also: max.message.bytes, a known codec, and on CreateTime
         topics message.timestamp.before/after.max.ms against the header's base and
         max timestamps. CLIENT appends also: record count matching the offset
-        delta, no control batches, and a sequence for every producer id.
+        delta, no control batches, a sequence for every producer id, and on
+        compacted topics a key for every record.
         """
         headers = []
         pos = 0
@@ -416,9 +417,28 @@ class PartitionLog:
                 )
             if check_time:
                 self._check_timestamps(header, now, pos)
+            if client and self.config.compact:
+                self._check_keys(header, view[pos : pos + size], pos)
             headers.append(header)
             pos += size
         return headers
+
+    def _check_keys(self, header: v2.BatchHeader, batch: memoryview, pos: int) -> None:
+        """Kafka's LogValidator.validateKey: a compacted topic refuses records without a
+        key, naming each in the error. The only check that decodes records (and
+        decompresses them), so it runs on compacted topics only, for producers' writes
+        (Kafka checks the coordinators' too, which always have keys)."""
+        errors = [
+            RecordError(
+                i,
+                "Compacted topic cannot accept message without key in topic partition "
+                f"{self.dir.name}.",
+            )
+            for i, (_off, _ts, key, _v, _h, _seq) in enumerate(v2.iter_record_tuples(header, batch))
+            if key is None
+        ]
+        if errors:
+            raise RecordValidationError(errors, position=pos)
 
     def _check_timestamps(self, header: v2.BatchHeader, now: int, pos: int) -> None:
         before = self.config.message_timestamp_before_max_ms
@@ -454,8 +474,10 @@ class PartitionLog:
             return
         size = len(buf)
         if size > self.config.segment_bytes:
-            raise RecordTooLargeError(
-                f"{size} bytes of batches exceed segment.bytes {self.config.segment_bytes}"
+            raise RecordBatchTooLargeError(
+                f"Message batch size is {size} bytes in append to partition {self.dir.name}, "
+                f"which exceeds the maximum configured segment size of "
+                f"{self.config.segment_bytes}."
             )
         max_ts = max(i.max_timestamp for i in infos)
         segment = self._maybe_roll(size, max_ts, infos[-1].last_offset, first_offset, now)
@@ -622,13 +644,41 @@ class PartitionLog:
                     return found
         return None
 
-    def max_timestamp_and_offset(self) -> tuple[int, int]:
-        """(largest timestamp, its batch's last offset) over the whole log."""
-        best = (v2.NO_TIMESTAMP, -1)
-        for seg in self._segments:
-            if seg.max_timestamp_so_far > best[0]:
-                best = (seg.max_timestamp_so_far, seg.offset_of_max_timestamp_so_far)
-        return best
+    def max_timestamp_and_offset(self) -> tuple[int, int, int] | None:
+        """(largest timestamp, offset of the first record carrying it, its batch's leader
+        epoch or -1) over the whole log; None when no batch has it (an empty log).
+
+        As Kafka 3.8's ListOffsets MAX_TIMESTAMP (KAFKA-16310): the first segment with
+        the largest timestamp, the first batch there (from the offset index's position
+        of the segment's max-timestamp offset) whose max timestamp it is, and in that
+        batch the first record with that timestamp. Records of a LogAppendTime batch
+        all carry its time, so that is its first record. A legacy entry counts as
+        its last offset (magic 1; Kafka has no answer for magic 0).
+        """
+        if not self._segments:
+            return None
+        seg = self._segments[0]
+        for other in self._segments[1:]:
+            if other.max_timestamp_so_far > seg.max_timestamp_so_far:
+                seg = other
+        largest = seg.max_timestamp_so_far
+        position = seg.offset_index.lookup(seg.offset_of_max_timestamp_so_far).position
+        for item in seg.iter_batches(position):
+            if not isinstance(item, LogBatch):
+                break
+            if item.max_timestamp != largest:
+                continue
+            header = item.header
+            if header is None:
+                return (largest, item.last_offset, -1) if item.magic >= 1 else None
+            epoch = header.partition_leader_epoch if header.partition_leader_epoch >= 0 else -1
+            if header.timestamp_type == v2.LOG_APPEND_TIME:
+                return largest, header.base_offset, epoch
+            for offset, timestamp, *_ in v2.iter_record_tuples(header, item.data):
+                if timestamp == largest:
+                    return largest, offset, epoch
+            return None
+        return None
 
     # --- truncation and log start ----------------------------------------
 
@@ -986,9 +1036,42 @@ class RecordTooLargeError(CorruptRecordError):
     """A batch larger than max.message.bytes (Kafka's MESSAGE_TOO_LARGE)."""
 
 
+class RecordBatchTooLargeError(CorruptRecordError):
+    """An append larger than segment.bytes, which no segment could hold (Kafka's
+    RecordBatchTooLargeException, RECORD_LIST_TOO_LARGE)."""
+
+
 class InvalidRecordError(CorruptRecordError):
     """A well-framed batch whose fields contradict each other or that a client may
     not write (INVALID_RECORD)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordError:
+    """One rejected record: its index in the batch and why (Produce v8+ record_errors)."""
+
+    batch_index: int
+    message: str | None
+
+    def __str__(self) -> str:
+        # Java's ProduceResponse.RecordError.toString, which Kafka's message embeds.
+        message = "null" if self.message is None else f"'{self.message}'"
+        return f"RecordError(batchIndex={self.batch_index}, message={message})"
+
+
+class RecordValidationError(InvalidRecordError):
+    """A batch refused because of some of its records (Kafka's RecordValidationException
+    around an InvalidRecordException): `record_errors` names them, the message is
+    Kafka's summary of the first three."""
+
+    def __init__(self, record_errors: list[RecordError], position: int | None = None) -> None:
+        shown = ", ".join(str(e) for e in record_errors[:3])
+        super().__init__(
+            f"One or more records have been rejected due to {len(record_errors)} record "
+            f"errors in total, and only showing the first three errors at most: [{shown}]",
+            position=position,
+        )
+        self.record_errors = record_errors
 
 
 class InvalidTimestampError(CorruptRecordError):

@@ -91,7 +91,7 @@ class _BrokerQueue:
                 # One line per outage, not per retry: a dead broker is normal.
                 if failures == 1:
                     log.warning(
-                        "controller: %s to broker %d failed (%s); retrying until it is "
+                        "controller: %s to broker %d failed (%r); retrying until it is "
                         "answered or the broker leaves", item.api.name, self.broker_id, exc,
                     )  # fmt: skip
                 await self.link.close()

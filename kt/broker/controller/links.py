@@ -59,8 +59,13 @@ class LoopbackLink:
     """The controller's requests to its own broker, through the codec, no socket."""
 
     def __init__(self, broker: Broker, *, client_id: str) -> None:
+        from kt.broker.handlers import load_all
+
         self._broker = broker
         self._client_id = client_id
+        # The network server registers the handlers too; a broker without sockets
+        # (in-process tests) has only this link.
+        load_all()
 
     async def send(self, api: Api, body: Any) -> Struct:
         """Encode, handle as a received request would be, and decode the answer."""

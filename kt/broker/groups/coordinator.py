@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kt.broker.errors import error_code_for
 from kt.broker.groups.group import (
     CONSUMER_PROTOCOL_TYPE,
     Group,
@@ -192,6 +193,26 @@ class CoordinatorError(Exception):
         self.code = code
 
 
+# Kafka's GroupMetadataManager.storeOffsets: what a failed append of offsets tells the
+# committer (any other code is passed on as it is).
+_COMMIT_ERRORS = {
+    E.UNKNOWN_TOPIC_OR_PARTITION: E.COORDINATOR_NOT_AVAILABLE,
+    E.NOT_ENOUGH_REPLICAS: E.COORDINATOR_NOT_AVAILABLE,
+    E.NOT_ENOUGH_REPLICAS_AFTER_APPEND: E.COORDINATOR_NOT_AVAILABLE,
+    E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR,
+    E.KAFKA_STORAGE_ERROR: E.NOT_COORDINATOR,
+    E.MESSAGE_TOO_LARGE: E.INVALID_COMMIT_OFFSET_SIZE,
+    E.RECORD_LIST_TOO_LARGE: E.INVALID_COMMIT_OFFSET_SIZE,
+    E.INVALID_FETCH_SIZE: E.INVALID_COMMIT_OFFSET_SIZE,
+}
+
+
+def commit_error(exc: BaseException) -> ErrorCode:
+    """The OffsetCommit error for an append of offsets that raised `exc`."""
+    code = exc.code if isinstance(exc, AppendError) else error_code_for(exc)
+    return offset_commit_error(code)
+
+
 def _complete(fut: asyncio.Future[Any] | None, value: Any) -> None:
     # A parked request whose connection went away has had its future cancelled.
     if fut is not None and not fut.done():
@@ -199,15 +220,8 @@ def _complete(fut: asyncio.Future[Any] | None, value: Any) -> None:
 
 
 def offset_commit_error(code: ErrorCode) -> ErrorCode:
-    """The OffsetCommit error for a failed append (Kafka's storeOffsets mapping)."""
-    if code in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS,
-                E.NOT_ENOUGH_REPLICAS_AFTER_APPEND):  # fmt: skip
-        return E.COORDINATOR_NOT_AVAILABLE
-    if code in (E.NOT_LEADER_OR_FOLLOWER, E.KAFKA_STORAGE_ERROR):
-        return E.NOT_COORDINATOR
-    if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):
-        return E.INVALID_COMMIT_OFFSET_SIZE
-    return code
+    """The OffsetCommit error for a failed append with partition error `code`."""
+    return _COMMIT_ERRORS.get(code, code)
 
 
 def group_write_error(code: ErrorCode) -> ErrorCode:

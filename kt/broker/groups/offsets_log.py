@@ -276,7 +276,8 @@ class MemoryRecordStore:
         self.records: dict[int, list[Record]] = {}
         self.leaders: set[int] = set(range(partitions))
         self.fail = False
-        self.fail_code = ErrorCode.NOT_ENOUGH_REPLICAS
+        # As an I/O error of the log would (the partition goes offline).
+        self.fail_code = ErrorCode.KAFKA_STORAGE_ERROR
         self.hold = False
         self._released: asyncio.Future[ErrorCode] | None = None
 

@@ -12,18 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from kt.broker.authorization import CLUSTER_OPERATIONS, OPERATIONS_NOT_REQUESTED
 from kt.broker.handlers import RequestContext, handles
 from kt.protocol import ErrorCode, Struct, apis
 
 BROKERS = 1
 CONTROLLERS = 2
 _ENDPOINT_NAMES = {BROKERS: "BROKER", CONTROLLERS: "CONTROLLER"}
-
-# AclOperation codes a cluster supports (Kafka's AclEntry.supportedOperations):
-# ALTER 7, CREATE 5, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10,
-# ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
-CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
-OMITTED_OPERATIONS = -(2**31)
 
 
 @handles(apis.DESCRIBE_CLUSTER.key, (0, 1))
@@ -46,11 +41,11 @@ async def describe_cluster(ctx: RequestContext, request: Struct) -> Any:
         return apis.DESCRIBE_CLUSTER.response(
             throttle_time_ms=0, error_code=code, error_message=message,
             endpoint_type=endpoint, cluster_id=broker.cluster_id, controller_id=-1,
-            brokers=[], cluster_authorized_operations=OMITTED_OPERATIONS,
+            brokers=[], cluster_authorized_operations=OPERATIONS_NOT_REQUESTED,
         )  # fmt: skip
     ops = (
         CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
-        else OMITTED_OPERATIONS
+        else OPERATIONS_NOT_REQUESTED
     )  # fmt: skip
     cache = broker.metadata.cache
     brokers = []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kt.broker.authorization import GROUP_OPERATIONS, OPERATIONS_NOT_REQUESTED
 from kt.broker.groups import GroupCoordinator
 from kt.broker.groups.coordinator import JoinRequest
 from kt.broker.groups.offsets_log import CONSUMER_OFFSETS, partition_for
@@ -20,9 +21,8 @@ from kt.protocol import ErrorCode, Struct, apis
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
-# Authorized operations without an authorizer: READ, DESCRIBE and DELETE on a group.
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-OPERATIONS_NOT_REQUESTED = -(2**31)
+# ListGroups v5's group type of every group this coordinator runs (Kafka's GroupType).
+CLASSIC_GROUP_TYPE = "classic"
 
 
 def coordinator(ctx: RequestContext) -> GroupCoordinator:
@@ -164,19 +164,33 @@ async def leave_group(ctx: RequestContext, request: Struct) -> Any:
     return apis.LEAVE_GROUP.response(throttle_time_ms=0, error_code=top, members=members)
 
 
-@handles(apis.LIST_GROUPS.key, (0, 4))
+@handles(apis.LIST_GROUPS.key, (0, 5))
 async def list_groups(ctx: RequestContext, request: Struct) -> Any:
-    """Every group with its protocol type (and state, v4+), optionally filtered by state."""
+    """Every group with its protocol type (and state, v4+; type, v5+), optionally
+    filtered by state (v4+) and type (v5+).
+
+    Every group here is a classic group, as with Kafka 3.8's group coordinator
+    (KIP-848's consumer groups are not served): a type filter without "classic"
+    (compared case-insensitively) lists nothing.
+    """
     states = list(request.states_filter) if ctx.version >= 4 else None
+    types = {t.lower() for t in request.types_filter} if ctx.version >= 5 else set()
     coord = coordinator(ctx)
     groups = coord.list_groups(states)
+    if types and CLASSIC_GROUP_TYPE not in types:
+        groups = []
     # Kafka lists what is loaded and says that more may follow.
     error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if coord.loading else ErrorCode.NONE
     return apis.LIST_GROUPS.response(
         throttle_time_ms=0,
         error_code=error,
         groups=[
-            {"group_id": gid, "protocol_type": ptype, "group_state": state}
+            {
+                "group_id": gid,
+                "protocol_type": ptype,
+                "group_state": state,
+                "group_type": CLASSIC_GROUP_TYPE,
+            }
             for gid, ptype, state in groups
         ],
     )

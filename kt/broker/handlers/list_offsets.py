@@ -54,10 +54,12 @@ def lookup(part: Partition, timestamp: int, committed: bool = False) -> tuple[in
     if timestamp in (LATEST, LATEST_TIERED):
         return upper, -1, _epoch_for(part, upper)
     if timestamp == MAX_TIMESTAMP:
-        ts, off = log.max_timestamp_and_offset()
-        if off < 0 or off >= upper:
+        # The record holding the largest timestamp, with its batch's epoch (Kafka 3.8).
+        found = log.max_timestamp_and_offset()
+        if found is None or found[1] >= upper:
             return -1, -1, -1
-        return off, ts, _epoch_for(part, off)
+        ts, off, epoch = found
+        return off, ts, epoch
     found = log.fetch_offset_by_timestamp(timestamp)
     if found is None or found[0] >= upper:
         return -1, -1, -1

@@ -5,6 +5,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kt.broker.authorization import (
+    CLUSTER_OPERATIONS,
+    OPERATIONS_NOT_REQUESTED,
+    TOPIC_OPERATIONS,
+)
 from kt.broker.broker import CONSUMER_OFFSETS
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.metadata.cache import PartitionView
@@ -19,12 +24,23 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
 
     Unknown topics are created when auto-creation is on and the request allows it
     (v4+ carries allow_auto_topic_creation; older versions always allow).
+
+    v8+ clients may ask for the authorized operations of each topic (and, v8-10, of
+    the cluster); without an authorizer all operations applicable to the resource,
+    as Kafka's KafkaApis answers. Topics named by an unknown topic id get none.
     """
     broker = ctx.broker
     store = broker.metadata
     cache = store.cache
     requested = request.topics
     allow_create = ctx.version < 4 or request.allow_auto_topic_creation
+    topic_ops = OPERATIONS_NOT_REQUESTED
+    cluster_ops = OPERATIONS_NOT_REQUESTED
+    if ctx.version >= 8:
+        if request.include_topic_authorized_operations:
+            topic_ops = TOPIC_OPERATIONS
+        if ctx.version <= 10 and request.include_cluster_authorized_operations:
+            cluster_ops = CLUSTER_OPERATIONS
     if requested is None or (ctx.version == 0 and not requested):
         # v0 used an empty list for "all topics".
         names = sorted(store.topics)
@@ -50,7 +66,8 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
             problem = topic_name_problem(name)
             if problem:
                 topics.append({"error_code": ErrorCode.INVALID_TOPIC_EXCEPTION, "name": name,
-                               "partitions": []})  # fmt: skip
+                               "partitions": [],
+                               "topic_authorized_operations": topic_ops})  # fmt: skip
                 continue
             if allow_create and name in INTERNAL_TOPICS:
                 # Made by its coordinator with its own partition count and configs (as
@@ -62,7 +79,8 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
                 info = await broker.maybe_auto_create(name)
             if info is None:
                 topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                               "name": name, "partitions": []})  # fmt: skip
+                               "name": name, "partitions": [],
+                               "topic_authorized_operations": topic_ops})  # fmt: skip
                 continue
         partitions = [
             _partition(ctx, name, p, view)
@@ -75,6 +93,7 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
                 "topic_id": uuid.UUID(bytes=info.topic_id),
                 "is_internal": info.internal,
                 "partitions": partitions,
+                "topic_authorized_operations": topic_ops,
             }
         )
     return apis.METADATA.response(
@@ -83,6 +102,7 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
         cluster_id=broker.cluster_id,
         controller_id=cache.controller_id if cache.controller_id is not None else -1,
         topics=topics,
+        cluster_authorized_operations=cluster_ops,
     )
 
 

@@ -1,23 +1,36 @@
 """Produce: append record batches to partition logs.
 
 The hot path never decodes records: the storage core frames and CRC-checks the
-batches from their headers, patches base offset and leader epoch in place and
-appends the bytes. Versions below 3 (message format v0/v1) are answered with
-UNSUPPORTED_VERSION, as Apache Kafka 4.0 does. With acks=0 there is no answer; a
-failure closes the connection instead, as in Kafka, so the producer notices.
+batch from its header, patches base offset and leader epoch in place and appends
+the bytes (only compacted topics decode records, to refuse those without a key).
+As in Kafka, each partition takes exactly one v2 batch, and a topic is never
+created by a produce (the producer's Metadata request does that). Versions below
+3 (message format v0/v1) are answered with UNSUPPORTED_VERSION, as Apache Kafka
+4.0 does. With acks=0 there is no answer; a failure closes the connection
+instead, as in Kafka, so the producer notices.
 """
 
 from __future__ import annotations
 
+import struct
 import time
 from typing import Any
 
 from kt.broker.errors import BrokerError, InvalidRecordError, error_code_for
 from kt.broker.handlers import RequestContext, handles
+from kt.broker.metadata_store import INTERNAL_TOPICS
 from kt.protocol import ErrorCode, Struct, apis
+from kt.storage import record_batch as v2
+from kt.storage.compression import Codec
 from kt.storage.errors import StorageError
+from kt.storage.log import RecordValidationError
 
 MIN_VERSION = 3
+_LENGTH = struct.Struct(">i")
+_ATTRIBUTES = struct.Struct(">h")
+# Where every message format keeps its batch length and magic byte.
+_LENGTH_AT = 8
+_MAGIC_AT = 16
 
 
 @handles(apis.PRODUCE.key, (0, 11))
@@ -59,7 +72,22 @@ def _append_one(
     if version < MIN_VERSION:
         out["error_code"] = ErrorCode.UNSUPPORTED_VERSION
         return out
-    # As Kafka: Produce never creates topics (only Metadata requests do).
+    if topic in INTERNAL_TOPICS:
+        # kt refuses clients' writes to internal topics before anything else, even
+        # when the topic does not exist yet (Kafka: UNKNOWN_TOPIC_OR_PARTITION then).
+        out["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION
+        return out
+    # As Kafka's KafkaApis: a partition the metadata does not know is refused (Produce
+    # never creates topics; the producer's Metadata request does), then the request's
+    # records are checked, all with a null error message.
+    info = broker.metadata.topics.get(topic)
+    if info is None or not 0 <= index < info.partitions:
+        out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return out
+    problem = records_problem(records, version)
+    if problem is not None:
+        out["error_code"] = problem
+        return out
     try:
         result = broker.replica_manager.append_records(
             topic, index, records, now_ms=int(time.time() * 1000)
@@ -69,6 +97,11 @@ def _append_one(
         # Kafka sends a message only for refused records; the rest is a null message.
         if isinstance(exc, (InvalidRecordError, StorageError)) and exc.message:
             out["error_message"] = exc.message
+        if isinstance(exc, RecordValidationError):
+            out["record_errors"] = [
+                {"batch_index": e.batch_index, "batch_index_error_message": e.message}
+                for e in exc.record_errors
+            ]
         return out
     out.update(
         error_code=ErrorCode.NONE,
@@ -77,3 +110,29 @@ def _append_one(
         log_start_offset=result.log_start_offset,
     )
     return out
+
+
+def records_problem(records: Any, version: int) -> ErrorCode | None:
+    """Kafka's ProduceRequest.validateRecords for v3+: exactly one record batch per
+    partition, of magic 2, and no zstd before v7. Only complete batches count (a
+    truncated tail is the log's to refuse)."""
+    if records is None:
+        return ErrorCode.INVALID_RECORD
+    view = memoryview(records)
+    end = len(view)
+    pos = count = 0
+    magic = codec = -1
+    while end - pos >= v2.LOG_OVERHEAD:
+        (length,) = _LENGTH.unpack_from(view, pos + _LENGTH_AT)
+        if length < 0 or end - pos < v2.LOG_OVERHEAD + length:
+            break
+        if count == 0 and length >= v2.ATTRIBUTES_OFFSET + 2 - v2.LOG_OVERHEAD:
+            magic = view[pos + _MAGIC_AT]
+            codec = _ATTRIBUTES.unpack_from(view, pos + v2.ATTRIBUTES_OFFSET)[0] & v2.CODEC_MASK
+        count += 1
+        pos += v2.LOG_OVERHEAD + length
+    if count == 0 or magic != v2.MAGIC_V2 or count > 1:
+        return ErrorCode.INVALID_RECORD
+    if version < 7 and codec == Codec.ZSTD:
+        return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    return None

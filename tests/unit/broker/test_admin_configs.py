@@ -37,7 +37,8 @@ KAFKA_4_TOPIC_KEYS = {
 
 
 def test_key_set_is_kafkas() -> None:
-    assert set(TOPIC_CONFIGS) == KAFKA_4_TOPIC_KEYS
+    # Kafka 4.0's keys, plus the one of 3.x's deprecated keys that kt accepts and ignores.
+    assert set(TOPIC_CONFIGS) == KAFKA_4_TOPIC_KEYS | {"message.format.version"}
 
 
 def test_defaults_parse_and_match_the_storage_layer() -> None:
@@ -98,7 +99,9 @@ def test_set_level_errors() -> None:
 def test_describe_sources_and_synonyms() -> None:
     given = {"log.retention.hours": "24", "log.segment.bytes": "2048"}
     entries = {e.name: e for e in describe_topic({"segment.bytes": "4096"}, given)}
-    assert set(entries) == KAFKA_4_TOPIC_KEYS
+    assert set(entries) == KAFKA_4_TOPIC_KEYS | {"message.format.version"}
+    mfv = entries["message.format.version"]  # Kafka 3.8's default, never used
+    assert (mfv.value, mfv.source) == ("3.0-IV1", ConfigSource.DEFAULT_CONFIG)
     seg = entries["segment.bytes"]
     assert (seg.value, seg.source) == ("4096", ConfigSource.DYNAMIC_TOPIC_CONFIG)
     assert [(n, s) for n, _, s in seg.synonyms] == [

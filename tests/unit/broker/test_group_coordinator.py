@@ -339,13 +339,11 @@ def test_offset_commit_rules() -> None:
         assert top == E.NONE
         assert errs == {("t", 0): E.GROUP_SUBSCRIBED_TO_TOPIC, ("u", 0): E.NONE}
         assert coord.delete_offsets("missing", [("t", 0)])[0] == E.GROUP_ID_NOT_FOUND
-        # A failing append commits nothing.
+        # A failing append commits nothing; an I/O error is a storage error, which
+        # Kafka answers NOT_COORDINATOR (the partition is going offline here).
         store.fail = True
         changed = {("t", 0): OffsetEntry(99, 3, "", 2000)}
-        assert (
-            await coord.commit_offsets(GID, 1, a.member_id, None, changed)
-            == E.COORDINATOR_NOT_AVAILABLE
-        )
+        assert await coord.commit_offsets(GID, 1, a.member_id, None, changed) == E.NOT_COORDINATOR
         assert coord.fetch_offsets(GID, [("t", 0)])[1][0][2] == off[("t", 0)]
         await coord.stop()
 
@@ -414,3 +412,15 @@ def test_initial_rebalance_delay(delay: int) -> None:
         await coord.stop()
 
     run(t)
+
+
+def test_commit_errors_are_kafkas() -> None:
+    from kt.broker.errors import NotLeaderOrFollowerError, UnknownTopicOrPartitionError
+    from kt.broker.groups.coordinator import commit_error
+    from kt.storage.log import RecordBatchTooLargeError, RecordTooLargeError
+
+    assert commit_error(RecordTooLargeError("big")) == E.INVALID_COMMIT_OFFSET_SIZE
+    assert commit_error(RecordBatchTooLargeError("big")) == E.INVALID_COMMIT_OFFSET_SIZE
+    assert commit_error(UnknownTopicOrPartitionError()) == E.COORDINATOR_NOT_AVAILABLE
+    assert commit_error(NotLeaderOrFollowerError()) == E.NOT_COORDINATOR
+    assert commit_error(OSError("disk")) == E.NOT_COORDINATOR

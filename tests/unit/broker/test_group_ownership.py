@@ -196,6 +196,7 @@ def test_commit_takes_effect_once_replicated() -> None:
 
         # Refused before the append (ISR below the minimum, or not the leader).
         store.fail = True
+        store.fail_code = E.NOT_ENOUGH_REPLICAS
         assert await coord.commit_offsets(GID, -1, "", None, newer) == E.COORDINATOR_NOT_AVAILABLE
         store.fail_code = E.NOT_LEADER_OR_FOLLOWER
         assert await coord.commit_offsets(GID, -1, "", None, newer) == E.NOT_COORDINATOR

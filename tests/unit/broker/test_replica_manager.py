@@ -53,10 +53,13 @@ def test_error_codes_follow_the_class_hierarchy() -> None:
     assert error_code_for(storage_errors.CorruptIndexError("x")) == ErrorCode.KAFKA_STORAGE_ERROR
     assert error_code_for(FileNotFoundError()) == ErrorCode.KAFKA_STORAGE_ERROR
 
-    class Special(errors.RecordListTooLargeError):
+    class Special(errors.NotEnoughReplicasError):
         pass
 
-    assert error_code_for(Special()) == ErrorCode.RECORD_LIST_TOO_LARGE
+    assert error_code_for(Special()) == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert (
+        error_code_for(storage_log.RecordBatchTooLargeError("x")) == ErrorCode.RECORD_LIST_TOO_LARGE
+    )
     assert error_code_for(ValueError()) == ErrorCode.UNKNOWN_SERVER_ERROR
 
 
@@ -68,7 +71,7 @@ def test_producer_state_codes_map_to_typed_errors() -> None:
         (ErrorCode.INVALID_TXN_STATE, errors.InvalidTxnStateError),
         (ErrorCode.INVALID_RECORD, errors.InvalidRecordError),
     ):
-        exc = errors.producer_error(code, "why")
+        exc = errors.broker_error(code, "why")
         assert type(exc) is cls and exc.message == "why" and error_code_for(exc) == code
 
 
@@ -150,3 +153,11 @@ def test_remove_partition(rm: ReplicaManager) -> None:
     assert part is not None and part.offline
     assert TopicPartition("t", 1) not in rm and len(rm) == 1
     assert [p.tp for p in rm] == [TopicPartition("t", 0)]
+
+
+def test_partition_refusals_become_typed_errors(rm: ReplicaManager) -> None:
+    part = rm.get_partition_or_error("t", 0)
+    # The partition itself says it does not lead (e.g. a LeaderAndIsr raced the check).
+    part.local_broker_id = 7
+    with pytest.raises(errors.NotLeaderOrFollowerError):
+        rm.append_records("t", 0, _batch(b"a"), now_ms=1000)

@@ -89,9 +89,7 @@ def test_controller_elects_and_fails_over_on_real_stores(sessions: Any) -> None:
             s0 = await _state(stores[0], "t", 0)
             assert s0 == {"controller_epoch": first.view.epoch, "leader": 1, "version": 1,
                           "leader_epoch": 0, "isr": [1, 2, 3]}  # fmt: skip
-            await _until(
-                lambda: _async(any(n == "LeaderAndIsr" and b == 2 for b, n, _ in sent))
-            )
+            await _until(lambda: _async(any(n == "LeaderAndIsr" and b == 2 for b, n, _ in sent)))
 
             # Broker 2 dies (its session closes): partition 1's leadership moves to 3.
             await stores[1].close()
