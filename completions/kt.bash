@@ -6,7 +6,7 @@
 _kt_node() {
     case $1 in
         'kt')
-            _kt_subs='analyze broker checkpoint cluster compaction configs consume dump-log-segments dump-segment export group index log-dirs produce topic tui'
+            _kt_subs='analyze broker checkpoint cluster compaction configs consume dump-log-segments dump-segment export group index log-dirs produce replica topic tui'
             _kt_opts='-V --version -h --help'
             ;;
         'kt analyze')
@@ -145,6 +145,14 @@ _kt_node() {
             _kt_subs=''
             _kt_opts='--bootstrap-server -b --timeout --partition -p --key-delimiter -K --key -k --header -H --null-empty -Z --delimiter -D --file --whole -l --compression -z --acks --batch-size --json -h --help'
             ;;
+        'kt replica')
+            _kt_subs='diff'
+            _kt_opts='-h --help'
+            ;;
+        'kt replica diff')
+            _kt_subs=''
+            _kt_opts='--reference --json -h --help'
+            ;;
         'kt topic')
             _kt_subs='alter create delete describe list'
             _kt_opts='-h --help'
@@ -193,6 +201,7 @@ _kt_child() {
         'kt/index') _kt_next='kt index' ;;
         'kt/log-dirs') _kt_next='kt log-dirs' ;;
         'kt/produce') _kt_next='kt produce' ;;
+        'kt/replica') _kt_next='kt replica' ;;
         'kt/topic') _kt_next='kt topic' ;;
         'kt/tui') _kt_next='kt tui' ;;
         'kt/dump-segment') _kt_next='kt dump-log-segments' ;;
@@ -217,6 +226,7 @@ _kt_child() {
         'kt index/verify') _kt_next='kt index verify' ;;
         'kt log-dirs/describe') _kt_next='kt log-dirs describe' ;;
         'kt log-dirs/inspect') _kt_next='kt log-dirs inspect' ;;
+        'kt replica/diff') _kt_next='kt replica diff' ;;
         'kt topic/alter') _kt_next='kt topic alter' ;;
         'kt topic/create') _kt_next='kt topic create' ;;
         'kt topic/delete') _kt_next='kt topic delete' ;;
@@ -373,6 +383,7 @@ _kt_option() {
         'kt produce/--compression'|'kt produce/-z') _kt_nargs=1 _kt_kind=choice _kt_words=$'none\ngzip\nsnappy\nlz4\nzstd' ;;
         'kt produce/--acks') _kt_nargs=1 _kt_kind=choice _kt_words=$'-1\nall\n0\n1' ;;
         'kt produce/--batch-size') _kt_nargs=1 ;;
+        'kt replica diff/--reference') _kt_nargs=1 _kt_kind=file ;;
         'kt topic alter/--bootstrap-server'|'kt topic alter/-b') _kt_nargs=1 ;;
         'kt topic alter/--timeout') _kt_nargs=1 ;;
         'kt topic alter/--topic'|'kt topic alter/-t') _kt_nargs=1 ;;
@@ -411,6 +422,7 @@ _kt_argument() {
         'kt index rebuild/'*) _kt_kind=file ;;
         'kt index verify/'*) _kt_kind=file ;;
         'kt log-dirs inspect/0') _kt_kind=file ;;
+        'kt replica diff/'*) _kt_kind=file ;;
     esac
 }
 

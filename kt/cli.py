@@ -12,6 +12,7 @@ import sys
 import click
 
 from kt import __version__
+from kt.tools.console import first_sentence
 
 # name -> "module:attribute". One line per command or command group; aliases point
 # at the same object. Keep sorted by name.
@@ -30,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "index": "kt.tools.index_cmd:index",
     "log-dirs": "kt.tools.log_dirs_cmd:log_dirs",
     "produce": "kt.tools.produce_cmd:produce",
+    "replica": "kt.tools.replica_cmd:replica",
     "topic": "kt.tools.topic_cmd:topic",
     "tui": "kt.tools.tui_cmd:tui",
 }
@@ -58,13 +60,40 @@ class LazyGroup(click.Group):
                 return None
             raise
         command: click.Command = getattr(module, attr)
+        _whole_summaries(command)
         return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The Commands section, with each alias on a row of its own after its target."""
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is None or command.hidden:
+                continue
+            rows.append((name, command.get_short_help_str()))
+            rows += [(a, f"Alias of {name}.") for a, target in ALIASES.items() if target == name]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def _whole_summaries(command: click.Command) -> None:
+    """Give `command` and its subcommands their whole first sentence as short help.
+
+    click cuts a summary to the terminal width with "..." mid-sentence; a complete
+    sentence wrapped over two lines reads better in `kt --help` and `kt GROUP --help`.
+    """
+    if command.short_help is None and command.help:
+        command.short_help = first_sentence(command.help)
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _whole_summaries(sub)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="kt")
 def cli() -> None:
-    """kt: Kafka administration and forensics, with a Kafka-compatible broker.
+    """Kafka administration and forensics, with a Kafka-compatible broker.
 
     Offline commands read a broker's log directory (ours or Apache Kafka's);
     online commands talk to any Kafka-compatible broker.
@@ -73,17 +102,38 @@ def cli() -> None:
     """
 
 
-def main() -> None:
-    """Console-script entry point.
+def _command_path(args: list[str]) -> str:
+    """The path of the deepest command `args` name ("kt checkpoint edit"), walking the
+    command groups by name; options and anything after the command are ignored."""
+    path = ["kt"]
+    command: click.Command = cli
+    for token in args:
+        if not isinstance(command, click.Group):
+            break
+        if token.startswith("-"):
+            continue
+        sub = command.get_command(click.Context(command), token)
+        if sub is None:
+            break
+        path.append(token)
+        command = sub
+    return " ".join(path)
+
+
+def main(args: list[str] | None = None) -> None:
+    """Console-script entry point (`args` defaults to the process's arguments).
 
     Usage errors (a missing argument, an unknown option, a bad value) are one line on
     stderr with a hint and exit code 2, like every other kt error, instead of click's
     three-line usage block.
     """
+    args = sys.argv[1:] if args is None else args
     try:
-        code = cli.main(prog_name="kt", standalone_mode=False)
+        code = cli.main(args, prog_name="kt", standalone_mode=False)
     except click.UsageError as exc:
-        where = exc.ctx.command_path if exc.ctx is not None else "kt"
+        # click's parser raises some errors (an option missing its value) without a
+        # context: name the subcommand the arguments reached, not the root.
+        where = exc.ctx.command_path if exc.ctx is not None else _command_path(args)
         click.echo(f"kt: error: {exc.format_message()} (see '{where} --help')", err=True)
         sys.exit(exc.exit_code)
     except click.ClickException as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from pathlib import Path
 
@@ -20,12 +21,13 @@ def new_partition(
     *,
     min_isr: int = 1,
     segment_bytes: int = 1024 * 1024,
-    name: str | None = None,
+    tp: TopicPartition = TP,
 ) -> Partition:
     """A partition on broker `broker_id` awaiting its first LeaderAndIsr (epoch -1)."""
     cfg = LogConfig(min_insync_replicas=min_isr, segment_bytes=segment_bytes)
-    log = PartitionLog.open(root / (name or f"broker{broker_id}") / "t-0", cfg)
-    part = Partition(TP, b"\0" * 16, log, -1, -1, [], [], local_broker_id=broker_id)
+    log = PartitionLog.open(root / f"broker{broker_id}" / f"{tp.topic}-{tp.partition}", cfg)
+    topic_id = hashlib.md5(tp.topic.encode()).digest()
+    part = Partition(tp, topic_id, log, -1, -1, [], [], local_broker_id=broker_id)
     part.load_producer_state()
     return part
 

@@ -62,6 +62,7 @@ class Broker:
         self._admin: TopicAdmin | None = None
         self.controller: KafkaController | None = None
         self.membership: ClusterMembership | None = None
+        self._locked = False
         self.broker_epoch = -1
         self.cluster_id = ""
         self.started_ms = int(time.time() * 1000)
@@ -78,12 +79,27 @@ class Broker:
 
     # --- lifecycle -------------------------------------------------------
 
+    def lock_dirs(self, cluster_id: str) -> str:
+        """Create and lock the log directories and check (or write) meta.properties
+        against `cluster_id`; returns the cluster id in use. Fatal errors (no usable
+        directory, a held lock, another cluster's directory) raise."""
+        if not self._locked:
+            self.cluster_id = self.logs.lock_and_validate(cluster_id)
+            self._locked = True
+        return self.cluster_id
+
     def open(self, cluster_id: str, topic_configs: dict[str, dict[str, str]]) -> None:
-        """Lock the log dirs (checking meta.properties against the cluster id the
-        coordination store holds), load every partition log (recovering if needed)
-        and host each as a replica with no role yet: the controller's LeaderAndIsr
-        makes it leader or follower."""
-        self.cluster_id = self.logs.lock_and_validate(cluster_id)
+        """Lock the log dirs (unless `lock_dirs` did; meta.properties must name the
+        cluster id the coordination store holds), load every partition log
+        (recovering if needed) and host each as a replica with no role yet: the
+        controller's LeaderAndIsr makes it leader or follower."""
+        if self.lock_dirs(cluster_id) != cluster_id:
+            from kt.broker.membership import MembershipError
+
+            raise MembershipError(
+                f"the log directories belong to cluster {self.cluster_id}, but the "
+                f"coordination store holds cluster {cluster_id}"
+            )
         for name, configs in topic_configs.items():
             self.metadata.set_configs(name, configs)
         self.logs.load_logs(topic_configs, self.config.get_int("num.recovery.threads.per.data.dir"))

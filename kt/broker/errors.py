@@ -61,6 +61,10 @@ class NotEnoughReplicasAfterAppendError(BrokerError):
     replicated."""
 
 
+class RequestTimedOutError(BrokerError):
+    """acks=all: the ISR did not replicate the write within the request's timeout_ms."""
+
+
 class InvalidRecordError(BrokerError):
     """A produce refused before its batches reach the log (no records, or records a
     client may not write). The log's own refusals are the storage core's
@@ -111,6 +115,7 @@ ERROR_CODES: dict[type[BaseException], ErrorCode] = {
     UnknownLeaderEpochError: ErrorCode.UNKNOWN_LEADER_EPOCH,
     NotEnoughReplicasError: ErrorCode.NOT_ENOUGH_REPLICAS,
     NotEnoughReplicasAfterAppendError: ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    RequestTimedOutError: ErrorCode.REQUEST_TIMED_OUT,
     InvalidRecordError: ErrorCode.INVALID_RECORD,
     InvalidRequiredAcksError: ErrorCode.INVALID_REQUIRED_ACKS,
     PolicyViolationError: ErrorCode.POLICY_VIOLATION,

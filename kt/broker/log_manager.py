@@ -25,7 +25,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import NoReturn
@@ -223,6 +223,7 @@ class LogManager:
         error while loading a directory takes it offline; corrupt checkpoints are
         ignored with an error line (recovery starts from zero, as in Kafka).
         """
+        began = time.monotonic()
         pools: list[ThreadPoolExecutor] = []
         pending: list[tuple[Path, Future[tuple[TopicPartition, Path, PartitionLog]]]] = []
         try:
@@ -232,6 +233,12 @@ class LogManager:
                 except OSError as exc:
                     self._offline_at_startup(d, f"cannot load it: {_os_reason(exc)}")
                     continue
+                if jobs and not self.had_clean_shutdown[d]:
+                    log.warning(
+                        "%s: no clean-shutdown marker (the broker did not stop cleanly): "
+                        "recovering %s above their recovery points",
+                        d, _count(len(jobs), "partition"),
+                    )  # fmt: skip
                 pool = ThreadPoolExecutor(
                     max_workers=max(1, threads), thread_name_prefix=f"log-recovery-{d}"
                 )
@@ -259,11 +266,8 @@ class LogManager:
                     continue
                 self.logs[tp] = plog
                 self.dir_of[tp] = d
-                report = plog.load_report
-                if report.truncated_bytes:
-                    log.warning(
-                        "%s: recovery truncated %s", tp, "; ".join(report.truncation_reasons)
-                    )
+                _log_recovery(tp, d, plog)
+        _log_recovery_total(self.logs.values(), time.monotonic() - began)
         if not self.live_dirs:
             self.halt(
                 f"Shutdown broker because all log dirs in {', '.join(map(str, self.log_dirs))} "
@@ -660,6 +664,46 @@ def _reason(exc: BaseException) -> str:
         where = f"{exc.filename}: " if exc.filename else ""
         return f"{where}{exc.strerror}"
     return str(exc)
+
+
+def _log_recovery(tp: TopicPartition, d: Path, plog: PartitionLog) -> None:
+    """One line for a partition whose segments were recovered (as Kafka logs which
+    logs it recovered and from where); nothing for a log loaded as it was."""
+    report = plog.load_report
+    if not report.recovered_segments:
+        return
+    since = (
+        f"from recovery point {report.recovery_point}"
+        if report.recovery_point is not None
+        else "(missing or corrupt index files)"
+    )
+    log.info(
+        "%s in %s: recovered %s %s (first segment %d): %d bytes re-validated, "
+        "%d bytes truncated, log end offset %d, in %.3fs",
+        tp, d, _count(len(report.recovered_segments), "segment"), since,
+        report.recovered_segments[0],
+        report.recovered_bytes, report.truncated_bytes, plog.log_end_offset,
+        report.elapsed_s,
+    )  # fmt: skip
+    if report.truncated_bytes:
+        log.warning("%s: recovery truncated %s", tp, "; ".join(report.truncation_reasons))
+
+
+def _log_recovery_total(logs: Iterable[PartitionLog], elapsed_s: float) -> None:
+    """The sum over all partitions of what recovery did, when it did anything."""
+    reports = [plog.load_report for plog in logs if plog.load_report.recovered_segments]
+    if not reports:
+        return
+    log.info(
+        "log recovery: %s recovered, %d bytes re-validated, %d bytes truncated, "
+        "in %.3fs (all logs loaded)",
+        _count(len(reports), "partition"), sum(r.recovered_bytes for r in reports),
+        sum(r.truncated_bytes for r in reports), elapsed_s,
+    )  # fmt: skip
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _close_quietly(plog: PartitionLog) -> None:

@@ -22,8 +22,9 @@ Rules follow Kafka 3.8 (facts sheet §3):
 
 A partition built directly with ``replicas=[me]`` and ``isr=[me]`` (the
 single-node default) leads alone: its high watermark follows the log end
-offset as soon as an append is written. A partition waiting for its first
-LeaderAndIsr should be built with ``leader_epoch=-1`` so that epoch 0 is news.
+offset as soon as an append is written. Its epoch (taken from the leader-epoch
+cache at load) is provisional: the first LeaderAndIsr applies even at the same
+epoch, since only epochs a controller stated make later requests stale.
 
 Everything runs on the broker's asyncio loop: no locks.
 """
@@ -35,12 +36,17 @@ import struct
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol
+from typing import Protocol
 
-from kt.protocol import ErrorCode
+from kt.broker.errors import (
+    BrokerError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+)
 from kt.storage import record_batch as v2
 from kt.storage.checkpoint import TopicPartition
-from kt.storage.errors import CorruptRecordError
+from kt.storage.errors import CorruptRecordError, OffsetOutOfRangeError
 from kt.storage.file_records import LogBatch
 from kt.storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from kt.storage.log import AppendResult, FetchSlice, PartitionLog
@@ -56,33 +62,6 @@ class ProducerStateError(CorruptRecordError):
     def __init__(self, error_code: int, message: str) -> None:
         super().__init__(message)
         self.error_code = error_code
-
-
-# Typed refusals of the replication rules. They carry their Kafka code so callers
-# need no table; kt/broker/errors.py (branch `handlers`) has classes of the same
-# names, which these should become once it is in main.
-class ReplicationError(Exception):
-    """A partition operation refused by the replication rules."""
-
-    code: ClassVar[ErrorCode] = ErrorCode.UNKNOWN_SERVER_ERROR
-
-
-class NotLeaderOrFollowerError(ReplicationError):
-    """This broker is not the partition's leader (or the replica is not assigned)."""
-
-    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-
-
-class NotEnoughReplicasError(ReplicationError):
-    """acks=all with fewer in-sync replicas than min.insync.replicas: nothing written."""
-
-    code = ErrorCode.NOT_ENOUGH_REPLICAS
-
-
-class NotEnoughReplicasAfterAppendError(ReplicationError):
-    """acks=all: written, but the ISR shrank below min.insync.replicas meanwhile."""
-
-    code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
 
 class LeaderAndIsrState(Protocol):
@@ -233,6 +212,8 @@ class Partition:
     producer_state: ProducerStateManager | None = None
     # This broker's id; defaults to leader_id (a directly built partition leads).
     local_broker_id: int = -1
+    # Whether leader/epoch/ISR came from a controller (LeaderAndIsr), not from disk.
+    controller_assigned: bool = False
     # The ISR's version (the partition state znode's zkVersion).
     partition_epoch: int = 0
     adding_replicas: list[int] = field(default_factory=list)
@@ -311,7 +292,7 @@ class Partition:
         once, so a follower holding entries of a later epoch than any we wrote can
         still find where to truncate. Follower states are reset for the new epoch.
         """
-        if state.leader_epoch <= self.leader_epoch:
+        if self._is_stale(state):
             return False
         now = _now_ms() if now_ms is None else now_ms
         new_leader = not self.is_leader
@@ -345,7 +326,7 @@ class Partition:
         """Follow `state.leader` from `state.leader_epoch`. Returns False, changing
         nothing, for a leader epoch not newer than ours. The caller restarts the
         fetcher when True (even when only the epoch changed)."""
-        if state.leader_epoch <= self.leader_epoch:
+        if self._is_stale(state):
             return False
         self._set_assignment(state)
         self.isr = list(state.isr)
@@ -359,7 +340,14 @@ class Partition:
         self.notify()
         return True
 
+    def _is_stale(self, state: LeaderAndIsrState) -> bool:
+        # Kafka compares with the epoch of the last LeaderAndIsr; before the first one
+        # (a fresh Partition object in Kafka, epoch -1) any state is news, even if it
+        # repeats the epoch the log was last written in.
+        return self.controller_assigned and state.leader_epoch <= self.leader_epoch
+
     def _set_assignment(self, state: LeaderAndIsrState) -> None:
+        self.controller_assigned = True
         self.replicas = list(state.replicas)
         self.adding_replicas = list(state.adding_replicas)
         self.removing_replicas = list(state.removing_replicas)
@@ -368,7 +356,7 @@ class Partition:
 
     def check_enough_replicas_for_append(
         self, acks: int, min_isr: int | None = None
-    ) -> ReplicationError | None:
+    ) -> BrokerError | None:
         """The refusal of a produce before anything is written: NOT_LEADER_OR_FOLLOWER
         when we do not lead, NOT_ENOUGH_REPLICAS for acks=all below min.insync.replicas
         (the topic's configured value: Kafka does not cap it here)."""
@@ -427,7 +415,7 @@ class Partition:
             self.notify()
         return result
 
-    def is_offset_committed(self, required_offset: int) -> tuple[bool, ReplicationError | None]:
+    def is_offset_committed(self, required_offset: int) -> tuple[bool, BrokerError | None]:
         """For a waiting acks=all produce whose last offset is ``required_offset - 1``:
         (done, error) as Kafka's checkEnoughReplicasReachOffset. Done with no error
         once the HW reached it; done with NOT_ENOUGH_REPLICAS_AFTER_APPEND when it did
@@ -493,8 +481,11 @@ class Partition:
         return True
 
     def maybe_advance_high_watermark(self) -> None:
-        """The pre-replication name of :meth:`maybe_increment_high_watermark`."""
-        self.maybe_increment_high_watermark()
+        """After an append made outside :meth:`append_records` (the group coordinator's):
+        move the HW if the ISR allows and wake waiters either way (followers wait on
+        the LEO)."""
+        if not self.maybe_increment_high_watermark():
+            self.notify()
 
     def isr_shrink_candidates(self, now_ms: int, lag_max_ms: int | None = None) -> list[int] | None:
         """The ISR without its out-of-sync followers, proposed (and then pending) when
@@ -590,9 +581,21 @@ class Partition:
         NotLeaderOrFollowerError, and the storage core's OffsetOutOfRangeError."""
         if not self.is_leader:
             raise NotLeaderOrFollowerError(f"broker {self.local_broker_id} does not lead {self.tp}")
-        diverging = self.diverging_epoch(fetch_offset, last_fetched_epoch)
-        if diverging is not None:
-            return FollowerRead(self.high_watermark, self.log_start_offset, diverging, None)
+        if last_fetched_epoch >= 0:
+            # As Kafka: an epoch we cannot place, or an offset below our log start,
+            # is out of range (the follower then resets from our start or end).
+            epoch, end = self.end_offset_for_epoch(last_fetched_epoch)
+            if epoch == UNDEFINED_EPOCH or end == UNDEFINED_EPOCH_OFFSET:
+                raise OffsetOutOfRangeError(
+                    f"cannot find the end offset of epoch {last_fetched_epoch} in {self.tp}"
+                )
+            if fetch_offset < self.log.log_start_offset:
+                raise OffsetOutOfRangeError(
+                    f"fetch offset {fetch_offset} is below the log start offset "
+                    f"{self.log.log_start_offset} of {self.tp}"
+                )
+            if epoch < last_fetched_epoch or end < fetch_offset:
+                return FollowerRead(self.high_watermark, self.log_start_offset, (epoch, end), None)
         leo = self.log.log_end_offset
         data = self.log.read(fetch_offset, max_bytes, min_one_message=True)
         now = _now_ms() if now_ms is None else now_ms
@@ -601,6 +604,13 @@ class Partition:
         )
         return FollowerRead(self.high_watermark, self.log_start_offset, None, data)
 
+    def available_bytes(self, fetch_offset: int, upper_bound: int, max_bytes: int) -> int:
+        """Bytes a fetch from `fetch_offset` would return below `upper_bound`, counted
+        up to `max_bytes` (a delayed fetch's progress). Raises the storage core's
+        OffsetOutOfRangeError."""
+        sl = self.log.read(fetch_offset, max_bytes, upper_bound=upper_bound)
+        return 0 if sl is None else min(sl.length, max_bytes)
+
     # --- follower -----------------------------------------------------------
 
     def append_records_as_follower(self, data: bytes | bytearray | memoryview) -> AppendResult:
@@ -608,13 +618,23 @@ class Partition:
         trailing partial batch is dropped) and apply them to the producer state, so
         idempotent producers keep their sequences if we become leader."""
         buf = bytes(whole_batches(data))
+        headers = _peek_headers(buf)
+        leo = self.log.log_end_offset
+        if (
+            headers
+            and headers[0].base_offset < leo == self.log.log_start_offset
+            and headers[0].last_offset >= leo
+        ):
+            # Our empty log starts inside the leader's first batch (DeleteRecords moved
+            # its log start mid-batch): restart at the batch, as Kafka's follower does.
+            self.truncate_fully_and_start_at(headers[0].base_offset)
         segments_before = len(self.log.segments)
         result = self.log.append_as_follower(buf)
         psm = self.producer_state
         if psm is not None and result.batches:
             view = memoryview(buf)
             pos = 0
-            for header in _peek_headers(buf):
+            for header in headers:
                 size = header.size_in_bytes
                 psm.replay(LogBatch(pos, view[pos : pos + size], header, None))
                 pos += size
@@ -636,6 +656,17 @@ class Partition:
         self.log.truncate_fully_and_start_at(offset)
         if self.producer_state is not None:
             self.producer_state.truncate_fully_and_start_at(offset)
+
+    def update_follower_log_start_offset(self, leader_log_start_offset: int) -> bool:
+        """Follow the leader's log start offset (retention, DeleteRecords), up to our
+        HW; returns whether ours moved. Old segments go with the next retention run."""
+        target = min(leader_log_start_offset, self.log.high_watermark)
+        if target <= self.log.log_start_offset:
+            return False
+        self.log.maybe_increment_log_start_offset(target)
+        if self.producer_state is not None:
+            self.producer_state.on_log_start_offset_incremented(target)
+        return True
 
     def _reload_producer_state(self) -> None:
         psm = self.producer_state

@@ -39,7 +39,7 @@ from kt.broker.errors import (
 from kt.broker.log_manager import LogManager
 from kt.broker.metadata.cache import LiveBroker, MetadataCache, PartitionView
 from kt.broker.metadata_store import INTERNAL_TOPICS
-from kt.broker.partition import Partition, ProducerStateError, ReplicationError
+from kt.broker.partition import Partition, ProducerStateError
 from kt.protocol import ErrorCode
 from kt.storage.checkpoint import TopicPartition
 from kt.storage.errors import OffsetOutOfRangeError, StorageError
@@ -91,6 +91,13 @@ LeadershipListener = Callable[[list[Partition], list[Partition], dict[int, tuple
 
 #: DeleteRecords' offset meaning "up to the high watermark".
 HIGH_WATERMARK = -1
+
+# ListOffsets' special timestamps.
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
 
 
 class ReplicaManager:
@@ -218,24 +225,27 @@ class ReplicaManager:
         records: bytes | bytearray | memoryview | None,
         *,
         now_ms: int,
+        acks: int = 1,
         internal_topics_allowed: bool = False,
     ) -> AppendResult:
-        """Append a producer's batches to the partition it leads. Raises the typed
-        broker errors, the storage core's validation errors, or KafkaStorageError
-        (after taking the log offline) when the log fails."""
+        """Append a producer's batches to the partition it leads. With acks=-1 the ISR
+        must have min.insync.replicas members first (NotEnoughReplicasError, nothing
+        written). Raises the typed broker errors, the storage core's validation
+        errors, or KafkaStorageError (after taking the log offline) when the log
+        fails."""
         if topic in INTERNAL_TOPICS and not internal_topics_allowed:
             raise InvalidTopicError(f"Cannot append to internal topic {topic}")
         part = self.get_partition_or_error(topic, index)
         if records is None or len(records) == 0:
             raise InvalidRecordError("produce request has no records")
+        refusal = part.check_enough_replicas_for_append(acks)
+        if refusal is not None:
+            raise refusal
         try:
             # `records` may be a view into the request frame: the log patches it in place.
             return part.append_records(records, now_ms=now_ms)
         except ProducerStateError as exc:
             raise broker_error(exc.error_code, exc.message) from exc
-        except ReplicationError as exc:
-            # The partition's own refusals (e.g. it stopped leading): the same codes.
-            raise broker_error(exc.code, str(exc)) from exc
         except (StorageError, OSError) as exc:
             self._maybe_fail(part, exc)
             raise
@@ -261,6 +271,53 @@ class ReplicaManager:
         except (StorageError, OSError) as exc:
             self.on_storage_error(part, exc)
             raise KafkaStorageError(str(exc)) from exc
+
+    def fetch_offset_for_timestamp(
+        self,
+        topic: str,
+        index: int,
+        timestamp: int,
+        *,
+        current_leader_epoch: int = -1,
+        read_committed: bool = False,
+        require_leader: bool = True,
+    ) -> tuple[int, int, int]:
+        """ListOffsets for one partition: (offset, timestamp, leader epoch), offset -1
+        when nothing matches. Special timestamps: LATEST (the high watermark, or the
+        last stable offset for read_committed), EARLIEST, MAX_TIMESTAMP (the record
+        with the largest timestamp); otherwise the first record at or after
+        `timestamp`. Offsets at or above the fetchable bound are not answered.
+        Raises the resolution and leader-epoch errors."""
+        part = self.get_partition_or_error(topic, index, require_leader=require_leader)
+        self.check_current_leader_epoch(part, current_leader_epoch)
+        plog = part.log
+        upper = part.last_stable_offset() if read_committed else part.high_watermark
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            off = plog.log_start_offset
+            return off, -1, _epoch_for(part, off)
+        if timestamp in (LATEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP):
+            return upper, -1, _epoch_for(part, upper)
+        if timestamp == MAX_TIMESTAMP:
+            # The record holding the largest timestamp, with its batch's epoch (Kafka 3.8).
+            found = plog.max_timestamp_and_offset()
+            if found is None or found[1] >= upper:
+                return -1, -1, -1
+            ts, off, epoch = found
+            return off, ts, epoch
+        by_time = plog.fetch_offset_by_timestamp(timestamp)
+        if by_time is None or by_time[0] >= upper:
+            return -1, -1, -1
+        return by_time[0], by_time[1], _epoch_for(part, by_time[0])
+
+    def last_offset_for_leader_epoch(
+        self, topic: str, index: int, leader_epoch: int, *, current_leader_epoch: int = -1
+    ) -> tuple[int, int]:
+        """OffsetForLeaderEpoch for one partition (led here): (the largest epoch <=
+        `leader_epoch` known, its end offset); (-1, -1) when undefined. Raises the
+        resolution and leader-epoch errors."""
+        part = self.get_partition_or_error(topic, index)
+        self.check_current_leader_epoch(part, current_leader_epoch)
+        return part.end_offset_for_epoch(leader_epoch)
 
     def delete_records(self, topic: str, index: int, offset: int) -> int:
         """DeleteRecords for one partition: move its log start offset to `offset`
@@ -545,6 +602,12 @@ class ReplicaManager:
         except TimeoutError:
             return False
         return True
+
+
+def _epoch_for(part: Partition, offset: int) -> int:
+    # The epoch of the batch holding `offset`; the current one past the cached epochs.
+    epoch = part.log.leader_epoch_cache.epoch_for_offset(offset)
+    return part.leader_epoch if epoch is None else epoch
 
 
 def _name(tp: TopicPartition) -> str:

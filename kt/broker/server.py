@@ -99,10 +99,12 @@ class RunningBroker:
             broker.bound_listeners.append(Listener(lst.name, lst.host, port))
         self.membership = membership = ClusterMembership(broker, make_store(config))
         broker.membership = membership
+        candidate = _candidate_cluster_id(config)
         if config.zookeeper_connect is None:
-            # The in-process store keeps its file in the first log directory.
-            config.log_dirs[0].mkdir(parents=True, exist_ok=True)
-        cluster_id = await membership.connect(_candidate_cluster_id(config))
+            # The in-process store keeps its file in the first log directory: the
+            # directories are validated and locked before it is opened.
+            candidate = broker.lock_dirs(candidate)
+        cluster_id = await membership.connect(candidate)
         broker.open(cluster_id, await membership.topic_configs())
         self._opened = True
         if config.zookeeper_connect is None:
@@ -145,6 +147,9 @@ class RunningBroker:
             broker.close()
         if self._joined:
             log.info("stopped cleanly")
+        else:
+            # The error that stopped the start is reported by the caller.
+            log.info("start failed: logs closed" if self._opened else "start failed")
 
 
 async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:
@@ -168,6 +173,7 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
         )
         if ready is not None:
             ready.set()
+        running = True
         await stop.wait()
         interrupted = True
         log.info("shutting down")

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
+import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -56,7 +58,31 @@ class KafkaError(Exception):
 
 
 class KafkaConnectionError(Exception):
-    """A broker could not be reached, or the connection broke."""
+    """A broker could not be reached, or the connection broke.
+
+    `refused` is True when the broker's host answered that nothing listens on the
+    port (on every address the name resolves to): retrying soon rarely helps.
+    """
+
+    def __init__(self, message: str, *, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
+
+
+# asyncio.open_connection joins the errors of a name with several addresses
+# (localhost: ::1 and 127.0.0.1) into one OSError without errno, "Multiple
+# exceptions: [Errno 111] ..., [Errno 111] ...".
+_ERRNO_IN_MESSAGE = re.compile(r"\[Errno (\d+)\]")
+
+
+def _connection_refused(exc: OSError) -> bool:
+    """True when `exc` says every address refused the connection."""
+    if isinstance(exc, ConnectionRefusedError):
+        return True
+    if exc.errno is not None:
+        return False
+    codes = _ERRNO_IN_MESSAGE.findall(str(exc))
+    return bool(codes) and all(int(c) == errno.ECONNREFUSED for c in codes)
 
 
 class KafkaTimeoutError(Exception):
@@ -234,11 +260,16 @@ class BrokerConnection:
                 f"{self.address}: connection timed out after {self.connect_timeout:g}s"
             ) from None
         except OSError as exc:
+            refused = _connection_refused(exc)
             if exc.errno:
                 reason = os.strerror(exc.errno)
+            elif refused:
+                reason = os.strerror(errno.ECONNREFUSED)
             else:
                 reason = exc.strerror or str(exc) or type(exc).__name__
-            raise KafkaConnectionError(f"{self.address}: {reason.lower()}") from None
+            raise KafkaConnectionError(
+                f"{self.address}: {reason.lower()}", refused=refused
+            ) from None
         self._read_task = asyncio.create_task(self._read_loop())
 
     async def _api_versions(self, version: int) -> Struct:
@@ -444,12 +475,16 @@ class ClientCore:
 
         Tries each bootstrap server in turn, in rounds with backoff, until one
         answers or `connect_timeout` has passed; then raises KafkaConnectionError
-        naming every server and why it failed.
+        naming every server and why it failed. When every server refused the
+        connection in a round, it fails at once: nothing listens there, and
+        waiting out the timeout only delays the error (timeouts and other errors,
+        which may pass, keep the bounded wait).
         """
         deadline = time.monotonic() + self.connect_timeout
         backoff = self.retry_backoff
         errors: dict[str, str] = {}
         while True:
+            refused = 0
             for host, port in self.bootstrap:
                 conn = self._new_connection(host, port)
                 remaining = deadline - time.monotonic()
@@ -458,11 +493,12 @@ class ClientCore:
                     await conn.connect()
                 except (KafkaConnectionError, KafkaTimeoutError) as exc:
                     errors[conn.address] = str(exc).split(": ", 1)[-1]
+                    refused += isinstance(exc, KafkaConnectionError) and exc.refused
                     continue
                 self._bootstrap_conn = conn
                 await self.refresh_metadata()
                 return
-            if time.monotonic() + backoff >= deadline:
+            if refused == len(self.bootstrap) or time.monotonic() + backoff >= deadline:
                 detail = "; ".join(f"{a}: {r}" for a, r in errors.items())
                 raise KafkaConnectionError(f"cannot connect to any bootstrap server ({detail})")
             await asyncio.sleep(backoff)

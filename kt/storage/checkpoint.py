@@ -163,8 +163,24 @@ def parse_checkpoint_lines(
         entries.append((lineno, result))
     found_lines = len(lines) - 2
     if count is not None and count >= 0 and count != found_lines:
-        problems.report(f"line 2 says {count} entries but the file has {found_lines} entry lines")
+        says = f"{count} {'entry' if count == 1 else 'entries'}"
+        problems.report(f"line 2 says {says} but the file has {found_lines} entry lines")
     return CheckpointLines(version, entries, problems.found)
+
+
+def empty_checkpoint_note(data: bytes | str) -> str | None:
+    """Why a checkpoint reads as having no entries although it has no entry count,
+    or None. Kafka reads an empty file, or one that stops after the version line,
+    as no entries: kt reports it as a warning, never as corruption."""
+    try:
+        lines = java_lines(decode_text(data, None))
+    except CorruptCheckpointError:
+        return None
+    if not lines:
+        return "empty file (Kafka reads it as having no entries)"
+    if len(lines) == 1 and parse_java_int(lines[0]) == CHECKPOINT_VERSION:
+        return "no entry count after the version line (Kafka reads it as having no entries)"
+    return None
 
 
 def encode_checkpoint_lines(lines: Iterable[str]) -> bytes:

@@ -1,11 +1,16 @@
 """Checking a segment's indexes against its log, and rebuilding them from it.
 
 Verification does what Kafka's index sanity check and `DumpLogSegments
---verify-index-only` do, and more: every offset-index entry must point at the
-start of a batch whose last offset is the indexed offset; every time-index entry
-must name a batch whose largest timestamp is the indexed one; offsets and
-timestamps must increase; sizes must be whole entries; nothing may point past the
-end of the log.
+--verify-index-only` do, and more. An offset-index entry must keep lookups right:
+it points at the start of a batch whose base offset is at most the indexed offset,
+and no record at or after the indexed offset lies before that position. An entry
+whose offset is not its batch's last offset but keeps that invariant is a *note*,
+not a problem: Kafka writes one whenever it appends several batches at once (a
+follower's append), with the last offset of the whole append and the position of
+its first batch. Every time-index entry must name a batch whose largest timestamp
+is the indexed one; offsets and timestamps must increase; sizes must be whole
+entries; nothing may point past the end of the log. A missing `.index` or
+`.timeindex` is a *warning*: Kafka rebuilds it when it loads the segment.
 
 Rebuilding computes exactly the entries Kafka's recovery writes (the same
 `index.interval.bytes` rule), plus the transaction index from the log's
@@ -14,6 +19,7 @@ COMMIT/ABORT markers, and replaces the files atomically.
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -36,6 +42,8 @@ from kt.storage.segment import DEFAULT_INDEX_INTERVAL_BYTES, scan_log
 from kt.storage.time_index import TimestampOffset, encode_time_index, read_time_index
 from kt.storage.txn_index import AbortedTxn, encode_txn_index, read_txn_index, txn_index_problems
 
+MISSING_INDEX = "missing (Kafka rebuilds it when it loads the segment)"
+
 
 @dataclass(frozen=True, slots=True)
 class IndexProblem:
@@ -55,10 +63,16 @@ class IndexProblem:
 
 @dataclass(slots=True)
 class SegmentCheck:
-    """The verdict on one segment."""
+    """The verdict on one segment.
+
+    `problems` make it bad; `warnings` (a missing index file) and `notes` (entries
+    Kafka writes for multi-batch appends) are reported but leave it ok.
+    """
 
     log_path: Path
     problems: list[IndexProblem] = field(default_factory=list)
+    warnings: list[IndexProblem] = field(default_factory=list)
+    notes: list[IndexProblem] = field(default_factory=list)
     offset_entries: int = 0
     time_entries: int = 0
     txn_entries: int = 0
@@ -82,6 +96,8 @@ def find_segment_logs(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
         kind = classify_path(p)
         if kind is PathKind.MISSING:
             raise FileNotFoundError(2, "No such file or directory", str(p))
+        if p.is_dir() and parse_segment_file_name(p.name) is not None:
+            raise WrongFileKindError("is a directory", path=str(p))
         if kind in (
             PathKind.SEGMENT_LOG,
             PathKind.OFFSET_INDEX,
@@ -118,6 +134,12 @@ def find_segment_logs(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
 
 
 def _logs_in_partition(d: Path) -> list[Path]:
+    # list_segments skips directories; one named like a segment file here would
+    # otherwise vanish silently from a check the user asked for.
+    for child in sorted(d.iterdir()):
+        parsed = parse_segment_file_name(child.name)
+        if parsed is not None and parsed.state is None and child.is_dir():
+            raise WrongFileKindError("is a directory", path=str(child))
     return [s.log for s in list_segments(d) if s.log is not None]
 
 
@@ -129,6 +151,7 @@ def log_dir_of(segment_log: Path) -> Path:
 @dataclass(slots=True)
 class _Lite:
     position: int
+    base_offset: int
     last_offset: int
     max_timestamp: int
     size: int
@@ -141,7 +164,15 @@ def _lite_batches(records: FileRecords) -> tuple[list[_Lite], Damage | None]:
         if isinstance(item, Damage):
             damage = item
             break
-        out.append(_Lite(item.position, item.last_offset, item.max_timestamp, item.size_in_bytes))
+        out.append(
+            _Lite(
+                item.position,
+                item.base_offset,
+                item.last_offset,
+                item.max_timestamp,
+                item.size_in_bytes,
+            )
+        )
     return out, damage
 
 
@@ -165,18 +196,20 @@ def verify_segment(
         result.problems.append(
             IndexProblem(log, "log", f"invalid data at position {damage.position}: {damage.reason}")
         )
-    by_position = {b.position: b for b in batches}
     by_last_offset = {b.last_offset: b for b in batches}
-    positions = [b.position for b in batches]
 
     index_path = log.with_name(segment_file_name(base, ".index", state))
     if index_path.exists():
-        _check_offset_index(index_path, base, by_position, positions, log_size, result)
+        _check_offset_index(index_path, base, batches, log_size, result)
+    else:
+        result.warnings.append(IndexProblem(index_path, "offset-index", MISSING_INDEX))
     time_path = log.with_name(segment_file_name(base, ".timeindex", state))
     if time_path.exists():
         _check_time_index(
             time_path, base, by_last_offset, batches, log_size, result, check_timestamps
         )
+    else:
+        result.warnings.append(IndexProblem(time_path, "time-index", MISSING_INDEX))
     txn_path = log.with_name(segment_file_name(base, ".txnindex", state))
     if txn_path.exists():
         try:
@@ -192,65 +225,90 @@ def verify_segment(
 def _check_offset_index(
     path: Path,
     base: int,
-    by_position: dict[int, _Lite],
-    positions: list[int],
+    batches: list[_Lite],
     log_size: int,
     result: SegmentCheck,
 ) -> None:
-    import bisect
-
     view = read_offset_index(path, base)
     result.offset_entries = len(view)
     for msg in view.problems():
         result.problems.append(IndexProblem(path, "offset-index", msg))
+    positions = [b.position for b in batches]
+    # before[j]: the largest offset in batches[:j], the records a lookup starting at
+    # batches[j] skips (offsets need not increase in a damaged log).
+    before: list[int | None] = [None]
+    for b in batches:
+        prev = before[-1]
+        before.append(b.last_offset if prev is None else max(prev, b.last_offset))
+    log_last = before[-1]
+
+    def problem(i: int, offset: int, message: str, log_offset: int | None = None) -> None:
+        result.problems.append(IndexProblem(path, "offset-index", message, i, offset, log_offset))
+
     for i, entry in enumerate(view):
         if entry.offset < base:
-            result.problems.append(
-                IndexProblem(
-                    path,
-                    "offset-index",
-                    f"offset {entry.offset} is below the base offset {base}",
-                    i,
-                )
-            )
+            problem(i, entry.offset, f"offset {entry.offset} is below the base offset {base}")
             continue
         if entry.position >= log_size:
-            result.problems.append(
-                IndexProblem(
-                    path,
-                    "offset-index",
-                    f"position {entry.position} is beyond the end of the log ({log_size} bytes)",
-                    i,
-                    entry.offset,
-                )
+            problem(
+                i,
+                entry.offset,
+                f"position {entry.position} is beyond the end of the log ({log_size} bytes)",
             )
             continue
-        batch = by_position.get(entry.position)
-        if batch is None:
-            j = bisect.bisect_right(positions, entry.position) - 1
-            inside = by_position[positions[j]] if j >= 0 else None
+        j = bisect.bisect_left(positions, entry.position)
+        if j == len(positions) or positions[j] != entry.position:
+            inside = batches[j - 1] if j > 0 else None
             where = (
                 f"inside the batch at position {inside.position}"
                 if inside is not None and entry.position < inside.position + inside.size
                 else "not at a batch boundary"
             )
-            result.problems.append(
-                IndexProblem(
-                    path,
-                    "offset-index",
-                    f"offset {entry.offset} points at position {entry.position}, {where}",
-                    i,
-                    entry.offset,
-                )
+            problem(
+                i,
+                entry.offset,
+                f"offset {entry.offset} points at position {entry.position}, {where}",
             )
             continue
-        if batch.last_offset != entry.offset:
-            result.problems.append(
+        batch = batches[j]
+        skipped = before[j]
+        if batch.last_offset == entry.offset and (skipped is None or skipped < entry.offset):
+            continue
+        if entry.offset < batch.base_offset:
+            problem(
+                i,
+                entry.offset,
+                f"index offset {entry.offset} but the batch at position {entry.position} "
+                f"starts at log offset {batch.base_offset} (a lookup of offset "
+                f"{entry.offset} would start after it)",
+                batch.base_offset,
+            )
+        elif skipped is not None and skipped >= entry.offset:
+            problem(
+                i,
+                entry.offset,
+                f"index offset {entry.offset} at position {entry.position}, but offset "
+                f"{skipped} lies before that position (a lookup would skip it)",
+                skipped,
+            )
+        elif log_last is not None and entry.offset > log_last:
+            problem(
+                i,
+                entry.offset,
+                f"index offset {entry.offset} is beyond the last offset of the log ({log_last})",
+                log_last,
+            )
+        else:
+            # Kafka's entry for a multi-batch append (a follower's): the append's last
+            # offset with its first batch's position. Lookups stay correct.
+            result.notes.append(
                 IndexProblem(
                     path,
                     "offset-index",
-                    f"index offset {entry.offset} but the batch at position {entry.position} "
-                    f"ends at log offset {batch.last_offset}",
+                    f"index offset {entry.offset} points at the batch at position "
+                    f"{entry.position} (offsets {batch.base_offset}..{batch.last_offset}): "
+                    "an entry for a multi-batch append, as followers write; lookups are "
+                    "correct",
                     i,
                     entry.offset,
                     batch.last_offset,

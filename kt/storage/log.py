@@ -109,9 +109,17 @@ class FetchSlice:
 
 @dataclass(slots=True)
 class LoadReport:
-    """What loading a log found and fixed, for logs and forensics."""
+    """What loading a log found and fixed, for logs and forensics.
+
+    `recovery_point` is the checkpointed offset recovery started from after an
+    unclean shutdown (None after a clean one); `recovered_bytes` counts the bytes
+    of the recovered segments read and re-validated, truncated ones included.
+    """
 
     recovered_segments: list[int] = field(default_factory=list)
+    recovery_point: int | None = None
+    recovered_bytes: int = 0
+    elapsed_s: float = 0.0
     truncated_bytes: int = 0
     truncation_reasons: list[str] = field(default_factory=list)
     deleted_files: list[str] = field(default_factory=list)
@@ -180,6 +188,7 @@ class PartitionLog:
 
         `rng` is the random source of the per-segment roll jitter (tests inject one).
         """
+        began = time.monotonic()
         cfg = config or LogConfig()
         d = Path(directory)
         created_dir = not d.exists()
@@ -204,6 +213,7 @@ class PartitionLog:
                 segments.append(seg)
             _delete_orphan_indexes(d, {s.base_offset for s in segments}, report)
             if not had_clean_shutdown:
+                report.recovery_point = recovery_point
                 segments = _recover_from(segments, recovery_point, report)
             if segments:
                 leo = segments[-1].read_next_offset()
@@ -241,6 +251,7 @@ class PartitionLog:
             log.recovery_point = log.log_end_offset
         # After recovery the point stays put: what recovery read and truncated is not
         # fsynced yet, and only a flush may advance it (as Kafka's LogLoader).
+        report.elapsed_s = time.monotonic() - began
         return log
 
     # --- offsets ---------------------------------------------------------
@@ -1175,6 +1186,7 @@ def _delete_orphan_indexes(d: Path, live: set[int], report: LoadReport) -> None:
 
 def _note_recovery(report: LoadReport, base: int, rec: RecoveryResult) -> None:
     report.recovered_segments.append(base)
+    report.recovered_bytes += rec.valid_bytes + rec.truncated_bytes
     if rec.truncated_bytes:
         report.truncated_bytes += rec.truncated_bytes
         report.truncation_reasons.append(

@@ -20,11 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kt.storage.atomic import TEMP_SUFFIX
-from kt.storage.checkpoint import TopicPartition, read_offset_checkpoint
+from kt.storage.checkpoint import (
+    TopicPartition,
+    empty_checkpoint_note,
+    parse_offset_checkpoint,
+)
 from kt.storage.errors import StorageError
 from kt.storage.file_records import BatchHead, Damage, FileRecords, LogBatch
-from kt.storage.index_check import verify_segment
-from kt.storage.leader_epoch import leader_epoch_problems, read_leader_epoch_checkpoint
+from kt.storage.index_check import MISSING_INDEX, verify_segment
+from kt.storage.leader_epoch import leader_epoch_problems, parse_leader_epoch_checkpoint
 from kt.storage.log_files import (
     CLEAN_SHUTDOWN_FILE_NAME,
     CLEANER_CHECKPOINT_FILE,
@@ -221,6 +225,9 @@ def inspect_log_dir(path: Path, *, verify_indexes: bool = False) -> LogDirReport
                 continue
             if parsed is None:
                 report.stray_files.append(child.name + "/")
+                report.warnings.append(
+                    Finding(str(child), "unexpected directory (not a partition directory)")
+                )
                 continue
             if parsed.state is not None:
                 report.leftover_dirs.append(child.name)
@@ -264,7 +271,12 @@ def _read_dir_checkpoint(path: Path, report: LogDirReport) -> CheckpointReport:
     if not path.exists():
         return CheckpointReport(False)
     try:
-        return CheckpointReport(True, read_offset_checkpoint(path, allow_empty=True))
+        data = path.read_bytes()
+        entries = parse_offset_checkpoint(data, str(path), allow_empty=True)
+        note = empty_checkpoint_note(data)
+        if note is not None:
+            report.warnings.append(Finding(str(path), note))
+        return CheckpointReport(True, entries)
     except (StorageError, OSError) as exc:
         message = _message(exc)
         report.problems.append(Finding(str(path), f"corrupt checkpoint: {message}"))
@@ -332,6 +344,9 @@ def _read_segments(d: Path, rep: PartitionReport, verify_indexes: bool) -> None:
             continue
         seg = _inspect_segment(group, group.log)
         rep.segments.append(seg)
+        for missing, suffix in ((group.index, ".index"), (group.timeindex, ".timeindex")):
+            if missing is None:
+                rep.warnings.append(Finding(str(group.log.with_suffix(suffix)), MISSING_INDEX))
         if seg.first_offset is not None and seg.first_offset < seg.base_offset:
             rep.problems.append(
                 Finding(
@@ -411,10 +426,14 @@ def _check_leader_epochs(d: Path, rep: PartitionReport) -> None:
     if not epoch_path.exists():
         return
     try:
-        entries = read_leader_epoch_checkpoint(epoch_path)
+        data = epoch_path.read_bytes()
+        entries = parse_leader_epoch_checkpoint(data, str(epoch_path), allow_empty=True)
     except (StorageError, OSError) as exc:
         rep.problems.append(Finding(str(epoch_path), f"corrupt: {_message(exc)}"))
         return
+    note = empty_checkpoint_note(data)
+    if note is not None:
+        rep.warnings.append(Finding(str(epoch_path), note))
     rep.leader_epochs = len(entries)
     for msg in leader_epoch_problems(entries):
         rep.problems.append(Finding(str(epoch_path), msg))

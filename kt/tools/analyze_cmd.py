@@ -91,9 +91,11 @@ def topics(
     delete_retention_ms: int,
     min_compaction_lag_ms: int,
 ) -> None:
-    """Per topic and partition: records, bytes, batches, codecs, first and last offset
-    and timestamp, producers, distinct keys, tombstones, CRC failures, damaged regions,
-    and the compaction estimate: the records and bytes one cleaning would drop, exactly
+    """Statistics per topic and partition.
+
+    Records, bytes, batches, codecs, first and last offset and timestamp,
+    producers, distinct keys, tombstones, CRC failures, damaged regions, and the
+    compaction estimate: the records and bytes one cleaning would drop, exactly
     what `kt compaction estimate` says (given for partition directories read whole).
 
     \b
@@ -193,10 +195,12 @@ def anomalies(
     now_text: str | None,
     future_tolerance_ms: int,
 ) -> None:
-    """Everything suspicious in the segments: damaged regions and CRC mismatches,
-    offset gaps and overlaps (across segments too), timestamps out of order or in the
-    future, producer sequences written twice (what an idempotence bug leaves behind),
-    transaction markers without their transaction and transactions without a marker.
+    """Everything suspicious in the segments.
+
+    Damaged regions and CRC mismatches, offset gaps and overlaps (across segments
+    too), timestamps out of order or in the future, producer sequences written twice
+    (what an idempotence bug leaves behind), transaction markers without their
+    transaction and transactions without a marker.
 
     One row per anomaly: kind, topic, partition, segment, position, offset, detail.
     Exit 1 when any is found. Some are expected in compacted topics (offset gaps,
@@ -246,8 +250,10 @@ def keys(
     key_regex: str | None,
     decode: str,
 ) -> None:
-    """Every record of one key (or of the keys matching a regex) across all partitions
-    and segments, in topic, partition and offset order: the history of an entity.
+    """The history of one key: its records across all partitions and segments.
+
+    Every record of the key (or of the keys matching a regex), in topic, partition
+    and offset order.
 
     \b
     Examples:

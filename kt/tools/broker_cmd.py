@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
+import socket
 import sys
 import time
 
@@ -87,14 +89,24 @@ def start(
     root.setLevel(log_level.upper())
     for key in cfg.unknown_keys:
         logging.getLogger("kt.broker").warning("unknown configuration key %s (ignored)", key)
+    from kt.broker.membership import MembershipError
+
     try:
         _run(serve(cfg))
     except LogDirLockedError as exc:
         fail(f"{exc.path}: another broker is running on this log directory (.lock is held)")
+    except MembershipError as exc:
+        # ZooKeeper unreachable, a broker id in use, a cluster id mismatch.
+        fail(str(exc))
     except StorageError as exc:
         fail(str(exc))
     except OSError as exc:
-        if exc.errno == 98:
+        # A listener that cannot be bound: a port in use, an address not on this
+        # host, a host name that does not resolve (socket.gaierror).
+        if isinstance(exc, socket.gaierror) or exc.errno in (
+            errno.EADDRINUSE,
+            errno.EADDRNOTAVAIL,
+        ):
             where = ", ".join(f"{lst.host}:{lst.port}" for lst in cfg.listeners)
             fail(f"cannot listen on {where}: {exc.strerror}")
         raise

@@ -17,6 +17,7 @@ from kt.storage.atomic import BACKUP_INFIX, atomic_write, backup_copy
 from kt.storage.checkpoint import (
     TopicPartition,
     decode_text,
+    empty_checkpoint_note,
     encode_offset_checkpoint,
     java_lines,
     java_split,
@@ -106,10 +107,16 @@ def _load(path: Path) -> _Target:
 
 
 def _parse(target: _Target) -> list[Any]:
-    """Strict parse; StorageError propagates."""
+    """Strict parse, except that a file without entries reads as no entries with a
+    warning, as Kafka reads it (and `kt log-dirs inspect` judges it); StorageError
+    propagates."""
+    note = empty_checkpoint_note(target.data)
+    if note is not None:
+        console.warn(f"{target.path}: {note}")
     if target.fmt == OFFSET:
-        return list(parse_offset_checkpoint(target.data, str(target.path)).items())
-    return parse_leader_epoch_checkpoint(target.data, str(target.path))
+        entries = parse_offset_checkpoint(target.data, str(target.path), allow_empty=True)
+        return list(entries.items())
+    return parse_leader_epoch_checkpoint(target.data, str(target.path), allow_empty=True)
 
 
 CHECKPOINT_HELP = """Show and edit checkpoint files of a Kafka log directory.
@@ -146,7 +153,9 @@ def show(file: Path, as_json: bool) -> None:
     """Print the entries of a checkpoint FILE.
 
     The kind is taken from the file name (or, for other names, from the content).
-    Exit 1 when the file is corrupt, 2 when it is missing or not a checkpoint.
+    Exit 1 when the file is corrupt, 2 when it is missing or not a checkpoint. An
+    empty file (or one ending after the version line) has no entries, with a
+    warning: Kafka reads it that way.
 
     \b
     Examples:
@@ -170,7 +179,8 @@ def show(file: Path, as_json: bool) -> None:
                 }
             )
         else:
-            title = f"{file} ({target.kind}, version 0, {len(rows)} entries)"
+            count = console.plural(len(rows), "entry", "entries")
+            title = f"{file} ({target.kind}, version 0, {count})"
             console.render_table(["topic", "partition", "offset"], rows, title=title)
         return
     epochs: list[EpochEntry] = entries
@@ -184,7 +194,8 @@ def show(file: Path, as_json: bool) -> None:
             }
         )
     else:
-        title = f"{file} ({target.kind}, version 0, {len(epochs)} entries)"
+        count = console.plural(len(epochs), "entry", "entries")
+        title = f"{file} ({target.kind}, version 0, {count})"
         console.render_table(["epoch", "start_offset"], epochs, title=title)
 
 

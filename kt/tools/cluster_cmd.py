@@ -84,8 +84,10 @@ def up(
     no_check: bool,
     as_json: bool,
 ) -> None:
-    """Start a local cluster in the background: a standalone ZooKeeper and N
-    `kt broker start` processes on 127.0.0.1 joined through it.
+    """Start a local cluster in the background.
+
+    A standalone ZooKeeper and N `kt broker start` processes on 127.0.0.1 joined
+    through it.
 
     Returns once every broker is ready and registered in ZooKeeper; the processes keep
     running. Prints the bootstrap servers, the ZooKeeper address and how to stop it.
@@ -147,8 +149,10 @@ def up(
               metavar="SECONDS", help="How long each broker may take to stop.")  # fmt: skip
 @handle_errors
 def down(directory: Path, kill: bool, timeout: float) -> None:
-    """Stop the cluster `kt cluster up` started in --dir: every broker with SIGTERM (a
-    controlled shutdown) and wait, then ZooKeeper. The data stays in --dir.
+    """Stop the cluster `kt cluster up` started in --dir.
+
+    Every broker with SIGTERM (a controlled shutdown) and wait, then ZooKeeper. The
+    data stays in --dir.
 
     Exit codes: 0 stopped (or nothing was running), 1 no cluster in --dir or a
     broker had to be killed after --timeout, 2 usage error.
@@ -274,9 +278,10 @@ def controller_epoch(zookeeper: str, timeout: float) -> int | None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
 @handle_errors
 def describe(wire: Wire, zookeeper: str | None, as_json: bool) -> None:
-    """Print the cluster id, the controller and a table of brokers: ID HOST PORT RACK
-    LEADERS REPLICAS URP (under-replicated partitions it leads) OFFLINE (its replicas
-    reported offline).
+    """Print the cluster id, the controller and a table of brokers.
+
+    Columns: ID HOST PORT RACK LEADERS REPLICAS URP (under-replicated partitions it
+    leads) OFFLINE (its replicas reported offline).
 
     Brokers named as replicas but missing from the cluster's metadata are listed
     with host 'offline'. Uses DescribeCluster when the broker has it, else Metadata;

@@ -11,7 +11,7 @@ import click
 from kt.storage.cleaner import estimate as estimate_cleaning
 from kt.storage.errors import StorageError
 from kt.storage.log_config import LogConfig
-from kt.tools.console import emit_json, fail, handle_errors, usage_error
+from kt.tools.console import emit_json, fail, handle_errors, plural, usage_error
 from kt.tools.dump_log import parse_time
 
 DEFAULT_DELETE_RETENTION_MS = LogConfig().delete_retention_ms
@@ -58,8 +58,9 @@ def estimate(
     delete_retention_ms: int,
     min_compaction_lag_ms: int,
 ) -> None:
-    """Count what one cleaning of the partition directory PATH would keep and drop:
-    records and bytes, superseded records, tombstones kept and expired, records
+    """Count what one cleaning of the partition directory PATH would keep and drop.
+
+    Records and bytes, superseded records, tombstones kept and expired, records
     without a key (invalid in a compacted log, dropped), and the exact number of
     distinct keys.
 
@@ -106,7 +107,7 @@ def estimate(
     click.echo(f"Partition {path}")
     click.echo(
         f"cleanable offsets [{plan.log_start_offset}, {result.end_offset}) in "
-        f"{stats.segments} segments (the active segment at "
+        f"{plural(stats.segments, 'segment')} (the active segment at "
         f"{plan.segments[-1].base_offset} is never cleaned)"
     )
     click.echo(

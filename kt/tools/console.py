@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -48,6 +49,45 @@ def usage_error(message: str) -> NoReturn:
 def warn(message: str) -> None:
     """One warning line on stderr."""
     click.echo(f"kt: warning: {message}", err=True)
+
+
+_ABBREVIATIONS = frozenset({"e.g.", "i.e.", "cf.", "vs.", "approx."})
+
+
+def first_sentence(text: str, limit: int | None = None) -> str:
+    """The first sentence of the first paragraph of a help text, whitespace collapsed.
+
+    With `limit`, a longer sentence is cut at a word and ends in "..."; without,
+    it is whole (command summaries: a cut one reads as a broken sentence).
+    """
+    text = inspect.cleandoc(text).partition("\f")[0]
+    words = text.partition("\n\n")[0].split()
+    if words and words[0] == "\b":
+        words = words[1:]
+    for i, word in enumerate(words):
+        # A period ends the sentence unless it is an abbreviation or a lowercase word
+        # follows ("a vs. b").
+        if word.lstrip("(").lower() in _ABBREVIATIONS:
+            continue
+        if word.endswith(".") and (i == len(words) - 1 or not words[i + 1][:1].islower()):
+            words = words[: i + 1]
+            break
+    sentence = " ".join(words)
+    if limit is not None and len(sentence) > limit:
+        cut = sentence[: limit - 3].rsplit(" ", 1)[0]
+        sentence = cut.rstrip(",;:") + "..."
+    return sentence
+
+
+def plural(count: int, noun: str, plural_form: str | None = None) -> str:
+    """`count` and `noun`, the noun in the plural unless count is 1: "1 batch", "2 batches"."""
+    if count == 1:
+        return f"{count} {noun}"
+    if plural_form is None:
+        plural_form = noun + ("es" if noun.endswith(("s", "x", "ch", "sh")) else "s")
+        if noun.endswith("y") and noun[-2:-1] not in "aeiou":
+            plural_form = noun[:-1] + "ies"
+    return f"{count} {plural_form}"
 
 
 def handle_errors(func: F) -> F:

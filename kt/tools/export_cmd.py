@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from kt.tools.console import emit_json, handle_errors
+from kt.tools.console import emit_json, handle_errors, plural
 from kt.tools.spark_job import (
     SparkArgs,
     decode_option,
@@ -58,10 +58,12 @@ def export(
     resync: bool,
     as_json: bool,
 ) -> None:
-    """Export the records of PATHS (log directories, partition directories, segment
-    files or globs) as a dataset for SQL: one row per record with the `kt-segments`
-    columns (topic, partition, offset, timestamp, key, value, headers, producer
-    fields, batch fields, segment, position, crc_valid, error).
+    """Export the records of log segments as a dataset for SQL.
+
+    PATHS are log directories, partition directories, segment files or globs. One
+    row per record with the `kt-segments` columns (topic, partition, offset,
+    timestamp, key, value, headers, producer fields, batch fields, segment,
+    position, crc_valid, error).
 
     A damaged segment fails the export (exit 1) unless --resync.
 
@@ -97,6 +99,6 @@ def export(
         emit_json(summary)
     else:
         click.echo(
-            f"exported {summary['rows']} rows ({summary['batches']} batches, "
-            f"{summary['bytes_read']} bytes read) to {to} as {fmt}"
+            f"exported {plural(summary['rows'], 'row')} ({plural(summary['batches'], 'batch')}, "
+            f"{plural(summary['bytes_read'], 'byte')} read) to {to} as {fmt}"
         )

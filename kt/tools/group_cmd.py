@@ -151,8 +151,10 @@ def describe(
     verbose: bool,
     as_json: bool,
 ) -> None:
-    """Describe groups: per partition the committed (current) offset, the log end
-    offset, the lag and the consumer that owns it, then the total lag.
+    """Describe groups: committed offsets, lag and owners per partition.
+
+    Per partition the committed (current) offset, the log end offset, the lag and
+    the consumer that owns it, then the total lag.
 
     Columns as kafka-consumer-groups.sh --describe prints them: GROUP TOPIC
     PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID ('-'

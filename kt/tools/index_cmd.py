@@ -8,6 +8,7 @@ import click
 
 from kt.storage.errors import StorageError
 from kt.storage.index_check import (
+    IndexProblem,
     apply_rebuild,
     find_segment_logs,
     log_dir_of,
@@ -21,6 +22,7 @@ from kt.tools.console import (
     emit_json,
     fail,
     handle_errors,
+    plural,
     usage_error,
 )
 
@@ -34,8 +36,6 @@ def index() -> None:
 
 
 def _segments(paths: tuple[str, ...]) -> list[Path]:
-    if not paths:
-        usage_error("give at least one segment file, partition directory or log directory")
     try:
         return find_segment_logs(paths)
     except StorageError as exc:
@@ -43,20 +43,30 @@ def _segments(paths: tuple[str, ...]) -> list[Path]:
 
 
 @index.command()
-@click.argument("paths", nargs=-1, metavar="PATH...")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per segment (NDJSON).")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the problems.")
 @handle_errors
 def verify(paths: tuple[str, ...], as_json: bool, quiet: bool) -> None:
-    """Check every index against its log, like the broker's sanity check and
-    kafka-dump-log.sh --verify-index-only, but reporting every problem.
+    """Check every index against its log.
+
+    Like the broker's sanity check and kafka-dump-log.sh --verify-index-only, but
+    reporting every problem.
 
     PATH may be a segment file (.log or one of its indexes), a partition
-    directory or a whole log directory. Problems found: an entry pointing into the
-    middle of a batch, an indexed offset that is not the last offset of the batch
-    it points at (or not in the log), offsets or timestamps that do not increase,
-    a file size that is not a whole number of entries, an entry beyond the end of
-    the log, and an invalid log tail. Exit 1 when any problem is found.
+    directory or a whole log directory. Problems found: an offset-index entry that
+    would make a lookup miss records (pointing into the middle of a batch, at a
+    batch that starts after the indexed offset, or after a record at or beyond
+    it), an indexed offset beyond the log, offsets or timestamps that do not
+    increase, a file size that is not a whole number of entries, an entry beyond
+    the end of the log, and an invalid log tail. Exit 1 when any problem is found.
+
+    Not problems: a missing .index or .timeindex is a WARNING (Kafka rebuilds it
+    when it loads the segment); an offset-index entry whose offset is past the
+    last offset of the batch it points at, while no later record lies before it,
+    is a NOTE (Kafka writes such entries for multi-batch appends, as followers do;
+    lookups through them are correct; --verify-index-only of dump-log-segments
+    lists them as mismatches, like Kafka's).
 
     \b
     Examples:
@@ -65,7 +75,7 @@ def verify(paths: tuple[str, ...], as_json: bool, quiet: bool) -> None:
       kt index verify --json 00000000000000000000.index | jq .
     """
     logs = _segments(paths)
-    bad = 0
+    bad = warned = 0
     for log in logs:
         try:
             check = verify_segment(log)
@@ -73,6 +83,8 @@ def verify(paths: tuple[str, ...], as_json: bool, quiet: bool) -> None:
             fail(str(exc))
         if not check.ok:
             bad += 1
+        if check.warnings:
+            warned += 1
         if as_json:
             emit_json(
                 {
@@ -82,38 +94,55 @@ def verify(paths: tuple[str, ...], as_json: bool, quiet: bool) -> None:
                     "offset_index_entries": check.offset_entries,
                     "time_index_entries": check.time_entries,
                     "txn_index_entries": check.txn_entries,
-                    "problems": [
-                        {
-                            "file": str(p.path),
-                            "index": p.kind,
-                            "entry": p.entry,
-                            "index_offset": p.index_offset,
-                            "log_offset": p.log_offset,
-                            "message": p.message,
-                        }
-                        for p in check.problems
-                    ],
+                    "problems": [_finding_json(p) for p in check.problems],
+                    "warnings": [_finding_json(p) for p in check.warnings],
+                    "notes": [_finding_json(p) for p in check.notes],
                 }
             )
             continue
         if check.ok:
             if not quiet:
                 click.echo(
-                    f"OK {log} ({check.batches} batches, {check.offset_entries} offset, "
-                    f"{check.time_entries} time, {check.txn_entries} txn index entries)"
+                    f"OK {log} ({plural(check.batches, 'batch')}, {check.offset_entries} "
+                    f"offset, {check.time_entries} time, {check.txn_entries} txn index "
+                    f"{'entry' if check.txn_entries == 1 else 'entries'})"
                 )
         else:
             click.echo(f"PROBLEMS {log}")
             for p in check.problems:
                 click.echo(f"  {p}")
+        if quiet:
+            continue
+        for p in check.warnings:
+            click.echo(f"  WARNING {p}")
+        if check.notes:
+            first = check.notes[0]
+            click.echo(
+                f"  NOTE {plural(len(check.notes), 'offset-index entry', 'offset-index entries')}"
+                f" of multi-batch appends (as followers write them; lookups are correct), "
+                f"the first: {first}"
+            )
     if not as_json and not quiet:
-        click.echo(f"{len(logs)} segments checked, {bad} with problems")
+        click.echo(
+            f"{plural(len(logs), 'segment')} checked, {bad} with problems, {warned} with warnings"
+        )
     if bad:
         raise SystemExit(EXIT_PROBLEM)
 
 
+def _finding_json(p: IndexProblem) -> dict[str, object]:
+    return {
+        "file": str(p.path),
+        "index": p.kind,
+        "entry": p.entry,
+        "index_offset": p.index_offset,
+        "log_offset": p.log_offset,
+        "message": p.message,
+    }
+
+
 @index.command()
-@click.argument("paths", nargs=-1, metavar="PATH...")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
 @click.option(
     "--force",
@@ -132,8 +161,10 @@ def verify(paths: tuple[str, ...], as_json: bool, quiet: bool) -> None:
 def rebuild(
     paths: tuple[str, ...], dry_run: bool, force: bool, index_interval_bytes: int, as_json: bool
 ) -> None:
-    """Regenerate .index and .timeindex (and .txnindex from the COMMIT/ABORT
-    markers) from each segment's .log, exactly as the broker's recovery would.
+    """Regenerate the indexes of segments from their .log files.
+
+    Writes .index and .timeindex (and .txnindex from the COMMIT/ABORT markers)
+    exactly as the broker's recovery would.
 
     Each changed file is replaced atomically (temp file, fsync, rename, fsync the
     directory); unchanged files are left alone. The .log is never modified: an
@@ -176,12 +207,17 @@ def rebuild(
                 }
             )
             continue
-        verb = "would rewrite" if dry_run else "rewrote"
         if plan.changed:
             for name in plan.changed:
                 old, new = plan.files[name]
-                before = "missing" if old is None else f"{len(old)} bytes"
-                click.echo(f"{log.parent / name}: {verb} ({before} -> {len(new)} bytes)")
+                if old is None:
+                    verb = "would create" if dry_run else "created"
+                    click.echo(f"{log.parent / name}: {verb} ({len(new)} bytes)")
+                else:
+                    verb = "would rewrite" if dry_run else "rewrote"
+                    click.echo(
+                        f"{log.parent / name}: {verb} ({len(old)} bytes -> {len(new)} bytes)"
+                    )
         else:
             click.echo(f"{log}: indexes already match the log")
         if plan.invalid_bytes:

@@ -22,6 +22,7 @@ from kt.tools.console import (
     EXIT_PROBLEM,
     emit_json,
     handle_errors,
+    plural,
     render_table,
     usage_error,
 )
@@ -60,7 +61,9 @@ def _ints(text: str | None, option: str) -> list[int] | None:
 )
 @handle_errors
 def describe(wire: Wire, broker_list: str | None, topic_list: str | None, as_json: bool) -> None:
-    """Per broker and log directory: each partition's size, offset lag and whether
+    """Describe brokers' log directories and the partitions in them.
+
+    Per broker and log directory: each partition's size, offset lag and whether
     it is a future replica; offline directories are reported with their error.
 
     Plain output is a table BROKER LOG-DIR TOPIC PARTITION SIZE OFFSET-LAG
@@ -235,7 +238,7 @@ def _render(rep: LogDirReport) -> None:
             if not c.present
             else f"corrupt ({c.error})"
             if c.error
-            else f"{len(c.entries)} entries"
+            else plural(len(c.entries), "entry", "entries")
         )
         click.echo(f"  {name}: {state}")
     rows = []
@@ -262,7 +265,8 @@ def _render(rep: LogDirReport) -> None:
     for p in rep.partitions:
         for seg in p.segments:
             click.echo(
-                f"  {p.name} {Path(seg.file).name}: {seg.size} bytes, {seg.batches} batches, "
+                f"  {p.name} {Path(seg.file).name}: {plural(seg.size, 'byte')}, "
+                f"{plural(seg.batches, 'batch')}, "
                 f"offsets {_opt(seg.first_offset)}..{_opt(seg.last_offset)}, next "
                 f"{seg.next_offset}"
             )
@@ -274,8 +278,9 @@ def _render(rep: LogDirReport) -> None:
         click.echo(f"WARNING {f}")
     bad = sum(1 for p in rep.partitions if not p.healthy)
     click.echo(
-        f"{'HEALTHY' if rep.healthy else 'UNHEALTHY'}: {len(rep.partitions)} partitions "
-        f"({bad} unhealthy), {len(problems)} problems, {len(warnings)} warnings"
+        f"{'HEALTHY' if rep.healthy else 'UNHEALTHY'}: {plural(len(rep.partitions), 'partition')} "
+        f"({bad} unhealthy), {plural(len(problems), 'problem')}, "
+        f"{plural(len(warnings), 'warning')}"
     )
 
 

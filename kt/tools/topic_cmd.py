@@ -316,8 +316,10 @@ def describe(
     topics_with_overrides: bool,
     as_json: bool,
 ) -> None:
-    """Describe topics in kafka-topics.sh --describe's format (Kafka 3.8; fields are
-    separated by tabs, partition lines start with one):
+    """Describe topics in kafka-topics.sh --describe's format.
+
+    As Kafka 3.8 prints it: fields are separated by tabs, partition lines start
+    with one:
 
     \b
     Topic: T  TopicId: ID  PartitionCount: N  ReplicationFactor: R  Configs: k=v,...

@@ -49,8 +49,10 @@ from kt.tools.wire import DEFAULT_BOOTSTRAP, MAX_CONNECT_TIMEOUT
 @click.option("--paused", is_flag=True, help="Start with the periodic refresh paused.")
 @handle_errors
 def tui(bootstrap: str, interval: float, timeout: float, theme: str | None, paused: bool) -> None:
-    """Watch a cluster live: brokers, topics, partitions, consumer lag, log
-    directories and messages, refreshed in the background.
+    """Watch a cluster live in a terminal dashboard.
+
+    Brokers, topics, partitions, consumer lag, log directories and messages,
+    refreshed in the background.
 
     \b
     Screens (keys): 1 overview, 2 topics, 3 consumer groups, 4 log directories,

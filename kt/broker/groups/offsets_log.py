@@ -174,7 +174,7 @@ class LogRecordStore:
         if acks_all:
             refused = part.check_enough_replicas_for_append(-1)
             if refused is not None:
-                raise AppendError(refused.code, str(refused))
+                raise AppendError(error_code_for(refused), str(refused))
         now = int(time.time() * 1000)
         batch = v2.build_batch(
             [v2.RecordSpec(key, value, timestamp=now) for key, value in records],
@@ -207,7 +207,7 @@ class LogRecordStore:
             done, error = part.is_offset_committed(end_offset)
             if done:
                 if error is not None:
-                    raise AppendError(error.code, str(error))
+                    raise AppendError(error_code_for(error), str(error))
                 return
             remaining = deadline - loop.time()
             if remaining <= 0:

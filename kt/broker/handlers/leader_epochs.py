@@ -1,7 +1,8 @@
 """OffsetForLeaderEpoch: the end offset of a leader epoch (KIP-101 / KIP-320).
 
 Consumers use it to detect log truncation after a leader change. The answer is
-the leader epoch cache's `end_offset_for`: the log end offset for the current
+the ReplicaManager's (the partition's `end_offset_for_epoch`, over its leader
+epoch cache): the log end offset for the current
 epoch, the start of the next epoch for an older one, and -1/-1 for an undefined
 or unknown-future epoch. A current_leader_epoch (v2+) older than ours is
 FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH.
@@ -18,7 +19,6 @@ from typing import Any
 
 from kt.broker.errors import BrokerError, error_code_for
 from kt.broker.handlers import RequestContext, handles
-from kt.broker.partition import Partition
 from kt.protocol import ErrorCode, Struct, apis
 
 UNDEFINED_EPOCH = -1
@@ -39,38 +39,13 @@ async def offset_for_leader_epoch(ctx: RequestContext, request: Struct) -> Any:
                                      "end_offset": UNDEFINED_OFFSET}  # fmt: skip
             current = p.current_leader_epoch if check_current else -1
             try:
-                part = replicas.get_partition_or_error(topic.topic, p.partition)
-                replicas.check_current_leader_epoch(part, current)
+                epoch, offset = replicas.last_offset_for_leader_epoch(
+                    topic.topic, p.partition, p.leader_epoch, current_leader_epoch=current
+                )
             except BrokerError as exc:
                 entry["error_code"] = error_code_for(exc)
             else:
-                epoch, offset = end_offset_for(part, p.leader_epoch)
                 entry.update(leader_epoch=epoch, end_offset=offset)
             parts.append(entry)
         topics.append({"topic": topic.topic, "partitions": parts})
     return apis.OFFSET_FOR_LEADER_EPOCH.response(throttle_time_ms=0, topics=topics)
-
-
-def end_offset_for(part: Partition, requested: int) -> tuple[int, int]:
-    """(epoch, end offset) for `requested`, counting the partition's current epoch
-    as starting at the log end offset when the cache does not have it yet."""
-    cache = part.log.leader_epoch_cache
-    leo = part.log_end_offset
-    if requested == UNDEFINED_EPOCH:
-        return UNDEFINED_EPOCH, UNDEFINED_OFFSET
-    latest = cache.latest_epoch
-    if latest is not None and latest >= part.leader_epoch:
-        epoch, offset = cache.end_offset_for(requested, leo)
-        return int(epoch), int(offset)
-    # The current epoch is not cached yet: it virtually starts at the log end offset.
-    if requested == part.leader_epoch:
-        return requested, leo
-    if requested > part.leader_epoch:
-        return UNDEFINED_EPOCH, UNDEFINED_OFFSET
-    if latest is None:
-        return requested, leo
-    epoch, offset = cache.end_offset_for(requested, leo)
-    if offset == UNDEFINED_OFFSET:
-        # Above every cached epoch: the next one is the virtual current epoch at the LEO.
-        return latest, leo
-    return int(epoch), int(offset)

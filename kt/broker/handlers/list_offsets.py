@@ -1,4 +1,8 @@
-"""ListOffsets: earliest, latest, max-timestamp and by-timestamp offset lookups."""
+"""ListOffsets: earliest, latest, max-timestamp and by-timestamp offset lookups,
+answered by the ReplicaManager.
+
+As Kafka, only the debugging replica id (-2) may read a partition this broker
+does not lead; consumers (-1) and followers need the leader."""
 
 from __future__ import annotations
 
@@ -6,15 +10,10 @@ from typing import Any
 
 from kt.broker.errors import BrokerError, error_code_for
 from kt.broker.handlers import RequestContext, handles
-from kt.broker.partition import Partition
 from kt.protocol import ErrorCode, Struct, apis
 
-LATEST = -1
-EARLIEST = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL = -4
-LATEST_TIERED = -5
 READ_COMMITTED = 1
+DEBUGGING_REPLICA_ID = -2
 
 
 @handles(apis.LIST_OFFSETS.key, (0, 8))
@@ -29,43 +28,20 @@ async def list_offsets(ctx: RequestContext, request: Struct) -> Any:
             entry: dict[str, Any] = {"partition_index": p.partition_index,
                                      "error_code": ErrorCode.NONE}  # fmt: skip
             try:
-                part = replicas.get_partition_or_error(topic.name, p.partition_index)
-                if ctx.version >= 4:
-                    replicas.check_current_leader_epoch(part, p.current_leader_epoch)
+                offset, timestamp, epoch = replicas.fetch_offset_for_timestamp(
+                    topic.name,
+                    p.partition_index,
+                    p.timestamp,
+                    current_leader_epoch=p.current_leader_epoch if ctx.version >= 4 else -1,
+                    read_committed=committed,
+                    require_leader=request.replica_id != DEBUGGING_REPLICA_ID,
+                )
             except BrokerError as exc:
                 entry["error_code"] = error_code_for(exc)
             else:
-                offset, timestamp, epoch = lookup(part, p.timestamp, committed)
                 entry.update(offset=offset, timestamp=timestamp, leader_epoch=epoch)
                 if ctx.version == 0:
                     entry["old_style_offsets"] = [offset] if offset >= 0 else []
             parts.append(entry)
         topics.append({"name": topic.name, "partitions": parts})
     return apis.LIST_OFFSETS.response(throttle_time_ms=0, topics=topics)
-
-
-def lookup(part: Partition, timestamp: int, committed: bool = False) -> tuple[int, int, int]:
-    """(offset, timestamp, leader epoch) for a ListOffsets query; offset -1 when none."""
-    log = part.log
-    upper = part.last_stable_offset() if committed else part.high_watermark
-    if timestamp in (EARLIEST, EARLIEST_LOCAL):
-        off = log.log_start_offset
-        return off, -1, _epoch_for(part, off)
-    if timestamp in (LATEST, LATEST_TIERED):
-        return upper, -1, _epoch_for(part, upper)
-    if timestamp == MAX_TIMESTAMP:
-        # The record holding the largest timestamp, with its batch's epoch (Kafka 3.8).
-        found = log.max_timestamp_and_offset()
-        if found is None or found[1] >= upper:
-            return -1, -1, -1
-        ts, off, epoch = found
-        return off, ts, epoch
-    found = log.fetch_offset_by_timestamp(timestamp)
-    if found is None or found[0] >= upper:
-        return -1, -1, -1
-    return found[0], found[1], _epoch_for(part, found[0])
-
-
-def _epoch_for(part: Partition, offset: int) -> int:
-    epoch = part.log.leader_epoch_cache.epoch_for_offset(offset)
-    return part.leader_epoch if epoch is None else epoch

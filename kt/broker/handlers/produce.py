@@ -26,6 +26,7 @@ from kt.storage.errors import StorageError
 from kt.storage.log import RecordValidationError
 
 MIN_VERSION = 3
+VALID_ACKS = (-1, 0, 1)
 _LENGTH = struct.Struct(">i")
 _ATTRIBUTES = struct.Struct(">h")
 # Where every message format keeps its batch length and magic byte.
@@ -41,7 +42,9 @@ async def produce(ctx: RequestContext, request: Struct) -> Any:
     for topic in request.topic_data:
         parts = []
         for pdata in topic.partition_data:
-            parts.append(_append_one(ctx, topic.name, pdata.index, pdata.records, version))
+            parts.append(
+                _append_one(ctx, topic.name, pdata.index, pdata.records, version, request.acks)
+            )
         responses.append({"name": topic.name, "partition_responses": parts})
     if request.acks == 0:
         failed = [
@@ -55,16 +58,12 @@ async def produce(ctx: RequestContext, request: Struct) -> Any:
 
             raise CloseConnection(f"acks=0 produce failed: {failed[:5]}")
         return None
-    if request.acks not in (-1, 1):
-        for t in responses:
-            for p in t["partition_responses"]:
-                p.update(error_code=ErrorCode.INVALID_REQUIRED_ACKS, base_offset=-1)
     # acks=-1 waits for the ISR; on one broker the append is already in the ISR.
     return apis.PRODUCE.response(responses=responses, throttle_time_ms=0)
 
 
 def _append_one(
-    ctx: RequestContext, topic: str, index: int, records: Any, version: int
+    ctx: RequestContext, topic: str, index: int, records: Any, version: int, acks: int
 ) -> dict[str, Any]:
     broker = ctx.broker
     out: dict[str, Any] = {"index": index, "base_offset": -1, "log_append_time_ms": -1,
@@ -88,9 +87,13 @@ def _append_one(
     if problem is not None:
         out["error_code"] = problem
         return out
+    if acks not in VALID_ACKS:
+        # Kafka's ReplicaManager.appendRecords writes nothing then.
+        out["error_code"] = ErrorCode.INVALID_REQUIRED_ACKS
+        return out
     try:
         result = broker.replica_manager.append_records(
-            topic, index, records, now_ms=int(time.time() * 1000)
+            topic, index, records, now_ms=int(time.time() * 1000), acks=acks
         )
     except (BrokerError, StorageError, OSError) as exc:
         out["error_code"] = error_code_for(exc)

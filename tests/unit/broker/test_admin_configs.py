@@ -3,12 +3,9 @@ and the IncrementalAlterConfigs / OffsetForLeaderEpoch helpers."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import pytest
 
 from kt.broker.handlers.configs import APPEND, DELETE, SET, SUBTRACT, ResourceError, _apply_ops
-from kt.broker.handlers.leader_epochs import end_offset_for
 from kt.broker.topic_configs import (
     TOPIC_CONFIGS,
     ConfigSource,
@@ -19,7 +16,6 @@ from kt.broker.topic_configs import (
     parse,
     validate_topic_configs,
 )
-from kt.storage.leader_epoch import EpochEntry, LeaderEpochCache
 from kt.storage.log_config import LogConfig
 
 KAFKA_4_TOPIC_KEYS = {
@@ -130,39 +126,3 @@ def test_incremental_ops() -> None:
     assert _apply_ops(cur, [("cleanup.policy", SUBTRACT, "compact")])["cleanup.policy"] == ""
     with pytest.raises(ResourceError, match=r"Can't APPEND to key retention\.ms because its type"):
         _apply_ops(cur, [("retention.ms", APPEND, "1")])
-
-
-@dataclass
-class _Log:
-    leader_epoch_cache: LeaderEpochCache
-    log_end_offset: int
-
-
-@dataclass
-class _Part:
-    log: _Log
-    leader_epoch: int
-    log_end_offset: int = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.log_end_offset = self.log.log_end_offset
-
-
-def _part(entries: list[tuple[int, int]], leo: int, epoch: int) -> _Part:
-    cache = LeaderEpochCache(entries=[EpochEntry(e, o) for e, o in entries])
-    return _Part(_Log(cache, leo), epoch)
-
-
-def test_end_offset_for_counts_the_uncached_current_epoch() -> None:
-    empty = _part([], 0, 0)
-    assert end_offset_for(empty, 0) == (0, 0)  # type: ignore[arg-type]
-    assert end_offset_for(empty, 1) == (-1, -1)  # type: ignore[arg-type]
-    assert end_offset_for(empty, -1) == (-1, -1)  # type: ignore[arg-type]
-    cached = _part([(0, 0), (2, 10)], 15, 2)
-    assert end_offset_for(cached, 2) == (2, 15)  # type: ignore[arg-type]
-    assert end_offset_for(cached, 1) == (0, 10)  # type: ignore[arg-type]
-    assert end_offset_for(cached, 3) == (-1, -1)  # type: ignore[arg-type]
-    behind = _part([(0, 0), (2, 10)], 15, 4)  # epoch 4 not written yet
-    assert end_offset_for(behind, 4) == (4, 15)  # type: ignore[arg-type]
-    assert end_offset_for(behind, 3) == (2, 15)  # type: ignore[arg-type]
-    assert end_offset_for(behind, 1) == (0, 10)  # type: ignore[arg-type]

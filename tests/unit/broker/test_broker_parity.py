@@ -37,9 +37,9 @@ def batch(*records: tuple[bytes | None, bytes], timestamps: list[int] | None = N
     return bytes(v2.build_batch(specs, codec=codec, base_timestamp=min(stamps)))
 
 
-def produce(broker: Broker, topic: str, records: bytes, version: int = 9) -> Any:
+def produce(broker: Broker, topic: str, records: bytes, version: int = 9, acks: int = -1) -> Any:
     data = [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]
-    body = {"acks": -1, "timeout_ms": 1000, "topic_data": data}
+    body = {"acks": acks, "timeout_ms": 1000, "topic_data": data}
     resp = call(broker, apis.PRODUCE, version, body)
     assert resp is not None
     return resp.responses[0].partition_responses[0]
@@ -72,6 +72,25 @@ def test_one_batch_per_partition(broker: Broker) -> None:
     assert log_end(broker, "t") == 0
     assert produce(broker, "t", b"").error_code == ErrorCode.INVALID_RECORD
     assert produce(broker, "t", one).error_code == ErrorCode.NONE
+
+
+def test_invalid_acks_write_nothing(broker: Broker) -> None:
+    broker.create_topic("t", 1)
+    assert produce(broker, "t", batch((b"k", b"v")), acks=2).error_code == (
+        ErrorCode.INVALID_REQUIRED_ACKS
+    )
+    assert log_end(broker, "t") == 0
+    got = produce(broker, "nobody", batch((b"k", b"v")), acks=2)
+    assert got.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_acks_all_needs_min_insync_replicas(broker: Broker) -> None:
+    # One broker: an ISR of one is below min.insync.replicas=2 (Kafka does not cap it
+    # at the replication factor for this check).
+    broker.create_topic("t", 1, configs={"min.insync.replicas": "2"})
+    assert produce(broker, "t", batch((b"k", b"v"))).error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert log_end(broker, "t") == 0
+    assert produce(broker, "t", batch((b"k", b"v")), acks=1).error_code == ErrorCode.NONE
 
 
 def test_zstd_needs_produce_v7(broker: Broker) -> None:

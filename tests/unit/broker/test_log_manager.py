@@ -3,6 +3,7 @@ placement and directory failure (without a running broker)."""
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 
@@ -169,3 +170,56 @@ def test_shutdown_skips_offline_dirs(tmp_path: Path) -> None:
     assert (dirs[0] / ".kafka_cleanshutdown").exists()
     assert not (dirs[1] / ".kafka_cleanshutdown").exists()
     assert not (dirs[1] / "recovery-point-offset-checkpoint").exists()
+
+
+def test_recovery_after_a_crash_is_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 9 #8: after kill -9 the restarted broker says which logs it recovered,
+    from where, how many bytes it re-validated and truncated, and how long it took."""
+    import logging
+
+    from kt.broker.log_manager import _close_quietly
+    from kt.storage.log_files import segment_file_name
+    from kt.storage.record_batch import RecordSpec, build_batch
+
+    dirs = [tmp_path / "a"]
+    lm = opened(dirs)
+    crashed, clean = TopicPartition("t", 0), TopicPartition("t", 1)
+    for tp in (crashed, clean):
+        plog = lm.create(tp, TID, {})
+        for i in range(3):
+            plog.append_as_follower(build_batch([RecordSpec(b"k", b"v" * 50)], base_offset=i))
+    lm.flush_all()
+    lm.checkpoint_recovery_points()
+    lm.logs[crashed].append_as_follower(build_batch([RecordSpec(b"k", b"v")], base_offset=3))
+    # A kill -9: no flush, no checkpoints, no marker; and a torn write at the tail.
+    for plog in lm.logs.values():
+        _close_quietly(plog)
+    lm.release_locks()
+    seg = dirs[0] / "t-0" / segment_file_name(0, ".log")
+    size = seg.stat().st_size
+    with open(seg, "ab") as f:
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x04\x00\x00\x00\x30torn")
+    with caplog.at_level(logging.INFO, logger="kt.broker.log_manager"):
+        again = opened(dirs)
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(
+        line.startswith(f"{dirs[0]}: no clean-shutdown marker") and "2 partitions" in line
+        for line in lines
+    ), lines
+    [one] = [line for line in lines if line.startswith(f"t-0 in {dirs[0]}: recovered")]
+    assert "1 segment from recovery point 3 (first segment 0)" in one
+    assert f"{size + 16} bytes re-validated, 16 bytes truncated, log end offset 4" in one
+    assert re.search(r"in \d+\.\d{3}s$", one)
+    # As Kafka, the segment holding the recovery point is re-read even when nothing
+    # was appended after it.
+    [other] = [line for line in lines if line.startswith(f"t-1 in {dirs[0]}: recovered")]
+    assert "0 bytes truncated, log end offset 3" in other
+    [total] = [line for line in lines if line.startswith("log recovery: ")]
+    assert total.startswith("log recovery: 2 partitions recovered, ")
+    assert "16 bytes truncated" in total
+    assert again.logs[crashed].log_end_offset == 4
+    again.shutdown()
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="kt.broker.log_manager"):
+        opened(dirs).shutdown()
+    assert not [r for r in caplog.records if "recover" in r.getMessage()]  # a clean restart

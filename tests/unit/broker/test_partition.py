@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 from replication_helpers import batch, log_bytes, new_partition, state
 
-from kt.broker.partition import (
+from kt.broker.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    error_code_for,
+)
+from kt.broker.partition import (
     Partition,
     ProducerStateError,
     whole_batches,
 )
-from kt.protocol import ErrorCode
+from kt.protocol import ErrorCode, apis
 from kt.storage.checkpoint import TopicPartition
 from kt.storage.log import PartitionLog
 
@@ -116,7 +120,8 @@ def test_hw_does_not_advance_under_min_isr(tmp_path: Path) -> None:
     assert p.is_under_min_isr() and p.high_watermark == 0
     # acks=all is refused before the append; acks=1 is not.
     err = p.check_enough_replicas_for_append(-1)
-    assert isinstance(err, NotEnoughReplicasError) and err.code == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert isinstance(err, NotEnoughReplicasError)
+    assert error_code_for(err) == ErrorCode.NOT_ENOUGH_REPLICAS
     assert p.check_enough_replicas_for_append(1) is None
     assert p.check_enough_replicas_for_append(-1, min_isr=1) is None
     # The follower catches up and joins: the HW moves.
@@ -289,3 +294,32 @@ def test_listener_hears_appends_and_hw_moves(tmp_path: Path) -> None:
     p.update_follower_fetch_state(2, 2, T + 1, 2)
     p.update_follower_fetch_state(3, 2, T + 1, 2)
     assert heard == [(2, 0), (2, 2)]
+
+
+def test_first_leader_and_isr_applies_even_at_the_loaded_epoch(tmp_path: Path) -> None:
+    # Loaded from disk as leader at the cache's epoch 3; the controller says broker 2
+    # leads epoch 3 (we followed in it before a restart): that is news.
+    log = PartitionLog.open(tmp_path / "t-0")
+    p = Partition(TopicPartition("t", 0), b"\0" * 16, log, 1, 3, [1], [1])
+    assert p.make_follower(state(2, 3, [2, 1], [2, 1]))
+    assert not p.is_leader and p.leader_id == 2
+    assert not p.make_follower(state(2, 3, [2], [2, 1]))
+    assert not p.make_leader(state(1, 3, [1], [2, 1]))
+    assert p.make_leader(state(1, 4, [1], [2, 1]))
+
+
+def test_make_leader_from_a_decoded_leader_and_isr_state(tmp_path: Path) -> None:
+    ps_fields = dict(partition_index=0, controller_epoch=1, leader=1, leader_epoch=2,
+                     isr=[1, 2], partition_epoch=7, replicas=[1, 2, 3], adding_replicas=[3],
+                     removing_replicas=[])  # fmt: skip
+    topic = {"topic_name": "t", "topic_id": uuid.UUID(int=1), "partition_states": [ps_fields]}
+    req = apis.LEADER_AND_ISR.request(
+        controller_id=9, controller_epoch=1, broker_epoch=5, type=0, topic_states=[topic],
+        live_leaders=[],
+    )  # fmt: skip
+    decoded = apis.LEADER_AND_ISR.request.decode(apis.LEADER_AND_ISR.request.encode(req, 7), 7)
+    ps = decoded.topic_states[0].partition_states[0]
+    p = new_partition(tmp_path, 1)
+    assert p.make_leader(ps)
+    assert (p.leader_epoch, p.partition_epoch, p.isr, p.replicas) == (2, 7, [1, 2], [1, 2, 3])
+    assert p.adding_replicas == [3] and set(p.remote_replicas) == {2, 3}

@@ -161,3 +161,40 @@ def test_partition_refusals_become_typed_errors(rm: ReplicaManager) -> None:
     part.local_broker_id = 7
     with pytest.raises(errors.NotLeaderOrFollowerError):
         rm.append_records("t", 0, _batch(b"a"), now_ms=1000)
+
+
+def test_last_offset_for_leader_epoch_counts_the_uncached_current_epoch(
+    rm: ReplicaManager,
+) -> None:
+    empty = rm.get_partition_or_error("t", 1)
+    assert rm.last_offset_for_leader_epoch("t", 1, 0) == (0, 0)
+    assert rm.last_offset_for_leader_epoch("t", 1, 1) == (-1, -1)
+    assert rm.last_offset_for_leader_epoch("t", 1, -1) == (-1, -1)
+    part = rm.get_partition_or_error("t", 0)
+    rm.append_records("t", 0, _batch(*[b"x"] * 10), now_ms=1000)
+    part.leader_epoch = 2
+    rm.append_records("t", 0, _batch(*[b"y"] * 5), now_ms=1000)
+    assert rm.last_offset_for_leader_epoch("t", 0, 2) == (2, 15)
+    assert rm.last_offset_for_leader_epoch("t", 0, 1) == (0, 10)
+    assert rm.last_offset_for_leader_epoch("t", 0, 3) == (-1, -1)
+    part.leader_epoch = 4  # a new epoch nothing was written in yet
+    assert rm.last_offset_for_leader_epoch("t", 0, 4) == (4, 15)
+    assert rm.last_offset_for_leader_epoch("t", 0, 3) == (2, 15)
+    assert rm.last_offset_for_leader_epoch("t", 0, 1) == (0, 10)
+    with pytest.raises(errors.FencedLeaderEpochError):
+        rm.last_offset_for_leader_epoch("t", 0, 1, current_leader_epoch=3)
+    assert empty.leader_epoch == 0
+
+
+def test_fetch_offset_for_timestamp(rm: ReplicaManager) -> None:
+    rm.append_records("t", 0, _batch(b"a", b"b"), now_ms=1000)  # timestamps 1000
+    assert rm.fetch_offset_for_timestamp("t", 0, -2) == (0, -1, 0)  # earliest
+    assert rm.fetch_offset_for_timestamp("t", 0, -1) == (2, -1, 0)  # latest
+    assert rm.fetch_offset_for_timestamp("t", 0, 999) == (0, 1000, 0)
+    assert rm.fetch_offset_for_timestamp("t", 0, 1001) == (-1, -1, -1)
+    part = rm.get_partition_or_error("t", 0)
+    part.leader_id = 2
+    with pytest.raises(errors.NotLeaderOrFollowerError):
+        rm.fetch_offset_for_timestamp("t", 0, -2)
+    # The debugging replica id may ask a follower.
+    assert rm.fetch_offset_for_timestamp("t", 0, -2, require_leader=False)[0] == 0

@@ -422,6 +422,68 @@ def test_unreachable_bootstrap_fails_within_the_connect_timeout() -> None:
     asyncio.run(go())
 
 
+async def _closed_port() -> int:
+    srv = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port: int = srv.sockets[0].getsockname()[1]
+    srv.close()
+    await srv.wait_closed()
+    return port
+
+
+def test_refused_on_every_bootstrap_server_fails_at_once() -> None:
+    """Issue 9 #7: nothing listening anywhere: no 10 s wait for `connection refused`."""
+
+    async def go() -> None:
+        ports = [await _closed_port(), await _closed_port()]
+        start = time.monotonic()
+        with pytest.raises(KafkaConnectionError) as err:
+            await KafkaClient(
+                ",".join(f"127.0.0.1:{p}" for p in ports), connect_timeout=10.0
+            ).start()
+        assert time.monotonic() - start < 1.0
+        assert str(err.value) == (
+            f"cannot connect to any bootstrap server (127.0.0.1:{ports[0]}: connection "
+            f"refused; 127.0.0.1:{ports[1]}: connection refused)"
+        )
+
+    asyncio.run(go())
+
+
+def test_refused_across_several_addresses_of_a_name_counts_as_refused() -> None:
+    """asyncio joins the errors of a multi-address name into one errno-less OSError."""
+    from kt.client.core import _connection_refused
+
+    both = OSError(
+        "Multiple exceptions: [Errno 111] Connect call failed ('::1', 9092, 0, 0), "
+        "[Errno 111] Connect call failed ('127.0.0.1', 9092)"
+    )
+    assert _connection_refused(both)
+    assert _connection_refused(ConnectionRefusedError(111, "Connection refused"))
+    mixed = OSError("Multiple exceptions: [Errno 111] a, [Errno 101] Network is unreachable")
+    assert not _connection_refused(mixed)
+    assert not _connection_refused(OSError(113, "No route to host"))
+
+
+def test_a_server_that_is_not_refused_keeps_the_bounded_wait() -> None:
+    """A server that accepts and then hangs up may be starting: retried until the timeout."""
+
+    async def go() -> None:
+        async def hang_up(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            w.close()
+
+        srv = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        refused = await _closed_port()
+        start = time.monotonic()
+        with pytest.raises(KafkaConnectionError):
+            await KafkaClient(f"127.0.0.1:{refused},127.0.0.1:{port}", connect_timeout=0.8).start()
+        assert time.monotonic() - start >= 0.5
+        srv.close()
+        await srv.wait_closed()
+
+    asyncio.run(go())
+
+
 def test_broken_connection_fails_requests_in_flight() -> None:
     async def go(b: FakeBroker) -> None:
         async def hang(h: RequestHeader, body: Any) -> Any:

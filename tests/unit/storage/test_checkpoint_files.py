@@ -89,7 +89,7 @@ def test_exact_bytes() -> None:
         ("0\n", "line 2: missing entry count"),
         ("0\nabc\n", "line 2: malformed entry count"),
         ("0\n2\na 0 1\n", "line 2 says 2 entries but the file has 1"),
-        ("0\n1\na 0 1\nb 0 2\n", "line 2 says 1 entries but the file has 2"),
+        ("0\n1\na 0 1\nb 0 2\n", "line 2 says 1 entry but the file has 2"),
         ("0\n1\na 0\n", "line 3: expected 3 fields"),
         ("0\n1\na 0 1 2\n", "line 3: expected 3 fields"),
         ("0\n1\n a 0 1\n", "line 3: expected 3 fields"),  # Java split: leading empty field

@@ -127,15 +127,120 @@ def test_entry_pointing_into_a_batch(seg) -> None:  # type: ignore[no-untyped-de
     ]
 
 
-def test_indexed_offset_is_not_the_batch_last_offset(seg) -> None:  # type: ignore[no-untyped-def]
+def test_indexed_offset_inside_its_batch_is_a_note(seg) -> None:  # type: ignore[no-untyped-def]
+    """An offset inside the batch it points at keeps lookups right: a note, not a problem."""
     log, b = seg
     path = put_offset_index(log, 100, [(b[2][2] - 1, b[2][0])])
+    check = verify_segment(log)
+    assert check.ok and not check.warnings
+    assert [str(n) for n in check.notes] == [
+        f"{path}: entry 0: index offset {b[2][2] - 1} points at the batch at position "
+        f"{b[2][0]} (offsets {b[2][2] - 2}..{b[2][2]}): an entry for a multi-batch append, "
+        "as followers write; lookups are correct"
+    ]
+
+
+def test_indexed_offset_below_its_batch_is_a_problem(seg) -> None:  # type: ignore[no-untyped-def]
+    """An entry naming an offset of an earlier batch would make lookups skip records."""
+    log, b = seg
+    path = put_offset_index(log, 100, [(b[1][2], b[2][0])])
     problems = verify_segment(log).problems
     assert [str(p) for p in problems] == [
-        f"{path}: entry 0: index offset {b[2][2] - 1} but the batch at position {b[2][0]} "
-        f"ends at log offset {b[2][2]}"
+        f"{path}: entry 0: index offset {b[1][2]} but the batch at position {b[2][0]} "
+        f"starts at log offset {b[2][2] - 2} (a lookup of offset {b[1][2]} would start "
+        "after it)"
     ]
-    assert (problems[0].index_offset, problems[0].log_offset) == (b[2][2] - 1, b[2][2])
+    assert (problems[0].index_offset, problems[0].log_offset) == (b[1][2], b[2][2] - 2)
+
+
+def test_indexed_offset_beyond_the_last_offset_is_a_problem(seg) -> None:  # type: ignore[no-untyped-def]
+    log, b = seg
+    path = put_offset_index(log, 100, [(b[-1][2] + 5, b[-1][0])])
+    assert messages(log) == [
+        f"offset-index: {path}: entry 0: index offset {b[-1][2] + 5} is beyond the last "
+        f"offset of the log ({b[-1][2]})"
+    ]
+
+
+def test_missing_indexes_are_warnings(seg) -> None:  # type: ignore[no-untyped-def]
+    """Kafka rebuilds a missing .index/.timeindex on load: report it, but not as damage."""
+    log, _ = seg
+    log.with_suffix(".index").unlink()
+    log.with_suffix(".timeindex").unlink()
+    check = verify_segment(log)
+    assert check.ok
+    assert [str(w) for w in check.warnings] == [
+        f"{log.with_suffix('.index')}: missing (Kafka rebuilds it when it loads the segment)",
+        f"{log.with_suffix('.timeindex')}: missing (Kafka rebuilds it when it loads the segment)",
+    ]
+
+
+def test_real_consumer_offsets_segment_without_indexes_warns(fixtures_dir: Path) -> None:
+    log = fixtures_dir / "__consumer_offsets-16" / "00000000000000000000.log"
+    check = verify_segment(log)
+    assert check.ok and [w.kind for w in check.warnings] == ["offset-index", "time-index"]
+
+
+def test_follower_multi_batch_appends_verify_with_notes(tmp_path: Path) -> None:
+    """Section 4: a follower appends several batches at once and Kafka indexes the
+    append with its last offset and its first batch's position."""
+    from kt.storage.log import PartitionLog
+    from kt.storage.log_config import LogConfig
+
+    d = tmp_path / "t-0"
+    plog = PartitionLog.open(d, LogConfig(index_interval_bytes=1))
+    appends, offset = [], 0
+    for n_batches in (3, 1, 4, 2):
+        chunk = []
+        for _ in range(n_batches):
+            recs = [RecordSpec(b"k", b"v" * 20, timestamp=1_000 + offset + j) for j in range(2)]
+            chunk.append(build_batch(recs, base_offset=offset, partition_leader_epoch=0))
+            offset += 2
+        appends.append(chunk)
+        plog.append_as_follower(b"".join(chunk))
+    plog.close()
+    log = d / segment_file_name(0, ".log")
+    assert verify_segment(log).ok  # whatever kt itself wrote is valid
+    # The entries Kafka writes for these appends: (last offset of the append,
+    # position of its first batch).
+    entries, pos = [], 0
+    for chunk in appends:
+        last = batch_infos(b"".join(chunk))[-1].last_offset
+        entries.append((last, pos))
+        pos += sum(len(b) for b in chunk)
+    put_offset_index(log, 0, entries)
+    check = verify_segment(log)
+    assert check.ok, check.problems
+    assert [n.entry for n in check.notes] == [0, 2, 3]  # the multi-batch appends
+    # Lookups through these entries find every offset.
+    from kt.storage.file_records import FileRecords, LogBatch
+    from kt.storage.offset_index import read_offset_index
+
+    view = read_offset_index(log.with_suffix(".index"), 0)
+    with open(log, "rb") as f:
+        records = FileRecords(f)
+        for target in range(offset):
+            start = max((e for e in view if e.offset <= target), default=OffsetPosition(0, 0))
+            found = [
+                b
+                for b in records.batches(start.position)
+                if isinstance(b, LogBatch) and b.last_offset >= target
+            ]
+            assert found and found[0].base_offset <= target
+    # kt's own log engine loads such an index and reads every offset through it.
+    again = PartitionLog.open(d, LogConfig(index_interval_bytes=1), had_clean_shutdown=True)
+    try:
+        assert again.load_report.rebuilt_indexes == []  # the sanity check accepts it
+        with open(log, "rb") as f:
+            records = FileRecords(f)
+            for target in range(offset):
+                got = again.read(target, 1)
+                assert got is not None
+                batch = next(iter(records.batches(got.position)))
+                assert isinstance(batch, LogBatch)
+                assert batch.base_offset <= target <= batch.last_offset
+    finally:
+        again.close()
 
 
 def test_offset_index_entry_beyond_the_end_of_the_log(seg) -> None:  # type: ignore[no-untyped-def]

@@ -58,7 +58,7 @@ def partition(fixture_copy) -> Path:  # type: ignore[no-untyped-def]
 def test_show_plain_and_json(logdir: Path) -> None:
     result = run("show", str(logdir / "replication-offset-checkpoint"))
     assert result.exit_code == 0
-    assert "replication-offset-checkpoint, version 0, 1 entries" in result.stdout
+    assert "replication-offset-checkpoint, version 0, 1 entry" in result.stdout
     assert "tesot" in result.stdout
     result = run("show", "--json", str(logdir / "recovery-point-offset-checkpoint"))
     doc = json.loads(result.stdout)
@@ -85,7 +85,6 @@ def test_show_leader_epoch_and_sniffed_names(partition: Path, tmp_path: Path) ->
 @pytest.mark.parametrize(
     ("name", "content", "code", "message"),
     [
-        ("recovery-point-offset-checkpoint", b"", 1, "empty file"),
         ("recovery-point-offset-checkpoint", b"0\n2\na 0 1\n", 1, "line 2 says 2 entries"),
         ("recovery-point-offset-checkpoint", b"0\n1\na 0 1\ngarbage appended", 1, "line 4"),
         ("log-start-offset-checkpoint", b"7\n0\n", 1, "unsupported version 7"),
@@ -105,6 +104,28 @@ def test_show_damaged_or_wrong_kind(
     line = one_error_line(run("show", str(path)), code)
     assert message in line and str(path) in line
     assert snapshot_dir(tmp_path) == before
+
+
+@pytest.mark.parametrize("content", [b"", b"0\n"])
+@pytest.mark.parametrize("name", ["recovery-point-offset-checkpoint", "leader-epoch-checkpoint"])
+def test_checkpoint_without_entries_is_a_warning_everywhere(
+    tmp_path: Path, name: str, content: bytes
+) -> None:
+    """Issue 9 #3: Kafka reads an empty checkpoint as no entries; `checkpoint show`
+    and `log-dirs inspect` give the same verdict: no entries, a warning."""
+    d = tmp_path / "logs"
+    (d / "t-0").mkdir(parents=True)
+    path = d / name if name != "leader-epoch-checkpoint" else d / "t-0" / name
+    path.write_bytes(content)
+    shown = run("show", str(path))
+    assert shown.exit_code == 0, shown.output
+    [warning] = shown.stderr.splitlines()
+    assert warning.startswith(f"kt: warning: {path}: ") and "no entries" in warning
+    assert "0 entries" in shown.stdout
+    inspected = CliRunner().invoke(cli, ["log-dirs", "inspect", str(d)])
+    assert inspected.exit_code == 0, inspected.output
+    assert f"WARNING {path}: " in inspected.output
+    assert "PROBLEM" not in inspected.output
 
 
 def test_show_missing_and_directory(tmp_path: Path) -> None:

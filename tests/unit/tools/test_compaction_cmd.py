@@ -10,7 +10,7 @@ from click.testing import CliRunner, Result
 from kt.cli import cli
 from kt.storage import record_batch as v2
 from kt.storage.cleaner import clean_log
-from kt.storage.log import PartitionLog
+from kt.storage.log import AppendOrigin, PartitionLog
 from kt.storage.log_config import LogConfig
 
 NOW = 1_700_000_000_000
@@ -27,7 +27,9 @@ def _log(d: Path) -> PartitionLog:
         key = None if i % 13 == 5 else b"k%d" % (i % 6)
         value = None if i % 7 == 3 else b"v%d" % i
         batch = v2.build_batch([v2.RecordSpec(key, value, timestamp=NOW)], codec=i % 3)
-        log.append_as_leader(batch, 0, now_ms=NOW)
+        # Not as a producer (which may not write keyless records to a compacted log):
+        # such records get there when a topic becomes compacted later.
+        log.append_as_leader(batch, 0, now_ms=NOW, origin=AppendOrigin.COORDINATOR)
     log.roll(now_ms=NOW)
     log.update_high_watermark(log.log_end_offset)
     return log

@@ -68,7 +68,7 @@ def test_verify_real_kafka_files(logdir: Path) -> None:
     assert f"OK {logdir / 'test-0' / (SEG + '.log')} (109 batches, 45 offset, 46 time" in (
         result.stdout
     )
-    assert lines[-1] == "3 segments checked, 0 with problems"
+    assert lines[-1] == "3 segments checked, 0 with problems, 2 with warnings"
     quiet = run("verify", "-q", str(logdir / "test-0"))
     assert (quiet.exit_code, quiet.stdout) == (0, "")
 
@@ -84,7 +84,7 @@ def test_verify_damaged_copy_exit_1_with_problem_lines(logdir: Path) -> None:
     i = lines.index(f"PROBLEMS {logdir / 'test-0' / (SEG + '.log')}")
     assert lines[i + 1].startswith(f"  {index}: entry 1: offset ")
     assert "inside the batch at position" in lines[i + 1]
-    assert lines[-1] == "3 segments checked, 1 with problems"
+    assert lines[-1] == "3 segments checked, 1 with problems, 2 with warnings"
     quiet = run("verify", "--quiet", str(logdir))
     assert quiet.exit_code == 1
     assert quiet.stdout.splitlines() == lines[i : i + 2]
@@ -109,6 +109,8 @@ def test_verify_json_is_ndjson(logdir: Path) -> None:
         "time_index_entries",
         "txn_index_entries",
         "problems",
+        "warnings",
+        "notes",
     }
     assert all(set(d) == keys for d in docs)
     good = docs[2]
@@ -135,7 +137,9 @@ def test_usage_errors_exit_2_with_one_line(tmp_path: Path, cmd: str) -> None:
     (tmp_path / "notes.txt").write_text("hello")
     line = one_error_line(run(cmd, str(tmp_path / "notes.txt")), 2)
     assert "not a segment file, partition directory or log directory" in line
-    one_error_line(run(cmd), 2)
+    # PATH is required (click's check; `kt` prints it as one line, see test_cli_root).
+    missing = run(cmd)
+    assert missing.exit_code == 2 and "Missing argument 'PATH...'" in missing.output
 
 
 def test_real_subprocess(logdir: Path) -> None:
@@ -158,6 +162,75 @@ def test_real_subprocess(logdir: Path) -> None:
     assert missing.stderr.startswith("kt: error: ") and len(missing.stderr.splitlines()) == 1
 
 
+def test_missing_indexes_are_warnings_and_rebuild_would_create_them(
+    tmp_path: Path, fixtures_dir: Path
+) -> None:
+    """Issue 9 #1: __consumer_offsets-16 has no .index/.timeindex."""
+    part = fixtures_dir / "__consumer_offsets-16"
+    result = run("verify", str(part))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        f"OK {part / (SEG + '.log')} (69 batches, 0 offset, 0 time, 0 txn index entries)",
+        f"  WARNING {part / (SEG + '.index')}: missing (Kafka rebuilds it when it loads the "
+        "segment)",
+        f"  WARNING {part / (SEG + '.timeindex')}: missing (Kafka rebuilds it when it loads "
+        "the segment)",
+        "1 segment checked, 0 with problems, 1 with warnings",
+    ]
+    assert run("verify", "-q", str(part)).stdout == ""
+    (doc,) = map(json.loads, run("verify", "--json", str(part)).stdout.splitlines())
+    assert doc["ok"] and [w["index"] for w in doc["warnings"]] == ["offset-index", "time-index"]
+    dry = run("rebuild", "--dry-run", str(part))
+    assert dry.stdout.splitlines() == [
+        f"{part / (SEG + '.index')}: would create (24 bytes)",
+        f"{part / (SEG + '.timeindex')}: would create (48 bytes)",
+    ]
+    copy = tmp_path / "__consumer_offsets-16"
+    shutil.copytree(part, copy)
+    copy.chmod(0o755)
+    done = run("rebuild", str(copy))
+    assert done.stdout.splitlines()[0] == f"{copy / (SEG + '.index')}: created (24 bytes)"
+
+
+@pytest.mark.parametrize("cmd", [("verify",), ("rebuild", "--dry-run"), ("rebuild",)])
+def test_directory_named_like_a_segment_is_a_usage_error(
+    tmp_path: Path, cmd: tuple[str, ...]
+) -> None:
+    """Issue 9 #2: not skipped silently; 'is a directory', exit 2, like dump-log-segments."""
+    odd = tmp_path / "t-0" / f"{SEG}.log"
+    odd.mkdir(parents=True)
+    for target in (odd, odd.parent, tmp_path):
+        line = one_error_line(run(*cmd, str(target)), 2)
+        assert line == f"kt: error: {odd}: is a directory"
+
+
+def test_follower_style_entries_are_notes_not_problems(tmp_path: Path) -> None:
+    """Section 4: an entry for a multi-batch append is a note in `index verify`, while
+    `dump-log-segments --verify-index-only` still lists it as a mismatch like Kafka."""
+    from kt.storage.record_batch import RecordSpec, build_batch
+
+    d = tmp_path / "t-0"
+    d.mkdir()
+    batches = [build_batch([RecordSpec(b"k", b"v" * 10)] * 2, base_offset=2 * i) for i in range(4)]
+    (d / f"{SEG}.log").write_bytes(b"".join(batches))
+    # One append of batches 0-1, one of 2-3: (last offset of the append, first position).
+    entries = [(3, 0), (7, len(batches[0]) + len(batches[1]))]
+    (d / f"{SEG}.index").write_bytes(b"".join(o.to_bytes(4, "big") + p.to_bytes(4, "big")
+                                              for o, p in entries))  # fmt: skip
+    (d / f"{SEG}.timeindex").write_bytes(b"")
+    result = run("verify", str(d))
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[1].startswith("  NOTE 2 offset-index entries of multi-batch appends")
+    assert lines[-1] == "1 segment checked, 0 with problems, 0 with warnings"
+    (doc,) = map(json.loads, run("verify", "--json", str(d)).stdout.splitlines())
+    assert doc["ok"] and [n["index_offset"] for n in doc["notes"]] == [3, 7]
+    dumped = CliRunner().invoke(
+        cli, ["dump-log-segments", "--verify-index-only", "--files", str(d / f"{SEG}.index")]
+    )
+    assert "Mismatches in :" in dumped.output and "Index offset: 3, log offset: 1" in dumped.output
+
+
 # --- rebuild ----------------------------------------------------------------------------------
 
 
@@ -175,7 +248,7 @@ def test_rebuild_dry_run_writes_nothing(logdir: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [
         f"{part / (SEG + '.index')}: would rewrite (355 bytes -> 360 bytes)",
-        f"{part / (SEG + '.timeindex')}: would rewrite (missing -> 552 bytes)",
+        f"{part / (SEG + '.timeindex')}: would create (552 bytes)",
     ]
     assert state(part) == before
     as_json = run("rebuild", "--dry-run", "--json", str(part))

@@ -195,3 +195,28 @@ def test_usage_errors(tmp_path: Path, kafka3_dir: Path) -> None:
     assert run(str(tmp_path / "nope")).exit_code == 2
     assert run(str(kafka3_dir / "test-0")).exit_code == 2
     assert run(str(kafka3_dir / "meta.properties")).exit_code == 2
+
+
+def test_missing_indexes_are_warnings(kafka3_dir: Path) -> None:
+    """Issue 9 #1: a missing .index/.timeindex is reported (Kafka rebuilds it on load)."""
+    for name in (f"{SEG}.index", f"{SEG}.timeindex"):
+        (kafka3_dir / "test-0" / name).unlink()
+    for args in ([], ["--verify-indexes"]):
+        result = run(*args, str(kafka3_dir))
+        assert result.exit_code == 0, result.output
+        for name in (f"{SEG}.index", f"{SEG}.timeindex"):
+            line = f"WARNING {kafka3_dir / 'test-0' / name}: missing (Kafka rebuilds it"
+            assert sum(line in x for x in result.output.splitlines()) == 1, result.output
+
+
+def test_stray_directory_is_a_warning(kafka3_dir: Path) -> None:
+    """Issue 9 #4: a stray directory is reported like a stray file, not only in --json."""
+    (kafka3_dir / "backup").mkdir()
+    (kafka3_dir / "notes.txt").write_text("x")
+    result = run(str(kafka3_dir))
+    assert result.exit_code == 0, result.output
+    assert f"WARNING {kafka3_dir / 'backup'}: unexpected directory" in result.output
+    assert f"WARNING {kafka3_dir / 'notes.txt'}: unexpected file" in result.output
+    doc = json.loads(run("--json", str(kafka3_dir)).stdout)
+    assert doc["stray_files"] == ["backup/", "notes.txt"]
+    assert str(kafka3_dir / "backup") in {w["path"] for w in doc["warnings"]}
