@@ -139,7 +139,9 @@ def test_only_the_partition_leader_coordinates(three_brokers: LocalCluster) -> N
     found = wait_for(lambda: (r := find_coordinator(any_port, group)).error_code == 0 and r,
                      what="the coordinator")  # fmt: skip
     coordinator = found.node_id
-    assert all(find_coordinator(port_of(c, n), group).node_id == coordinator for n in (1, 2, 3))
+    # Every broker answers from its metadata cache (UpdateMetadata may still be on its way).
+    wait_for(lambda: all(find_coordinator(port_of(c, n), group).node_id == coordinator
+                         for n in (1, 2, 3)), what="every broker to agree")  # fmt: skip
     # REQUEST_TIMED_OUT (after offsets.commit.timeout.ms) until the followers caught
     # up or left the ISR: acknowledged only once replicated.
     assert wait_for(lambda: commit(port_of(c, coordinator), group, {0: 3})[0] == ErrorCode.NONE,
