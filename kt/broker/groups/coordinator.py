@@ -255,6 +255,8 @@ class GroupCoordinator:
         self._writes: set[asyncio.Task[None]] = set()
         self._partitions: int | None = None
         self._expiry_task: asyncio.Task[None] | None = None
+        # Set by stop(): a LeaderAndIsr arriving during shutdown loads nothing.
+        self._stopped = False
         # Checks a topic partition exists (OffsetCommit / OffsetDelete answer
         # UNKNOWN_TOPIC_OR_PARTITION otherwise); None accepts any.
         self.partition_exists: Callable[[str, int], bool] | None = None
@@ -310,6 +312,7 @@ class GroupCoordinator:
             except (asyncio.CancelledError, Exception):
                 pass
             self._expiry_task = None
+        self._stopped = True
         self.on_resignation(sorted(self.owned | self.loading))
         for group in list(self.groups.values()):
             self._unload_group(group)
@@ -330,6 +333,10 @@ class GroupCoordinator:
         """This broker now leads `partitions`: load their groups in the background;
         until loaded their groups get COORDINATOR_LOAD_IN_PROGRESS. Partitions
         already served or loading are left as they are (our memory is current)."""
+        if self._stopped:
+            return
+        # The topic exists now: take its partition count from it, not the config.
+        self._partitions = None
         loop = asyncio.get_running_loop()
         for p in partitions:
             if p in self.owned or p in self.loading:
@@ -341,13 +348,14 @@ class GroupCoordinator:
         """This broker no longer leads `partitions` (follower, stopped or deleted):
         forget their groups; parked requests are answered NOT_COORDINATOR."""
         gone = set(partitions)
+        served = gone & (self.owned | self.loading)
         for p in gone:
             task = self._loads.pop(p, None)
             if task is not None:
                 task.cancel()
             self.loading.discard(p)
             self.owned.discard(p)
-        if not gone:
+        if not served:
             return
         unloaded = 0
         for group in list(self.groups.values()):
@@ -355,7 +363,7 @@ class GroupCoordinator:
                 self._unload_group(group)
                 unloaded += 1
         log.info("resigned as coordinator of %s-%s: unloaded %d groups", CONSUMER_OFFSETS,
-                 ",".join(map(str, sorted(gone))), unloaded)  # fmt: skip
+                 ",".join(map(str, sorted(served))), unloaded)  # fmt: skip
 
     async def _load(self, p: int) -> None:
         try:
