@@ -56,6 +56,7 @@ class Broker:
         self._loop: asyncio.AbstractEventLoop | None = None
         # Owns the hosted partitions; every request resolves its partitions through it.
         self.replica_manager = ReplicaManager(config.node_id, self.logs)
+        self.replica_manager.replica_lag_time_max_ms = config.get_int("replica.lag.time.max.ms")
         # Topics as the controller described them (plus their configs).
         self.metadata = TopicsView(self.replica_manager.metadata_cache)
         # Set when the broker joined the cluster (kt.broker.server).
@@ -167,6 +168,15 @@ class Broker:
         """A topic's overrides were loaded or changed: remember and apply them live."""
         self.metadata.set_configs(name, configs)
         self.logs.update_config(name, configs)
+
+    async def refresh_topic_configs(self, name: str) -> dict[str, str]:
+        """A topic's overrides read from the coordination store (and applied)."""
+        if self.membership is None:
+            return self.metadata.configs.get(name, {})
+        configs = await self.membership.cluster.get_entity_config("topics", name)
+        if configs != self.metadata.configs.get(name):
+            self.on_topic_config(name, configs)
+        return configs
 
     def on_topic_deleted(self, callback: Callable[[str], None]) -> None:
         """Register a callback run after a topic is deleted (coordinators clean up)."""

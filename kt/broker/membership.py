@@ -31,8 +31,11 @@ from kt.broker.controller_link import ControllerLink, ControllerUnavailableError
 from kt.broker.metadata import znodes
 from kt.broker.metadata.cluster_store import BrokerIdInUseError, ClusterStore
 from kt.broker.metadata.store import CoordinationStore, SessionEvent, StoreUnavailableError
+from kt.broker.partition import Partition
+from kt.broker.replication.fetcher import BrokerEndpoint, FetcherConfig, ReplicaFetcherManager
 from kt.broker.topic_admin import TopicAdmin
 from kt.protocol import ErrorCode, apis
+from kt.storage.checkpoint import TopicPartition
 
 if TYPE_CHECKING:
     from kt.broker.broker import Broker
@@ -55,6 +58,7 @@ class ClusterMembership:
         self.config_manager: ConfigManager | None = None
         self.alter_partitions: AlterPartitionManager | None = None
         self.controller_link: ControllerLink | None = None
+        self.fetchers: ReplicaFetcherManager | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._leaving = False
 
@@ -82,6 +86,15 @@ class ClusterMembership:
         rm.attach_cluster(
             rm.metadata_cache, lambda: b.broker_epoch, lambda t: b.metadata.configs.get(t, {})
         )
+        known: set[str] = set()
+
+        async def fetch_configs(topic: str) -> object:
+            if topic not in known:
+                known.add(topic)
+                await b.refresh_topic_configs(topic)
+            return None
+
+        rm.fetch_topic_configs = fetch_configs
         b._admin = TopicAdmin(self.cluster, rm.metadata_cache, b.metadata, rm.metadata_changed)
         b.producer_ids.attach(lambda: self.cluster.allocate_producer_id_block(b.node_id))
         self.config_manager = ConfigManager(self.cluster, b.on_topic_config)
@@ -94,6 +107,7 @@ class ClusterMembership:
         )
         self.alter_partitions.start()
         rm.submit_isr_change = self.alter_partitions.submit
+        self._start_fetchers()
         settings = ControllerSettings(
             unclean_leader_election_default=b.config.get_bool("unclean.leader.election.enable"),
             listener=b.listener_name,
@@ -139,6 +153,41 @@ class ClusterMembership:
                     )  # fmt: skip
                     announced = True
                 await asyncio.sleep(0.5)
+
+    def _start_fetchers(self) -> None:
+        """Followers fetch from their leaders: a LeaderAndIsr hands new followers to
+        the fetchers and takes new leaders (and stopped replicas) from them."""
+        b = self.broker
+        rm = b.replica_manager
+        config = FetcherConfig.from_props(b.config.props)
+        addresses: dict[int, tuple[str, int]] = {}
+
+        def endpoint_for(leader_id: int) -> BrokerEndpoint:
+            live = b.metadata.cache.broker(leader_id)
+            ep = live.endpoint(b.listener_name) or live.endpoint() if live else None
+            host, port = (ep.host, ep.port) if ep is not None else addresses[leader_id]
+            return BrokerEndpoint(leader_id, host, port, local_broker_id=b.node_id, config=config)
+
+        self.fetchers = fetchers = ReplicaFetcherManager(
+            b.node_id, endpoint_for, config, broker_epoch=b.broker_epoch,
+            on_partition_failed=lambda part, exc: rm.on_storage_error(part, exc),
+        )  # fmt: skip
+
+        def on_leadership(
+            leaders: list[Partition], followers: list[Partition], live: dict[int, tuple[str, int]]
+        ) -> None:
+            addresses.update(live)
+            if leaders:
+                fetchers.remove_partitions([p.tp for p in leaders])
+            if followers:
+                fetchers.add_partitions(followers)
+
+        rm.leadership_listeners.append(on_leadership)
+
+        def on_stopped(tps: list[TopicPartition]) -> None:
+            fetchers.remove_partitions(tps)
+
+        rm.stop_listeners.append(on_stopped)
 
     def _channel(self) -> ControllerChannel:
         b = self.broker
@@ -242,6 +291,8 @@ class ClusterMembership:
             t.cancel()
         if self.controller is not None:
             await self.controller.shutdown()
+        if self.fetchers is not None:
+            await self.fetchers.shutdown()
         if self.alter_partitions is not None:
             await self.alter_partitions.stop()
         if self.config_manager is not None:

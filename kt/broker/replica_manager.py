@@ -19,12 +19,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from kt.broker.alter_partition import IsrProposal, IsrResult
 from kt.broker.errors import (
+    BrokerError,
     FencedLeaderEpochError,
     InvalidRecordError,
     InvalidTopicError,
@@ -40,6 +41,7 @@ from kt.broker.log_manager import LogManager
 from kt.broker.metadata.cache import LiveBroker, MetadataCache, PartitionView
 from kt.broker.metadata_store import INTERNAL_TOPICS
 from kt.broker.partition import Partition, ProducerStateError
+from kt.broker.purgatory import DelayedOperationPurgatory, DelayedProduce
 from kt.protocol import ErrorCode
 from kt.storage.checkpoint import TopicPartition
 from kt.storage.errors import OffsetOutOfRangeError, StorageError
@@ -112,7 +114,13 @@ class ReplicaManager:
         self.controller_epoch = -1
         self._broker_epoch: Callable[[], int] = lambda: -1
         self._topic_configs: Callable[[str], dict[str, str]] = lambda _topic: {}
+        self.fetch_topic_configs: Callable[[str], Awaitable[object]] = _no_configs
         self._metadata_event = asyncio.Event()
+        # acks=all produces waiting for their partitions' high watermarks.
+        self.produce_purgatory: DelayedOperationPurgatory[TopicPartition] = (
+            DelayedOperationPurgatory("produce")
+        )
+        self.replica_lag_time_max_ms = 30_000
         # (new leaders, new followers, live leaders' endpoints) after a LeaderAndIsr.
         self.leadership_listeners: list[LeadershipListener] = []
         # Partitions a StopReplica stopped (fetchers drop them).
@@ -157,11 +165,12 @@ class ReplicaManager:
 
     def remove_partition(self, tp: TopicPartition) -> Partition | None:
         """Stop hosting `tp` (its topic was deleted): waiting fetches wake up and find
-        it gone. The log itself is the log manager's to delete."""
+        it gone, waiting produces fail. The log itself is the log manager's to delete."""
         part = self._partitions.pop(tp, None)
         if part is not None:
             part.offline = True
             part.notify()
+        self.produce_purgatory.check_and_complete(tp)
         return part
 
     def wake_all(self) -> None:
@@ -430,6 +439,9 @@ class ReplicaManager:
             part = self._partitions.get(tp)
             if part is None:
                 try:
+                    # A new replica's log is made with the topic's own config (Kafka
+                    # reads it from ZooKeeper when it creates the log).
+                    await self.fetch_topic_configs(tp.topic)
                     part = self._new_replica(ch)
                 except (OSError, StorageError) as exc:
                     log.error("cannot create replica %s: %s", _name(tp), exc)
@@ -481,6 +493,8 @@ class ReplicaManager:
         """Host a replica with no role yet (leader -1, epoch -1): a LeaderAndIsr makes
         it leader or follower. Producer state is rebuilt from its log."""
         part = Partition(tp, topic_id, plog, NO_LEADER, -1, [], [], local_broker_id=self.node_id)
+        part.offsets_listener = self._offsets_moved
+        part.replica_lag_time_max_ms = self.replica_lag_time_max_ms
         part.load_producer_state()
         self._partitions[tp] = part
         return part
@@ -550,6 +564,28 @@ class ReplicaManager:
         event.set()
         return ErrorCode.NONE
 
+    # --- acks=all ------------------------------------------------------------------
+
+    def _offsets_moved(self, part: Partition) -> None:
+        # A partition's LEO, HW, ISR or role changed: waiting produces may complete.
+        self.produce_purgatory.check_and_complete(part.tp)
+
+    async def wait_for_replication(
+        self, required: dict[TopicPartition, int], timeout_ms: int
+    ) -> dict[TopicPartition, BrokerError | None]:
+        """acks=all: wait until each partition's high watermark reaches its required
+        offset (its last appended offset + 1), or `timeout_ms` passes (Kafka's
+        DelayedProduce). Per partition: None (replicated), or the error
+        (REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER)."""
+
+        def lookup(tp: TopicPartition) -> Partition:
+            return self.get_partition_or_error(tp.topic, tp.partition)
+
+        op: DelayedProduce[TopicPartition] = DelayedProduce(max(0, timeout_ms), required, lookup)
+        if not self.produce_purgatory.try_complete_else_watch(op, list(required)):
+            await op.wait()
+        return {tp: _as_broker_error(err) for tp, err in op.result.items()}
+
     # --- ISR changes (leaders propose, the controller decides) -----------------------
 
     def maybe_shrink_isrs(self, now_ms: int, lag_max_ms: int) -> None:
@@ -608,6 +644,16 @@ def _epoch_for(part: Partition, offset: int) -> int:
     # The epoch of the batch holding `offset`; the current one past the cached epochs.
     epoch = part.log.leader_epoch_cache.epoch_for_offset(offset)
     return part.leader_epoch if epoch is None else epoch
+
+
+async def _no_configs(_topic: str) -> object:
+    return None
+
+
+def _as_broker_error(err: BaseException | None) -> BrokerError | None:
+    if err is None or isinstance(err, BrokerError):
+        return err
+    return KafkaStorageError(str(err))
 
 
 def _name(tp: TopicPartition) -> str:

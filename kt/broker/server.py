@@ -148,8 +148,11 @@ class RunningBroker:
         if self._joined:
             log.info("stopped cleanly")
         else:
-            # The error that stopped the start is reported by the caller.
-            log.info("start failed: logs closed" if self._opened else "start failed")
+            # The error that stopped the start is reported by the caller (one line).
+            if self._opened:
+                log.info("start failed: logs closed")
+            else:
+                log.debug("start failed")
 
 
 async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:
@@ -173,7 +176,6 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
         )
         if ready is not None:
             ready.set()
-        running = True
         await stop.wait()
         interrupted = True
         log.info("shutting down")

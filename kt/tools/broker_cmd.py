@@ -6,6 +6,7 @@ import asyncio
 import errno
 import json
 import logging
+import os
 import socket
 import sys
 import time
@@ -108,7 +109,9 @@ def start(
             errno.EADDRNOTAVAIL,
         ):
             where = ", ".join(f"{lst.host}:{lst.port}" for lst in cfg.listeners)
-            fail(f"cannot listen on {where}: {exc.strerror}")
+            # asyncio wraps the bind error's text; the errno's own words are clearer.
+            reason = os.strerror(exc.errno) if exc.errno else exc.strerror
+            fail(f"cannot listen on {where}: {reason}")
         raise
     except KeyboardInterrupt:
         pass

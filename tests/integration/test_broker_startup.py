@@ -65,7 +65,7 @@ def test_a_failed_start_is_not_logged_as_a_clean_stop(
     cfg = load_config(
         None, {"log.dirs": str(data), "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}"}
     )
-    with caplog.at_level(logging.INFO, logger="kt.broker"), pytest.raises(OSError):
+    with caplog.at_level(logging.DEBUG, logger="kt.broker"), pytest.raises(OSError):
         asyncio.run(serve(cfg))
     messages = [r.getMessage() for r in caplog.records]
     assert "stopped cleanly" not in messages

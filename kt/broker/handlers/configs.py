@@ -74,6 +74,9 @@ async def describe_configs(ctx: RequestContext, request: Struct) -> Any:
                                "resource_type": res.resource_type,
                                "resource_name": res.resource_name, "configs": []}  # fmt: skip
         try:
+            if res.resource_type == TOPIC:
+                # As Kafka's brokers: a topic's config as ZooKeeper holds it now.
+                await ctx.broker.refresh_topic_configs(res.resource_name)
             entries = _describe(ctx, res.resource_type, res.resource_name)
         except ResourceError as exc:
             out.update(error_code=exc.code, error_message=exc.message)
@@ -276,6 +279,7 @@ async def incremental_alter_configs(ctx: RequestContext, request: Struct) -> Any
                     )
             ops = [(c.name, c.config_operation, c.value) for c in res.configs]
             if res.resource_type == TOPIC:
+                await ctx.broker.refresh_topic_configs(res.resource_name)
                 info = _topic(ctx, res.resource_name)
                 new = _apply_ops(dict(info.configs), ops)
             else:
