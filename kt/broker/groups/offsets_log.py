@@ -11,9 +11,9 @@ tombstone deletes.
 
 Writes are appended to the partition as its leader. Offset commits and group
 metadata are acknowledged only once replicated (acks=all: the high watermark
-passed them, :meth:`RecordStore.wait_committed`); failures carry the partition-level
-Kafka error (:class:`AppendError`), which the coordinator maps to its own errors as
-Kafka's GroupMetadataManager does.
+passed them; :meth:`RecordStore.wait_committed` waits in the produce purgatory);
+failures carry the partition-level Kafka error (:class:`AppendError`), which the
+coordinator maps to its own errors as Kafka's GroupMetadataManager does.
 """
 
 from __future__ import annotations
@@ -193,29 +193,14 @@ class LogRecordStore:
         return part.log_end_offset
 
     async def wait_committed(self, partition: int, end_offset: int, timeout_ms: int) -> None:
-        """Wait on the partition's offset events (set when its HW, leadership or ISR
-        change) until Partition.is_offset_committed says done; a different leader
-        epoch than at the append also means the write may be lost."""
-        part = self._leader(partition)
-        epoch = part.leader_epoch
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(timeout_ms, 0) / 1000
-        rm = self.broker.replica_manager
-        while True:
-            if rm.get(part.tp) is not part or part.leader_epoch != epoch:
-                raise AppendError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            done, error = part.is_offset_committed(end_offset)
-            if done:
-                if error is not None:
-                    raise AppendError(error_code_for(error), str(error))
-                return
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise AppendError(ErrorCode.REQUEST_TIMED_OUT)
-            try:
-                await asyncio.wait_for(part.data_arrived().wait(), remaining)
-            except TimeoutError:
-                pass  # checked once more, then timed out
+        """Wait in the replica manager's produce purgatory, as an acks=all produce
+        (Kafka's coordinator appends through appendRecords and DelayedProduce)."""
+        tp = TopicPartition(CONSUMER_OFFSETS, partition)
+        result = await self.broker.replica_manager.wait_for_replication({tp: end_offset},
+                                                                        timeout_ms)  # fmt: skip
+        error = result.get(tp)
+        if error is not None:
+            raise AppendError(error_code_for(error), str(error))
 
     def read(self, partition: int) -> Iterator[Record]:
         """Every record of the partition up to its log end, oldest first."""

@@ -12,6 +12,7 @@ from typing import Any, cast
 import pytest
 from replication_helpers import new_partition, state
 
+from kt.broker.errors import NotLeaderOrFollowerError
 from kt.broker.groups import CoordinatorSettings, GroupCoordinator, GroupState
 from kt.broker.groups.coordinator import JoinRequest, JoinResult
 from kt.broker.groups.group import OffsetEntry
@@ -23,6 +24,7 @@ from kt.broker.groups.offsets_log import (
     partition_for,
 )
 from kt.broker.partition import Partition
+from kt.broker.purgatory import DelayedOperationPurgatory, DelayedProduce
 from kt.protocol import ErrorCode as E
 from kt.storage.checkpoint import TopicPartition
 
@@ -270,11 +272,27 @@ def test_assignment_is_handed_out_once_replicated() -> None:
 
 
 class FakeReplicaManager:
-    """What LogRecordStore uses of the ReplicaManager."""
+    """What LogRecordStore uses of the ReplicaManager (its purgatory is the real one)."""
 
     def __init__(self, part: Partition) -> None:
         self.part = part
         self.failed: list[BaseException] = []
+        self.purgatory: DelayedOperationPurgatory[TopicPartition] = DelayedOperationPurgatory("p")
+        part.offsets_listener = lambda p: self.purgatory.check_and_complete(p.tp)
+
+    async def wait_for_replication(
+        self, required: dict[TopicPartition, int], timeout_ms: int
+    ) -> dict[TopicPartition, BaseException | None]:
+        def lookup(tp: TopicPartition) -> Partition:
+            part = self.get(tp)
+            if part is None or not part.is_leader:
+                raise NotLeaderOrFollowerError(str(tp))
+            return part
+
+        op: DelayedProduce[TopicPartition] = DelayedProduce(timeout_ms, required, lookup)
+        if not self.purgatory.try_complete_else_watch(op, list(required)):
+            await op.wait()
+        return op.result
 
     def get(self, tp: TopicPartition) -> Partition | None:
         return self.part if tp == self.part.tp else None
