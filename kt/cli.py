@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "index": "kt.tools.index_cmd:index",
     "log-dirs": "kt.tools.log_dirs_cmd:log_dirs",
     "produce": "kt.tools.produce_cmd:produce",
+    "reassign-partitions": "kt.tools.reassign_cmd:reassign_partitions",
     "replica": "kt.tools.replica_cmd:replica",
     "topic": "kt.tools.topic_cmd:topic",
     "tui": "kt.tools.tui_cmd:tui",
