@@ -129,8 +129,8 @@ def reassign_partitions(
     Output lines are Kafka 3.8's: --verify prints "Reassignment of partition
     foo-0 is completed." or "... is still in progress.", --list "foo-1: replicas:
     1,2,3. adding: 4,5. removing: 1,2.". Plans are Kafka's single-line JSON
-    ({"version":1,"partitions":[{"topic","partition","replicas","log_dirs"}]});
-    a malformed plan is refused before anything starts (exit 2). Throttles
+    files (version 1; per partition: topic, partition, replicas, log_dirs); a
+    malformed plan is refused before anything starts (exit 2). Throttles
     (--throttle) are not supported yet.
     """
     if mode is None:
