@@ -779,3 +779,26 @@ def test_topic_being_reassigned_is_deleted_only_after_it_completes():
         await c.shutdown()
 
     run(go)
+
+
+def test_returning_target_broker_gets_its_replica_and_the_reassignment_completes():
+    async def go() -> None:
+        zk = _four_brokers()
+        zk.topics["t"] = TopicReplicas(bytes(16), {0: [1, 2]})
+        c, rec = await started(zk)
+        tp = TP("t", 0)
+        await _alter(c, tp, [1, 4])
+        await settle()
+        zk.remove_broker(4)  # the adding replica's broker dies
+        await settle()
+        assert (await c.list_partition_reassignments([tp]))[tp].adding == (4,)
+        rec.sent.clear()
+        zk.add_broker(4)
+        await settle()
+        assert ("t", 0) in rec.leaders_told(4)  # resumed: told to create its replica
+        await _join_isr(c, zk, tp, (1, 2, 4))
+        assert zk.topics["t"].partitions[0] == [1, 4] and zk.states[tp].isr == (1, 4)
+        assert zk.states[tp].leader == 1  # the leader stays when it is in the target
+        await c.shutdown()
+
+    run(go)
