@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING
 import click
 
 from kt.broker.controller.assignment import BrokerMetadata
-from kt.client import KafkaClient, PartitionReassignment
+from kt.client import (
+    OP_DELETE,
+    OP_SET,
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    KafkaClient,
+    PartitionReassignment,
+)
 from kt.tools.console import emit_json, fail, handle_errors, stdout_is_terminal, usage_error
 from kt.tools.reassign_plan import (
     Plan,
@@ -31,6 +38,7 @@ from kt.tools.reassign_plan import (
     parse_plan,
     parse_topics,
     plan_doc,
+    throttle_lists,
 )
 from kt.tools.wire import Wire, wire_options
 
@@ -94,6 +102,14 @@ def _topics_from(path: str) -> list[str]:
 )  # fmt: skip
 @click.option("--reassignment-json-file", metavar="FILE", help="The plan (Kafka's format).")
 @click.option("--additional", is_flag=True, help="--execute while others are running.")
+@click.option(
+    "--throttle",
+    type=click.IntRange(min=-1),
+    default=-1,
+    metavar="B/S",
+    help="--execute: limit the moving replicas' replication to this many bytes/s.",
+)
+@click.option("--preserve-throttles", is_flag=True, help="--verify: leave the throttles in place.")
 @click.option("--watch", is_flag=True, help="--progress: refresh until nothing is in progress.")
 @click.option(
     "--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
@@ -110,6 +126,8 @@ def reassign_partitions(
     minimal_movement: bool,
     reassignment_json_file: str | None,
     additional: bool,
+    throttle: int,
+    preserve_throttles: bool,
     watch: bool,
     interval: float,
     as_json: bool,
@@ -130,8 +148,10 @@ def reassign_partitions(
     foo-0 is completed." or "... is still in progress.", --list "foo-1: replicas:
     1,2,3. adding: 4,5. removing: 1,2.". Plans are Kafka's single-line JSON
     files (version 1; per partition: topic, partition, replicas, log_dirs); a
-    malformed plan is refused before anything starts (exit 2). Throttles
-    (--throttle) are not supported yet.
+    malformed plan is refused before anything starts (exit 2). --throttle sets
+    Kafka's throttles (both rates on every broker involved, the topics'
+    throttled-replica lists); --verify clears them once nothing of the plan is
+    in progress, unless --preserve-throttles.
     """
     if mode is None:
         usage_error(
@@ -153,9 +173,9 @@ def reassign_partitions(
             usage_error(f"--{mode} needs --reassignment-json-file")
         plan = _plan_from(reassignment_json_file)
         if mode == "execute":
-            _execute(wire, plan, additional, as_json)
+            _execute(wire, plan, additional, throttle, as_json)
         elif mode == "verify":
-            _verify(wire, plan, as_json)
+            _verify(wire, plan, preserve_throttles, as_json)
         else:
             _cancel(wire, plan, as_json)
 
@@ -217,7 +237,7 @@ def _generate(
     click.echo(format_plan(proposed))
 
 
-def _execute(wire: Wire, plan: Plan, additional: bool, as_json: bool) -> None:
+def _execute(wire: Wire, plan: Plan, additional: bool, throttle: int, as_json: bool) -> None:
     async def go(c: KafkaClient) -> tuple[Plan, dict[tuple[str, int], object]]:
         topics = await c.list_topics()
         check_plan_or_exit(
@@ -232,6 +252,11 @@ def _execute(wire: Wire, plan: Plan, additional: bool, as_json: bool) -> None:
             click.echo("Current partition replica assignment\n")
             click.echo(format_plan(current))
             click.echo("\nSave this to use as the --reassignment-json-file option during rollback")
+        if throttle >= 0:
+            await set_throttles(c, current, plan, throttle)
+            if not as_json:
+                click.echo(THROTTLE_WARNING)
+                click.echo(f"The inter-broker throttle limit was set to {throttle} B/s")
         errors = await c.alter_partition_reassignments(plan)
         return current, {tp: e for tp, e in errors.items() if e is not None}
 
@@ -250,6 +275,41 @@ def _execute(wire: Wire, plan: Plan, additional: bool, as_json: bool) -> None:
             for tp, e in sorted(errors.items()):
                 click.echo(f"{_tp(*tp)}: {e}", err=True)
         fail(f"{len(errors)} partition reassignment(s) could not be started")
+
+
+THROTTLE_WARNING = (
+    "Warning: You must run --verify periodically, until the reassignment completes, to "
+    "ensure the throttle is removed."
+)
+RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+LISTS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+
+
+async def set_throttles(c: KafkaClient, current: Plan, plan: Plan, rate: int) -> None:
+    """Kafka's --throttle: the topics' throttled-replica lists, then both rates on
+    every broker involved."""
+    lists, brokers = throttle_lists(current, plan)
+    for topic, configs in sorted(lists.items()):
+        await c.incremental_alter_configs(
+            RESOURCE_TOPIC, topic, [(k, OP_SET, v) for k, v in configs.items()]
+        )
+    for b in brokers:
+        await c.incremental_alter_configs(
+            RESOURCE_BROKER, str(b), [(k, OP_SET, str(rate)) for k in RATES]
+        )
+
+
+async def clear_throttles(c: KafkaClient, topics: list[str]) -> list[int]:
+    """Kafka's --verify once done: the rates off every broker, the lists off the
+    plan's topics. Returns the brokers."""
+    brokers = sorted(c.metadata.brokers)
+    for b in brokers:
+        await c.incremental_alter_configs(
+            RESOURCE_BROKER, str(b), [(k, OP_DELETE, None) for k in RATES]
+        )
+    for t in topics:
+        await c.incremental_alter_configs(RESOURCE_TOPIC, t, [(k, OP_DELETE, None) for k in LISTS])
+    return brokers
 
 
 def check_plan_or_exit(
@@ -302,22 +362,34 @@ def verify_line(s: Status) -> str:
     )
 
 
-def _verify(wire: Wire, plan: Plan, as_json: bool) -> None:
-    async def go(c: KafkaClient) -> list[Status]:
-        topics = sorted({t for t, _ in plan})
+def _verify(wire: Wire, plan: Plan, preserve_throttles: bool, as_json: bool) -> None:
+    topics = sorted({t for t, _ in plan})
+
+    async def go(c: KafkaClient) -> tuple[list[Status], list[int] | None]:
         running = await c.list_partition_reassignments(
             {t: sorted(p for tt, p in plan if tt == t) for t in topics}
         )
-        return verify_statuses(plan, await _current(c, topics), running)
+        statuses = verify_statuses(plan, await _current(c, topics), running)
+        if not as_json:
+            click.echo("Status of partition reassignment:")
+            for st in statuses:
+                click.echo(verify_line(st))
+        cleared = None
+        if not preserve_throttles and all(st.status != "in_progress" for st in statuses):
+            cleared = await clear_throttles(c, topics)
+        return statuses, cleared
 
-    statuses = wire.run(go)
+    statuses, cleared = wire.run(go)
     if as_json:
-        emit_json({"partitions": [asdict(s) for s in statuses],
-                   "done": all(s.status != "in_progress" for s in statuses)})  # fmt: skip
+        emit_json({"partitions": [asdict(st) for st in statuses],
+                   "done": all(st.status != "in_progress" for st in statuses),
+                   "throttles_cleared": cleared is not None})  # fmt: skip
         return
-    click.echo("Status of partition reassignment:")
-    for s in statuses:
-        click.echo(verify_line(s))
+    if cleared is not None:
+        s = "" if len(cleared) == 1 else "s"
+        click.echo(f"Clearing broker-level throttles on broker{s} {_ids(cleared)}")
+        s = "" if len(topics) == 1 else "s"
+        click.echo(f"Clearing topic-level throttles on topic{s} {','.join(topics)}")
 
 
 def _cancel(wire: Wire, plan: Plan, as_json: bool) -> None:

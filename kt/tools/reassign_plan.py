@@ -214,3 +214,31 @@ def generate_minimal(
 def moved_replicas(current: Mapping[tuple[str, int], Sequence[int]], plan: Plan) -> int:
     """How many replicas the plan puts on a broker that does not hold them yet."""
     return sum(len(set(rs) - set(current.get(tp, ()))) for tp, rs in plan.items())
+
+
+def throttle_lists(
+    current: Mapping[tuple[str, int], Sequence[int]], plan: Plan
+) -> tuple[dict[str, dict[str, str]], list[int]]:
+    """What --execute --throttle writes (Kafka's calculateLeaderThrottles /
+    calculateFollowerThrottles): per topic, `leader.replication.throttled.replicas` =
+    `P:B` for every existing replica of a moving partition and
+    `follower.replication.throttled.replicas` = `P:B` for every new destination; and
+    the brokers involved (both rates are set on each)."""
+    topics: dict[str, dict[str, list[str]]] = {}
+    brokers: set[int] = set()
+    for (t, p), target in sorted(plan.items()):
+        existing = list(current.get((t, p), []))
+        if list(target) == existing:
+            continue
+        lists = topics.setdefault(t, {"leader": [], "follower": []})
+        lists["leader"] += [f"{p}:{b}" for b in existing]
+        lists["follower"] += [f"{p}:{b}" for b in target if b not in existing]
+        brokers |= set(existing) | set(target)
+    out = {
+        t: {
+            "leader.replication.throttled.replicas": ",".join(v["leader"]),
+            "follower.replication.throttled.replicas": ",".join(v["follower"]),
+        }
+        for t, v in topics.items()
+    }
+    return out, sorted(brokers)

@@ -158,9 +158,19 @@ def test_move_verify_and_cancel(cluster: LocalCluster, tmp_path: Path) -> None:
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(lines[4])
 
-    r = on(c, "reassign-partitions", "--execute", "--reassignment-json-file", str(plan_file))
+    r = on(c, "reassign-partitions", "--execute", "--reassignment-json-file", str(plan_file),
+           "--throttle", "50000000")  # fmt: skip
     assert r.exit_code == 0, r.stderr
     out = r.stdout.splitlines()
+    assert out[5:7] == [
+        "Warning: You must run --verify periodically, until the reassignment completes, to "
+        "ensure the throttle is removed.",
+        "The inter-broker throttle limit was set to 50000000 B/s",
+    ]
+    configs = on(c, "configs", "describe", "--entity-type", "topics", "--entity-name", "mv")
+    assert "leader.replication.throttled.replicas=0:1,0:2,1:2,1:1" in configs.stdout.replace(
+        " ", ""
+    ), configs.stdout
     assert out[0] == "Current partition replica assignment"
     assert json.loads(out[2])["partitions"][0]["replicas"] == [1, 2]
     assert out[4] == "Save this to use as the --reassignment-json-file option during rollback"
@@ -179,7 +189,11 @@ def test_move_verify_and_cancel(cluster: LocalCluster, tmp_path: Path) -> None:
     assert r.stdout.splitlines()[1:] == [
         "Reassignment of partition mv-0 is completed.",
         "Reassignment of partition mv-1 is completed.",
+        "Clearing broker-level throttles on brokers 1,2,3",
+        "Clearing topic-level throttles on topic mv",
     ]
+    configs = on(c, "configs", "describe", "--entity-type", "topics", "--entity-name", "mv")
+    assert "throttled" not in configs.stdout
     producer.stop.set()
     producer.join(60)
     assert replicas_of(c, "mv") == {0: [2, 3], 1: [2, 3]}

@@ -32,6 +32,7 @@ from kt.tools.reassign_plan import (
     moved_replicas,
     parse_plan,
     parse_topics,
+    throttle_lists,
 )
 
 
@@ -172,3 +173,16 @@ def test_usage_errors_exit_2_in_one_line(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "Not supported version field value 3" in r.stderr
     r = run("--execute", "--reassignment-json-file", str(tmp_path / "missing.json"))
     assert r.exit_code == 2
+
+
+def test_throttle_lists_are_kafkas():
+    current = {("foo", 0): [1, 2], ("foo", 1): [2, 3], ("bar", 0): [1]}
+    plan = {("foo", 0): [3, 2], ("foo", 1): [2, 3], ("bar", 0): [4]}
+    lists, brokers = throttle_lists(current, plan)
+    assert lists == {
+        "bar": {"leader.replication.throttled.replicas": "0:1",
+                "follower.replication.throttled.replicas": "0:4"},
+        "foo": {"leader.replication.throttled.replicas": "0:1,0:2",
+                "follower.replication.throttled.replicas": "0:3"},
+    }  # fmt: skip
+    assert brokers == [1, 2, 3, 4]  # foo-1 does not move: not involved
