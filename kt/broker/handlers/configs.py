@@ -186,6 +186,15 @@ def _describe_broker(ctx: RequestContext) -> list[DescribedConfig]:
         if primary not in values:
             default = spec.default if factor == 1 else str(int(spec.default) // factor)
             values[primary] = (default, ConfigSource.DEFAULT_CONFIG)
+    throttles = broker.replication_throttles
+    for key in DYNAMIC_BROKER_CONFIGS:
+        if key in throttles.dynamic_own:
+            values[key] = (throttles.dynamic_own[key], ConfigSource.DYNAMIC_BROKER_CONFIG)
+        elif key in throttles.dynamic_defaults:
+            values[key] = (
+                throttles.dynamic_defaults[key],
+                ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+            )
     out = []
     for key in sorted(values):
         value, src = values[key]
@@ -199,7 +208,7 @@ def _describe_broker(ctx: RequestContext) -> list[DescribedConfig]:
                 key,
                 shown,
                 src,
-                read_only=True,
+                read_only=key not in DYNAMIC_BROKER_CONFIGS,
                 is_sensitive=sensitive,
                 synonyms=tuple(syn),
                 config_type=ConfigType.PASSWORD

@@ -90,12 +90,7 @@ def throttled_partitions(value: str, broker_id: int) -> frozenset[int] | None:
     out = set()
     for item in value.split(","):
         p, sep, b = item.strip().partition(":")
-        if (
-            sep
-            and p.strip().isdigit()
-            and b.strip().lstrip("-").isdigit()
-            and int(b) == broker_id
-        ):
+        if sep and p.strip().isdigit() and b.strip().lstrip("-").isdigit() and int(b) == broker_id:
             out.add(int(p))
     return frozenset(out)
 
@@ -119,10 +114,14 @@ class ReplicationThrottles:
         self.topic_configs = topic_configs
         self.leader = ReplicationQuota()
         self.follower = ReplicationQuota()
+        # The dynamic configs as stored (for DescribeConfigs): <default>, this broker's.
+        self.dynamic_defaults: dict[str, str] = {}
+        self.dynamic_own: dict[str, str] = {}
 
     def apply_broker_configs(self, defaults: Mapping[str, str], own: Mapping[str, str]) -> None:
         """The dynamic broker configs changed: this broker's override, else the
         cluster default (/config/brokers/<default>)."""
+        self.dynamic_defaults, self.dynamic_own = dict(defaults), dict(own)
         merged = {**defaults, **own}
         self.leader.rate = _rate(merged.get(LEADER_RATE))
         self.follower.rate = _rate(merged.get(FOLLOWER_RATE))

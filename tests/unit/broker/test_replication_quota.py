@@ -101,3 +101,24 @@ def test_throttle_rates_are_dynamic_broker_configs(tmp_path: Path) -> None:
         assert th.leader.rate is None and th.follower.rate == 2000
     finally:
         b.close()
+
+
+def test_dynamic_rates_are_described_with_their_source(tmp_path: Path) -> None:
+    b = open_broker(tmp_path)
+    try:
+        b.broker.replication_throttles.apply_broker_configs(
+            {"follower.replication.throttled.rate": "5"}, {"leader.replication.throttled.rate": "7"}
+        )
+        body = {"include_synonyms": False, "include_documentation": False, "resources": [
+            {"resource_type": 4, "resource_name": str(b.broker.node_id),
+             "configuration_keys": ["leader.replication.throttled.rate",
+                                    "follower.replication.throttled.rate"]}]}  # fmt: skip
+        resp = call(b, apis.DESCRIBE_CONFIGS, 4, body)
+        assert resp is not None
+        got = {c.name: (c.value, c.config_source, c.read_only) for c in resp.results[0].configs}
+        assert got == {
+            "leader.replication.throttled.rate": ("7", 2, False),
+            "follower.replication.throttled.rate": ("5", 3, False),
+        }
+    finally:
+        b.close()
