@@ -221,3 +221,36 @@ def test_move_verify_and_cancel(cluster: LocalCluster, tmp_path: Path) -> None:
         assert r.stdout == "None of the specified partition reassignments are active.\n"
     finally:
         c.resume_broker(1)
+
+
+def test_throttled_reassignment_copies_at_the_throttled_rate(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """~300 kB at 20 kB/s: the quota's 10-window floor lets ~200 kB through at once,
+    the rest takes seconds; unthrottled it would take well under one."""
+    from confluent_kafka import Producer as P
+
+    c = cluster
+    r = on(c, "topic", "create", "--topic", "slow", "--replica-assignment", "1")
+    assert r.exit_code == 0, r.stderr
+    p = P({"bootstrap.servers": c.bootstrap_servers, "acks": "all"})
+    for i in range(300):
+        p.produce("slow", b"x" * 1000, key=str(i).encode())
+    assert p.flush(30) == 0
+    plan = tmp_path / "slow.json"
+    plan.write_text('{"version":1,"partitions":[{"topic":"slow","partition":0,"replicas":[2]}]}')
+    started = time.monotonic()
+    r = on(c, "reassign-partitions", "--execute", "--reassignment-json-file", str(plan),
+           "--throttle", "20000")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+
+    def done() -> bool:
+        r = on(c, "reassign-partitions", "--verify", "--reassignment-json-file", str(plan),
+               "--preserve-throttles")  # fmt: skip
+        return "is completed." in r.stdout
+
+    wait_for(done, timeout=60)
+    elapsed = time.monotonic() - started
+    assert elapsed >= 3.0, f"a throttled copy took only {elapsed:.1f}s"
+    r = on(c, "reassign-partitions", "--verify", "--reassignment-json-file", str(plan))
+    assert "Clearing topic-level throttles on topic slow" in r.stdout
