@@ -27,6 +27,8 @@ function __kt_child --argument-names path word
             echo 'kt group'
         case 'kt/index'
             echo 'kt index'
+        case 'kt/leader-election'
+            echo 'kt leader-election'
         case 'kt/log-dirs'
             echo 'kt log-dirs'
         case 'kt/produce'
@@ -355,6 +357,18 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt index rebuild/--index-interval-bytes'
             echo 1
+        case 'kt leader-election/--bootstrap-server' 'kt leader-election/-b'
+            echo 1
+        case 'kt leader-election/--timeout'
+            echo 1
+        case 'kt leader-election/--election-type'
+            echo 1
+        case 'kt leader-election/--topic'
+            echo 1
+        case 'kt leader-election/--partition'
+            echo 1
+        case 'kt leader-election/--path-to-json-file'
+            echo 1
         case 'kt log-dirs describe/--bootstrap-server' 'kt log-dirs describe/-b'
             echo 1
         case 'kt log-dirs describe/--timeout'
@@ -498,6 +512,7 @@ complete -c kt -n "__kt_is 'kt'" -a 'dump-segment' -d 'alias of dump-log-segment
 complete -c kt -n "__kt_is 'kt'" -a 'export' -d 'Export the records of log segments as a dataset for SQL.'
 complete -c kt -n "__kt_is 'kt'" -a 'group' -d 'List, describe, delete consumer groups and reset their offsets (like kafka-consumer-groups.sh).'
 complete -c kt -n "__kt_is 'kt'" -a 'index' -d 'Check and repair offset, time and transaction indexes (.index, .timeindex, .txnindex).'
+complete -c kt -n "__kt_is 'kt'" -a 'leader-election' -d 'Run preferred or unclean leader elections through the controller, like kafka-leader-election.sh.'
 complete -c kt -n "__kt_is 'kt'" -a 'log-dirs' -d 'Describe brokers\' log directories (like kafka-log-dirs.sh), or inspect one offline.'
 complete -c kt -n "__kt_is 'kt'" -a 'produce' -d 'Write records to TOPIC: one per line of stdin (or of --file), like kcat -P.'
 complete -c kt -n "__kt_is 'kt'" -a 'reassign-partitions' -d 'Move partition replicas between brokers (like kafka-reassign-partitions.sh).'
@@ -736,6 +751,15 @@ complete -c kt -n "__kt_is 'kt index verify'" -l 'json' -d 'One JSON object per 
 complete -c kt -n "__kt_is 'kt index verify'" -l 'quiet' -s 'q' -d 'Print only the problems.'
 complete -c kt -n "__kt_is 'kt index verify'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt index verify'" -F
+complete -c kt -n "__kt_is 'kt leader-election'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt leader-election'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt leader-election'" -l 'election-type' -x -a 'preferred unclean' -d 'preferred: move leadership back to the preferred replica; unclean: elect a...'
+complete -c kt -n "__kt_is 'kt leader-election'" -l 'topic' -x -d 'The topic of the one partition to elect (with --partition).'
+complete -c kt -n "__kt_is 'kt leader-election'" -l 'partition' -x -d 'Its partition (with --topic).'
+complete -c kt -n "__kt_is 'kt leader-election'" -l 'all-topic-partitions' -d 'Every partition that needs it.'
+complete -c kt -n "__kt_is 'kt leader-election'" -l 'path-to-json-file' -r -F -d 'Partitions from a file: {"partitions":[{"topic":"foo","partition":1}]}.'
+complete -c kt -n "__kt_is 'kt leader-election'" -l 'json' -d 'One JSON object with the results.'
+complete -c kt -n "__kt_is 'kt leader-election'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt log-dirs'" -a 'describe' -d 'Describe brokers\' log directories and the partitions in them.'
 complete -c kt -n "__kt_is 'kt log-dirs'" -a 'inspect' -d 'Inspect a log directory offline (no broker needed; nothing is written).'
 complete -c kt -n "__kt_is 'kt log-dirs'" -s 'h' -l 'help' -d 'Show this message and exit.'
@@ -827,6 +851,7 @@ complete -c kt -n "__kt_is 'kt topic describe'" -l 'under-replicated-partitions'
 complete -c kt -n "__kt_is 'kt topic describe'" -l 'under-min-isr-partitions' -d 'Only partitions without a leader or with ISR < min.insync.replicas.'
 complete -c kt -n "__kt_is 'kt topic describe'" -l 'at-min-isr-partitions' -d 'Only partitions with ISR = min.insync.replicas.'
 complete -c kt -n "__kt_is 'kt topic describe'" -l 'unavailable-partitions' -d 'Only partitions without a leader or whose leader is not a live broker.'
+complete -c kt -n "__kt_is 'kt topic describe'" -l 'under-preferred-replica-partitions' -d 'Only partitions not led by their preferred (first) replica (not in Kafka).'
 complete -c kt -n "__kt_is 'kt topic describe'" -l 'topics-with-overrides' -d 'Only topics with config overrides (no partitions).'
 complete -c kt -n "__kt_is 'kt topic describe'" -l 'json' -d 'One JSON object per topic (NDJSON).'
 complete -c kt -n "__kt_is 'kt topic describe'" -s 'h' -l 'help' -d 'Show this message and exit.'

@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "export": "kt.tools.export_cmd:export",
     "group": "kt.tools.group_cmd:group",
     "index": "kt.tools.index_cmd:index",
+    "leader-election": "kt.tools.leader_election_cmd:leader_election",
     "log-dirs": "kt.tools.log_dirs_cmd:log_dirs",
     "produce": "kt.tools.produce_cmd:produce",
     "reassign-partitions": "kt.tools.reassign_cmd:reassign_partitions",
