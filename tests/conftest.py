@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED = REPO_ROOT.parent / "shared"
-REAL_KAFKA = SHARED / "fixtures" / "real-kafka"
+# The project's own copy: a clone passes its tests with nothing beside it.
+REAL_KAFKA = REPO_ROOT / "tests" / "fixtures" / "real-kafka"
 # Test helpers importable by bare name (broker_harness, ...).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
