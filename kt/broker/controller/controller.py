@@ -365,6 +365,14 @@ class KafkaController:
         await self._elect_offline(
             [tp for tp, lead in v.leadership.items() if lead.leader not in v.live]
         )
+        # Replicas on brokers that died while no controller watched leave the ISRs
+        # (Kafka's ReplicaStateMachine startup: OfflineReplica). The leader cannot
+        # always do it: a dead follower that was caught up never lags.
+        stale = [tp for tp, lead in v.leadership.items()
+                 if lead.leader in v.live and any(r not in v.live for r in lead.isr)]  # fmt: skip
+        if stale:
+            gone = {r for tp in stale for r in v.leadership[tp].isr if r not in v.live}
+            await self._remove_from_isr(stale, gone)
         # Every live replica learns its role, whatever it had before (it may have
         # restarted while no controller was there).
         self._send_leader_and_isr(v.all_partitions(), full=True)

@@ -802,3 +802,21 @@ def test_returning_target_broker_gets_its_replica_and_the_reassignment_completes
         await c.shutdown()
 
     run(go)
+
+
+def test_failover_takes_dead_brokers_out_of_the_isrs():
+    """A broker died while no controller watched (e.g. with the old controller): the
+    new controller removes its replicas from the ISRs, even where it only followed."""
+
+    async def go() -> None:
+        zk = three_brokers()
+        zk.topics["t"] = TopicReplicas(bytes(16), {0: [1, 2, 3]})
+        zk.states[TP("t", 0)] = LeaderAndIsr(2, 4, (2, 1, 3), 1, 7)
+        del zk.brokers[3]
+        c, rec = await started(zk)
+        s = zk.states[TP("t", 0)]
+        assert (s.leader, s.isr, s.leader_epoch) == (2, (2, 1), 5)
+        assert rec.leaders_told(2)[("t", 0)] == 2
+        await c.shutdown()
+
+    run(go)
