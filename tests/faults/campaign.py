@@ -45,6 +45,7 @@ FAULT_KINDS = (
     "kill-leader",
     "kill-follower",
     "kill-controller",
+    "kill-two",
     "pause-leader",
     "zk-partition",
     "isolate-leader",
@@ -442,6 +443,24 @@ class Nemesis:
                 c.restart_broker(b.broker_id, timeout=60)
                 self._await_registered(30)
             self._note("stop", fault=kind)
+            return
+        if kind == "kill-two":
+            # the leader and a follower at once: one replica is left (the partition is
+            # unavailable for acks=all with min.insync.replicas=2); the follower comes
+            # back first, then the old leader, which must not bring back anything the
+            # survivors lack
+            leader, replicas = self._leader()
+            first = leader if leader is not None else self.rng.choice(replicas)
+            second = self.rng.choice([r for r in replicas if r != first])
+            self._note("start", fault=kind, brokers=[first, second])
+            c.stop_broker(first, kill=True)
+            c.stop_broker(second, kill=True)
+            time.sleep(hold)
+            c.start_broker(second, timeout=60)
+            time.sleep(1.0)
+            c.start_broker(first, timeout=60)
+            self._note("stop", fault=kind, brokers=[first, second])
+            self._await_registered(30)
             return
         target = self._pick(kind)
         self._note("start", fault=kind, broker=target)
