@@ -105,8 +105,11 @@ async def _keep_producing(bootstrap: str, stop: asyncio.Event) -> None:
         await asyncio.sleep(0.2)
 
 
+@pytest.mark.parametrize("kill_controller", [False, True], ids=["follower", "controller"])
 @fakes.run_async
-async def test_brokers_screen_follows_a_broker_kill_and_restart(three_brokers) -> None:  # type: ignore[no-untyped-def]
+async def test_brokers_screen_follows_a_broker_kill_and_restart(  # type: ignore[no-untyped-def]
+    three_brokers, kill_controller: bool
+) -> None:
     c = three_brokers
     bs = c.bootstrap_servers
     async with KafkaClient(bs) as admin:
@@ -142,9 +145,13 @@ async def test_brokers_screen_follows_a_broker_kill_and_restart(three_brokers) -
             summary = screen.query_one("#brokers-summary")
             assert str(summary.render()).startswith(f"Live brokers 3   Controller {controller}")
 
-            # SIGKILL a broker that leads a partition (not the controller: its failover
-            # is the broker's business, not the TUI's)
-            victim = next(n for n in (1, 2, 3) if n != controller and led[n] > 0)
+            # SIGKILL the controller, or a broker that leads a partition and is not
+            # the controller
+            victim = (
+                controller
+                if kill_controller
+                else next(n for n in (1, 2, 3) if n != controller and led[n] > 0)
+            )
             producer = asyncio.create_task(_keep_producing(bs, stop))
             await asyncio.to_thread(c.stop_broker, victim, kill=True)
 
@@ -157,6 +164,7 @@ async def test_brokers_screen_follows_a_broker_kill_and_restart(three_brokers) -
                     and victim not in [b.node_id for b in s.brokers]
                     and all(p.leader not in (victim, -1) for p in t.partitions)
                     and all(victim not in p.isr for p in t.partitions)
+                    and s.controller_id not in (victim, -1)
                 )
 
             await _until(pilot, victim_gone, f"broker {victim} out of the metadata and the ISRs")
@@ -168,6 +176,9 @@ async def test_brokers_screen_follows_a_broker_kill_and_restart(three_brokers) -
                 timeout=10,
             )
             assert f"Down {victim}" in str(summary.render())
+            new_controller = _snap(app).controller_id  # type: ignore[union-attr]
+            assert f"Controller {new_controller}" in str(summary.render())
+            assert _column(table, 3) == ["yes" if n == new_controller else "" for n in (1, 2, 3)]
             assert "Under-replicated 3" in str(summary.render())
             assert _column(table, 7) == ["3", "3", "3"]  # every broker hosts all three
             unhealthy = screen.query_one("#unhealthy-partitions", DataTable)
