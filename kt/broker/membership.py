@@ -103,7 +103,9 @@ class ClusterMembership:
         rm.fetch_topic_configs = fetch_configs
         b._admin = TopicAdmin(self.cluster, rm.metadata_cache, b.metadata, rm.metadata_changed)
         b.producer_ids.attach(lambda: self.cluster.allocate_producer_id_block(b.node_id))
-        self.config_manager = ConfigManager(self.cluster, b.on_topic_config)
+        self.config_manager = ConfigManager(
+            self.cluster, b.on_topic_config, b.node_id, b.replication_throttles.apply_broker_configs
+        )
         await self.config_manager.start()
         self.controller_link = ControllerLink(
             self._find_controller, client_id=f"broker-{b.node_id}"
@@ -182,6 +184,7 @@ class ClusterMembership:
         self.fetchers = fetchers = ReplicaFetcherManager(
             b.node_id, endpoint_for, config, broker_epoch=b.broker_epoch,
             on_partition_failed=lambda part, exc: rm.on_storage_error(part, exc),
+            throttles=b.replication_throttles,
         )  # fmt: skip
 
         def on_leadership(

@@ -410,6 +410,33 @@ class AdminMixin(ClientCore):
             md.cluster_id, md.controller_id, [md.brokers[n] for n in sorted(md.brokers)]
         )
 
+    async def alter_partition_reassignments(
+        self, targets: Mapping[tuple[str, int], Sequence[int] | None]
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        """Start (target replicas), change or cancel (None) partitions' reassignments
+        through the controller (AlterPartitionReassignments); per partition None or
+        its KafkaError."""
+        by_topic: dict[str, list[dict[str, object]]] = {}
+        for (t, p), replicas in targets.items():
+            by_topic.setdefault(t, []).append(
+                {"partition_index": p, "replicas": None if replicas is None else list(replicas)}
+            )
+        body = apis.ALTER_PARTITION_REASSIGNMENTS.request(
+            timeout_ms=int(self.request_timeout * 1000),
+            topics=[{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        )
+        resp = await self._to_controller(apis.ALTER_PARTITION_REASSIGNMENTS, body)
+        check(resp.error_code, "alter partition reassignments", resp.error_message)
+        out: dict[tuple[str, int], KafkaError | None] = {}
+        for r in resp.responses:
+            for p in r.partitions:
+                out[(r.name, p.partition_index)] = (
+                    KafkaError(p.error_code, f"{r.name}-{p.partition_index}", p.error_message)
+                    if p.error_code
+                    else None
+                )
+        return out
+
     async def elect_leaders(
         self, election_type: int, partitions: Iterable[tuple[str, int]] | None = None
     ) -> dict[tuple[str, int], KafkaError | None]:

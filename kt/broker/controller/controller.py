@@ -31,7 +31,9 @@ from typing import Any, Protocol
 from kt.broker.controller import election, rebalance
 from kt.broker.controller import requests as rq
 from kt.broker.controller.channel import ControllerChannel
+from kt.broker.controller.context import ReplicaAssignment
 from kt.broker.controller.election import ElectionType, LeaderAndIsr, LeaderRecoveryState
+from kt.broker.controller.reassignment import ReassignmentResult, Reassignments
 from kt.broker.controller.requests import BrokerEndpointInfo, TopicReplicas
 from kt.protocol import ErrorCode, Struct, apis
 from kt.storage.checkpoint import TopicPartition
@@ -74,6 +76,10 @@ class ControllerZk(Protocol):
 
     async def get_topic(self, topic: str) -> TopicReplicas | None:
         """/brokers/topics/T."""
+        ...
+
+    async def set_topic(self, topic: str, replicas: TopicReplicas, epoch_zk_version: int) -> None:
+        """Replace /brokers/topics/T (fenced): a reassignment's RS, AR and RR."""
         ...
 
     async def get_partition_states(
@@ -219,6 +225,7 @@ class KafkaController:
         self._started = False
         # The active term's watches, cancelled when it resigns.
         self._watches: list[Cancellable] = []
+        self.reassignments = Reassignments(self)
         # The active term's auto leader rebalance timer.
         self._rebalance_timer: asyncio.Task[None] | None = None
 
@@ -321,6 +328,7 @@ class KafkaController:
             self._rebalance_timer.cancel()
             self._rebalance_timer = None
         self.view = _View()
+        self.reassignments.reset()
         if delete_znode:
             try:
                 await self.zk.resign_controller(self.broker_id)
@@ -357,10 +365,21 @@ class KafkaController:
         await self._elect_offline(
             [tp for tp, lead in v.leadership.items() if lead.leader not in v.live]
         )
+        # Replicas on brokers that died while no controller watched leave the ISRs
+        # (Kafka's ReplicaStateMachine startup: OfflineReplica). The leader cannot
+        # always do it: a dead follower that was caught up never lags.
+        stale = [tp for tp, lead in v.leadership.items()
+                 if lead.leader in v.live and any(r not in v.live for r in lead.isr)]  # fmt: skip
+        if stale:
+            gone = {r for tp in stale for r in v.leadership[tp].isr if r not in v.live}
+            await self._remove_from_isr(stale, gone)
         # Every live replica learns its role, whatever it had before (it may have
         # restarted while no controller was there).
         self._send_leader_and_isr(v.all_partitions(), full=True)
-        v.to_delete = set(await self.zk.topics_marked_for_deletion())
+        await self.reassignments.resume()
+        v.to_delete = self.reassignments.defer_deletions(
+            set(await self.zk.topics_marked_for_deletion())
+        )
         await self._resume_deletions()
         self._watches += [
             self.zk.watch_children("/brokers/ids", self._watch(self._on_broker_change)),
@@ -424,6 +443,7 @@ class KafkaController:
         self._send_leader_and_isr(hosted, only=set(ids))
         offline = [tp for tp, lead in v.leadership.items() if lead.leader not in v.live]
         await self._elect_offline(offline)
+        await self.reassignments.on_brokers_started(ids)
         await self._resume_deletions()
 
     # --- topics --------------------------------------------------------------
@@ -473,7 +493,7 @@ class KafkaController:
             if name not in v.topics:
                 await self.zk.unmark_topic_for_deletion(name)
             else:
-                v.to_delete.add(name)
+                v.to_delete |= self.reassignments.defer_deletions({name})
         await self._resume_deletions()
 
     async def _resume_deletions(self) -> None:
@@ -855,6 +875,7 @@ class KafkaController:
                     answers[tp] = IsrAnswer(ErrorCode.NONE, res)
             changed = [tp for tp, a in answers.items() if tp in proposed and a.state is not None]
             self._send_update_metadata(list(v.live), changed)
+            await self.reassignments.on_isr_changed(changed)
         return ErrorCode.NONE, answers
 
     def _isr_change_problem(
@@ -880,6 +901,32 @@ class KafkaController:
         if any(r not in v.live or r in v.shutting_down for r in added):
             return ErrorCode.INELIGIBLE_REPLICA
         return ErrorCode.NONE
+
+    # --- reassignment requests (the logic is in reassignment.py) ----------------
+
+    async def alter_partition_reassignments(
+        self, requested: dict[TopicPartition, list[int] | None]
+    ) -> dict[TopicPartition, ReassignmentResult] | None:
+        """AlterPartitionReassignments: each partition's result, or None when this
+        broker is not (or no longer) the controller."""
+
+        async def go() -> dict[TopicPartition, ReassignmentResult] | None:
+            return await self.reassignments.alter(requested) if self.active else None
+
+        result: dict[TopicPartition, ReassignmentResult] | None = await self.call(go)
+        return result
+
+    async def list_partition_reassignments(
+        self, tps: list[TopicPartition] | None
+    ) -> dict[TopicPartition, ReplicaAssignment] | None:
+        """ListPartitionReassignments: the partitions being reassigned, or None when
+        this broker is not the controller."""
+
+        async def go() -> dict[TopicPartition, ReplicaAssignment] | None:
+            return self.reassignments.listing(tps) if self.active else None
+
+        result: dict[TopicPartition, ReplicaAssignment] | None = await self.call(go)
+        return result
 
     # --- sending -------------------------------------------------------------
 
