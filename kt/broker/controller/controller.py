@@ -436,8 +436,10 @@ class KafkaController:
             self.channel.add_broker(b)
         others = [b for b in v.live if b not in ids]
         self._send_update_metadata(ids, v.all_partitions(), full=True)
-        self._send_update_metadata(others, [])
         hosted = [tp for tp in v.all_partitions() if set(ids) & set(v.replicas(tp))]
+        # The partitions they host, again: their offline replicas no longer name them
+        # (Kafka's OnlineReplica transition), even where leadership and ISR stay put.
+        self._send_update_metadata(others, hosted)
         self._send_leader_and_isr(hosted, only=set(ids))
         offline = [tp for tp, lead in v.leadership.items() if lead.leader not in v.live]
         await self._elect_offline(offline)

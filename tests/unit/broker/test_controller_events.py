@@ -412,6 +412,37 @@ def test_returning_broker_brings_offline_partition_back_and_learns_its_role():
     run(go)
 
 
+def _offline_told(rec: Recorder, broker_id: int) -> dict[tuple[str, int], list[int]]:
+    """The offline replicas of each partition in the last UpdateMetadata that named it."""
+    out = {}
+    for body in rec.of("UpdateMetadata", broker_id):
+        for t in body["topic_states"]:
+            for p in t["partition_states"]:
+                out[(t["topic_name"], p["partition_index"])] = p["offline_replicas"]
+    return out
+
+
+def test_returning_broker_is_no_longer_an_offline_replica_anywhere():
+    # A returning broker's partitions whose leadership does not change (and whose ISR
+    # has not grown back yet) must lose it from their offline replicas on every
+    # broker at once, as Kafka's OnlineReplica transition sends UpdateMetadata for
+    # them to all live brokers.
+    async def go() -> None:
+        zk = three_brokers()
+        zk.topics["t"] = TopicReplicas(bytes(16), {0: [1, 2, 3]})
+        c, rec = await started(zk)
+        zk.remove_broker(3)
+        await settle()
+        assert _offline_told(rec, 2)[("t", 0)] == [3]
+        zk.add_broker(3)
+        await settle()
+        for b in (1, 2, 3):
+            assert _offline_told(rec, b)[("t", 0)] == [], b
+        await c.shutdown()
+
+    run(go)
+
+
 def test_bounced_broker_is_a_failure_then_a_startup():
     async def go() -> None:
         zk = three_brokers()
