@@ -10,43 +10,34 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kt.broker import faults
 from kt.broker.config import DEFAULTS, BrokerConfig, Listener
+from kt.broker.controller.controller import KafkaController
 from kt.broker.groups import GroupCoordinator
 from kt.broker.log_cleaner import LogCleaner
 from kt.broker.log_manager import LogManager
-from kt.broker.metadata_store import MetadataStore, TopicInfo, topic_name_problem
+from kt.broker.metadata.topics import TopicsView
+from kt.broker.metadata_store import TopicInfo, topic_name_problem
 from kt.broker.partition import Partition
 from kt.broker.producer_ids import ProducerIdManager
 from kt.broker.replica_manager import ReplicaManager
-from kt.broker.topic_configs import (
-    MESSAGE_FORMAT_VERSION,
-    record_format_before_v2,
-    validate_topic_configs,
-)
+from kt.broker.replication.quota import ReplicationThrottles
+from kt.broker.topic_admin import TopicAdmin, TopicError
 from kt.protocol import ErrorCode
-from kt.storage.checkpoint import TopicPartition
 from kt.storage.log_config import LogConfig
 from kt.storage.partition_metadata import random_uuid, uuid_from_str
 from kt.storage.retention import RetentionPlan, RetentionResult
+
+if TYPE_CHECKING:
+    from kt.broker.membership import ClusterMembership
 
 log = logging.getLogger("kt.broker")
 
 CONSUMER_OFFSETS = "__consumer_offsets"
 #: The inter-broker protocol (metadata) version of the Kafka release kt follows.
-INTER_BROKER_PROTOCOL_VERSION = "3.8-IV0"
-
-
-@dataclass(slots=True)
-class TopicError(Exception):
-    """A topic operation refused with a Kafka error code."""
-
-    code: ErrorCode
-    message: str
 
 
 class Broker:
@@ -64,64 +55,75 @@ class Broker:
         self.logs = LogManager(config.log_dirs, config.node_id, config.log_config)
         self.logs.failure_listener = self._dir_failure_from_any_thread
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.metadata = MetadataStore.load(self.logs.log_dirs[0])
         # Owns the hosted partitions; every request resolves its partitions through it.
         self.replica_manager = ReplicaManager(config.node_id, self.logs)
+        self.replica_manager.replica_lag_time_max_ms = config.get_int("replica.lag.time.max.ms")
+        # Topics as the controller described them (plus their configs).
+        self.metadata = TopicsView(self.replica_manager.metadata_cache)
+        # Set when the broker joined the cluster (kt.broker.server).
+        self._admin: TopicAdmin | None = None
+        self.controller: KafkaController | None = None
+        self.membership: ClusterMembership | None = None
+        self._locked = False
+        self.broker_epoch = -1
         self.cluster_id = ""
         self.started_ms = int(time.time() * 1000)
         self._tasks: list[asyncio.Task[None]] = []
+        self._replication_tasks: list[asyncio.Task[None]] = []
         self._on_topic_deleted: list[Callable[[str], None]] = []
         self.stopping = False
         # Listeners as bound (port 0 resolved), set by the server once listening.
         self.bound_listeners: list[Listener] = []
-        self.producer_ids = ProducerIdManager(self.metadata)
+        self.producer_ids = ProducerIdManager()
         # Loads __consumer_offsets when the server starts it.
         self.group_coordinator = GroupCoordinator.for_broker(self)
         self.log_cleaner = LogCleaner(self)
+        # Replication throttles (KIP-73): rates from dynamic broker configs, throttled
+        # replicas from the topics' configs as this broker knows them.
+        self.replication_throttles = ReplicationThrottles(
+            config.node_id, lambda topic: self.metadata.configs.get(topic, {})
+        )
 
     # --- lifecycle -------------------------------------------------------
 
-    def open(self) -> None:
-        """Lock the log dirs, load every partition (recovering if needed)."""
-        self.cluster_id = self.logs.lock_and_validate(
-            self.config.cluster_id or self.metadata.cluster_id
-        )
-        if self.metadata.cluster_id != self.cluster_id:
-            self.metadata.cluster_id = self.cluster_id
-            self.metadata.save()
-        configs = {name: t.configs for name, t in self.metadata.topics.items()}
-        self.logs.load_logs(configs, self.config.get_int("num.recovery.threads.per.data.dir"))
-        for tp, plog in self.logs.logs.items():
-            info = self.metadata.topics.get(tp.topic)
-            if info is None:
-                info = self._adopt_topic_from_disk(tp)
-            self.replica_manager.create_partition(tp, info.topic_id, plog)
-        # Partitions the metadata knows but whose directory is missing are recreated.
-        for info in self.metadata.topics.values():
-            for p in range(info.partitions):
-                tp = TopicPartition(info.name, p)
-                if tp in self.replica_manager:
-                    continue
-                if self.logs.offline_dirs:
-                    # Kafka's getOrCreateLog(isNew=false): the log may be in an offline
-                    # directory, so it is not recreated empty elsewhere.
-                    log.error(
-                        "no log for %s-%d: not recreated while log dirs %s are offline",
-                        tp.topic, tp.partition, ", ".join(map(str, self.logs.offline_dirs)),
-                    )  # fmt: skip
-                    continue
-                self._create_partition(info, p)
+    def lock_dirs(self, cluster_id: str) -> str:
+        """Create and lock the log directories and check (or write) meta.properties
+        against `cluster_id`; returns the cluster id in use. Fatal errors (no usable
+        directory, a held lock, another cluster's directory) raise."""
+        if not self._locked:
+            self.cluster_id = self.logs.lock_and_validate(cluster_id)
+            self._locked = True
+        return self.cluster_id
 
-    def _adopt_topic_from_disk(self, tp: TopicPartition) -> TopicInfo:
-        """A partition directory without metadata (e.g. a copied Kafka log dir)."""
-        stored = self.logs.topic_id_on_disk(tp)
-        topic_id = uuid_from_str(stored) if stored else random_uuid()
-        count = 1 + max(t.partition for t in self.logs.logs if t.topic == tp.topic)
-        info = TopicInfo(
-            tp.topic, topic_id, count, 1, {}, {p: [self.node_id] for p in range(count)}
-        )
-        self.metadata.add(info)
-        return info
+    def open(self, cluster_id: str, topic_configs: dict[str, dict[str, str]]) -> None:
+        """Lock the log dirs (unless `lock_dirs` did; meta.properties must name the
+        cluster id the coordination store holds), load every partition log
+        (recovering if needed) and host each as a replica with no role yet: the
+        controller's LeaderAndIsr makes it leader or follower."""
+        if self.lock_dirs(cluster_id) != cluster_id:
+            from kt.broker.membership import MembershipError
+
+            raise MembershipError(
+                f"the log directories belong to cluster {self.cluster_id}, but the "
+                f"coordination store holds cluster {cluster_id}"
+            )
+        for name, configs in topic_configs.items():
+            self.metadata.set_configs(name, configs)
+        self.logs.load_logs(topic_configs, self.config.get_int("num.recovery.threads.per.data.dir"))
+        for tp, plog in self.logs.logs.items():
+            stored = self.logs.topic_id_on_disk(tp)
+            topic_id = uuid_from_str(stored) if stored else bytes(16)
+            self.replica_manager.host(tp, topic_id, plog)
+
+    def orphan_partitions(self) -> dict[str, tuple[bytes, int]]:
+        """Topics whose logs are here but which the cluster does not know (e.g. a
+        copied Kafka log dir): name -> (topic id on disk, partition count)."""
+        out: dict[str, tuple[bytes, int]] = {}
+        for part in self.replica_manager:
+            tp = part.tp
+            count = max(out.get(tp.topic, (b"", 0))[1], tp.partition + 1)
+            out[tp.topic] = (part.topic_id if any(part.topic_id) else random_uuid(), count)
+        return out
 
     def close(self) -> None:
         """Clean shutdown: producer snapshots, flush, checkpoints, the clean-shutdown
@@ -159,229 +161,83 @@ class Broker:
 
     def topic_log_config(self, name: str) -> LogConfig:
         """The effective log config of a topic."""
-        info = self.metadata.topics.get(name)
-        return self.config.log_config.with_overrides(info.configs if info else {})
+        return self.config.log_config.with_overrides(self.metadata.configs.get(name, {}))
 
-    def create_topic(
-        self,
-        name: str,
-        partitions: int,
-        replication_factor: int = 1,
-        configs: dict[str, str] | None = None,
-        *,
-        validate_only: bool = False,
-        assignment: dict[int, list[int]] | None = None,
-    ) -> TopicInfo:
-        """Create a topic (TopicError on a bad name, count, factor, assignment or
-        config), with Kafka's error codes and messages."""
-        problem = topic_name_problem(name)
-        if problem:
-            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
-        if name in self.metadata.topics:
-            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        collides = self.colliding_topic(name)
-        if collides is not None:
-            raise TopicError(
-                ErrorCode.INVALID_TOPIC_EXCEPTION,
-                f"Topic '{name}' collides with existing topic: {collides}",
-            )
-        if assignment is None:
-            if partitions <= 0:
-                raise TopicError(
-                    ErrorCode.INVALID_PARTITIONS,
-                    "Number of partitions was set to an invalid non-positive value.",
-                )
-            if replication_factor <= 0:
-                raise TopicError(
-                    ErrorCode.INVALID_REPLICATION_FACTOR,
-                    "Replication factor must be larger than 0, or -1 to use the default value.",
-                )
-            if replication_factor > 1:
-                raise TopicError(
-                    ErrorCode.INVALID_REPLICATION_FACTOR,
-                    f"Unable to replicate the partition {replication_factor} time(s): The "
-                    f"target replication factor of {replication_factor} cannot be reached "
-                    "because only 1 broker(s) are registered.",
-                )
-            assignment = {p: [self.node_id] for p in range(partitions)}
-        else:
-            partitions = len(assignment)
-            replication_factor = len(next(iter(assignment.values()), [self.node_id]))
-        try:
-            configs = validate_topic_configs(configs or {})
-        except ValueError as exc:
-            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
-        if not validate_only:
-            _warn_ignored_configs(name, configs)
-        info = TopicInfo(
-            name,
-            random_uuid(),
-            partitions,
-            replication_factor,
-            configs,
-            {p: list(r) for p, r in assignment.items()},
-        )
-        if validate_only:
-            return info
-        self.metadata.add(info)
-        for p in range(partitions):
-            self._create_partition(info, p)
-        log.info("created topic %s with %d partitions", name, partitions)
-        return info
+    @property
+    def admin(self) -> TopicAdmin:
+        """Topic changes (through the coordination store); set once the broker joined."""
+        if self._admin is None:
+            raise TopicError(ErrorCode.NOT_CONTROLLER, "the broker is not ready yet")
+        return self._admin
 
-    def colliding_topic(self, name: str) -> str | None:
-        """An existing topic whose name differs from `name` only in '.' versus '_'
-        (their metric names would collide, so Kafka refuses the pair)."""
-        if "." not in name and "_" not in name:
-            return None
-        unified = name.replace(".", "_")
-        for other in self.metadata.topics:
-            if other != name and other.replace(".", "_") == unified:
-                return other
-        return None
+    def on_topic_config(self, name: str, configs: dict[str, str]) -> None:
+        """A topic's overrides were loaded or changed: remember and apply them live."""
+        self.metadata.set_configs(name, configs)
+        self.logs.update_config(name, configs)
 
-    def _create_partition(self, info: TopicInfo, p: int) -> Partition:
-        tp = TopicPartition(info.name, p)
-        plog = self.logs.create(tp, info.topic_id, info.configs)
-        return self.replica_manager.create_partition(tp, info.topic_id, plog)
-
-    def add_partitions(
-        self,
-        name: str,
-        total: int,
-        *,
-        validate_only: bool = False,
-        assignments: list[list[int]] | None = None,
-    ) -> None:
-        """Grow a topic to `total` partitions (optionally with the new partitions'
-        replica lists)."""
-        info = self.metadata.topics.get(name)
-        if info is None:
-            raise TopicError(
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist."
-            )
-        if total == info.partitions:
-            raise TopicError(
-                ErrorCode.INVALID_PARTITIONS, f"Topic already has {total} partition(s)."
-            )
-        if total < info.partitions:
-            raise TopicError(
-                ErrorCode.INVALID_PARTITIONS,
-                f"The topic {name} currently has {info.partitions} partition(s); {total} "
-                "would not be an increase.",
-            )
-        additional = total - info.partitions
-        if assignments is not None:
-            if len(assignments) != additional:
-                raise TopicError(
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    f"Attempted to add {additional} additional partition(s), but only "
-                    f"{len(assignments)} assignment(s) were specified.",
-                )
-            for replicas in assignments:
-                problem = self.replica_assignment_problem(replicas, info.replication_factor)
-                if problem:
-                    raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
-        if validate_only:
-            return
-        old = info.partitions
-        info.partitions = total
-        for p in range(old, total):
-            info.assignment[p] = [self.node_id]
-        self.metadata.save()
-        for p in range(old, total):
-            self._create_partition(info, p)
-
-    def replica_assignment_problem(self, replicas: list[int], expected: int | None) -> str | None:
-        """Why a manual replica list is unusable here (Kafka's messages), or None."""
-        if not replicas:
-            return "The manual partition assignment includes an empty replica list."
-        seen: set[int] = set()
-        for broker_id in sorted(replicas):
-            if broker_id != self.node_id:
-                return (
-                    f"The manual partition assignment includes broker {broker_id}, but no "
-                    "such broker is registered."
-                )
-            if broker_id in seen:
-                return (
-                    f"The manual partition assignment includes the broker {broker_id} more "
-                    "than once."
-                )
-            seen.add(broker_id)
-        if expected is not None and len(replicas) != expected:
-            return (
-                f"The manual partition assignment includes a partition with {len(replicas)} "
-                f"replica(s), but this is not consistent with previous partitions, which "
-                f"have {expected} replica(s)."
-            )
-        return None
-
-    def delete_topic(self, name: str) -> None:
-        """Delete a topic and its partitions' data."""
-        info = self.metadata.topics.get(name)
-        if info is None:
-            raise TopicError(
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist."
-            )
-        if info.internal:
-            raise TopicError(ErrorCode.INVALID_REQUEST, f"Topic '{name}' is internal.")
-        self.metadata.remove(name)
-        for p in range(info.partitions):
-            tp = TopicPartition(name, p)
-            self.replica_manager.remove_partition(tp)
-            self.logs.delete(tp)
-        for callback in self._on_topic_deleted:
-            callback(name)
+    async def refresh_topic_configs(self, name: str) -> dict[str, str]:
+        """A topic's overrides read from the coordination store (and applied)."""
+        if self.membership is None:
+            return self.metadata.configs.get(name, {})
+        configs = await self.membership.cluster.get_entity_config("topics", name)
+        if configs != self.metadata.configs.get(name):
+            self.on_topic_config(name, configs)
+        return configs
 
     def on_topic_deleted(self, callback: Callable[[str], None]) -> None:
         """Register a callback run after a topic is deleted (coordinators clean up)."""
         self._on_topic_deleted.append(callback)
 
-    def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        """Replace a topic's config overrides (validated) and apply them to its logs."""
-        info = self.metadata.topics.get(name)
-        if info is None:
-            raise TopicError(
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist."
-            )
-        try:
-            configs = validate_topic_configs(configs)
-        except ValueError as exc:
-            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
-        _warn_ignored_configs(name, configs)
-        info.configs = dict(configs)
-        self.metadata.save()
-        self.logs.update_config(name, info.configs)
+    def topic_deleted(self, name: str) -> None:
+        """Run the deletion callbacks (the controller deleted the topic's replicas)."""
+        self.metadata.drop_configs(name)
+        for callback in self._on_topic_deleted:
+            callback(name)
 
     def auto_create_enabled(self) -> bool:
-        """True when Metadata requests may create topics (produces never do)."""
+        """True when metadata requests may create topics."""
         return self.config.get_bool("auto.create.topics.enable")
 
-    def maybe_auto_create(self, name: str) -> TopicInfo | None:
-        """Create `name` with the default partition count if auto-creation is on."""
-        if name in self.metadata.topics:
-            return self.metadata.topics[name]
-        if not self.auto_create_enabled() or topic_name_problem(name):
-            return None
-        try:
-            return self.create_topic(name, self.config.get_int("num.partitions"))
-        except TopicError:
-            return None
-
-    def ensure_internal_topic(
-        self, name: str, partitions: int, configs: dict[str, str]
-    ) -> TopicInfo:
-        """Create an internal topic (e.g. __consumer_offsets) on first use."""
-        info = self.metadata.topics.get(name)
+    async def maybe_auto_create(self, name: str, *, wait_s: float = 2.0) -> TopicInfo | None:
+        """Create `name` with the broker defaults if auto-creation is on (Kafka's
+        AutoTopicCreationManager); waits a moment for its leaders, so a client's first
+        Metadata usually finds the topic ready rather than LEADER_NOT_AVAILABLE."""
+        info = self.metadata.get(name)
         if info is not None:
             return info
-        info = TopicInfo(name, random_uuid(), partitions, 1, dict(configs),
-                         {p: [self.node_id] for p in range(partitions)})  # fmt: skip
-        self.metadata.add(info)
-        for p in range(partitions):
-            self._create_partition(info, p)
-        return info
+        if not self.auto_create_enabled() or topic_name_problem(name):
+            return None
+        factor = min(
+            self.config.get_int("default.replication.factor"),
+            max(1, len(self.metadata.cache.alive_brokers())),
+        )
+        try:
+            return await self.admin.create_topic(
+                name, self.config.get_int("num.partitions"), factor, timeout_s=wait_s
+            )
+        except TopicError as exc:
+            if exc.code not in (ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.REQUEST_TIMED_OUT):
+                log.warning("cannot auto-create topic %s: %s", name, exc.message)
+            return self.metadata.get(name)
+
+    async def ensure_internal_topic(
+        self, name: str, partitions: int, configs: dict[str, str], replication_factor: int
+    ) -> TopicInfo | None:
+        """Create an internal topic (__consumer_offsets) on first use, its replication
+        factor capped by the live brokers (as Kafka did for offsets.topic.replication.
+        factor before 0.11 made it strict; kt keeps a cluster of one usable)."""
+        info = self.metadata.get(name)
+        if info is not None:
+            return info
+        factor = max(1, min(replication_factor, len(self.metadata.cache.alive_brokers())))
+        try:
+            return await self.admin.create_topic(
+                name, partitions, factor, configs, timeout_s=10.0, internal=True
+            )
+        except TopicError as exc:
+            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                log.warning("cannot create %s: %s", name, exc.message)
+            return self.metadata.get(name)
 
     # --- background tasks ------------------------------------------------
 
@@ -499,6 +355,33 @@ class Broker:
                 part.log.end_maintenance("retention")
         return results
 
+    @property
+    def listener_name(self) -> str:
+        """The listener brokers and clients reach us on (kt uses the first one)."""
+        return self.config.listeners[0].name
+
+    def start_replication_tasks(self) -> None:
+        """Kafka's isr-expiration task: every replica.lag.time.max.ms / 2, led
+        partitions drop followers that stopped catching up."""
+        lag = self.config.get_int("replica.lag.time.max.ms")
+        rm = self.replica_manager
+        self._replication_tasks.append(
+            asyncio.get_running_loop().create_task(
+                _every(lag / 2000, lambda: rm.maybe_shrink_isrs(int(time.time() * 1000), lag))
+            )
+        )
+
+    async def stop_replication_tasks(self) -> None:
+        """Stop the replication tasks."""
+        for t in self._replication_tasks:
+            t.cancel()
+        for t in self._replication_tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._replication_tasks.clear()
+
     async def stop_background_tasks(self) -> None:
         """Cancel the periodic tasks."""
         for t in self._tasks:
@@ -509,20 +392,6 @@ class Broker:
             except (asyncio.CancelledError, Exception):
                 pass
         self._tasks.clear()
-
-
-def _warn_ignored_configs(topic: str, configs: dict[str, str]) -> None:
-    """Kafka 3.x keeps a topic's message.format.version but ignores it (the
-    inter-broker protocol is past 3.0); it warns when the value names a record
-    format older than v2 (LogConfig.MessageFormatVersion.shouldWarn)."""
-    value = configs.get(MESSAGE_FORMAT_VERSION)
-    if value is not None and record_format_before_v2(value):
-        log.warning(
-            "Topic configuration %s with value `%s` is ignored for `%s` because the "
-            "inter-broker protocol version `%s` is greater or equal than 3.0. This "
-            "configuration is deprecated and it will be removed in Apache Kafka 4.0.",
-            MESSAGE_FORMAT_VERSION, value, topic, INTER_BROKER_PROTOCOL_VERSION,
-        )  # fmt: skip
 
 
 async def _retention_schedule(broker: Broker) -> None:

@@ -25,7 +25,8 @@ DEFAULTS: dict[str, str] = {
     "socket.request.max.bytes": str(100 * 1024 * 1024),
     "connections.max.idle.ms": str(10 * 60 * 1000),
     "offsets.topic.num.partitions": "50",
-    "offsets.topic.replication.factor": "1",
+    # Capped by the live brokers when the topic is created (kt/broker/broker.py).
+    "offsets.topic.replication.factor": "3",
     "offsets.retention.minutes": str(7 * 24 * 60),
     "group.initial.rebalance.delay.ms": "3000",
     "group.min.session.timeout.ms": "6000",
@@ -39,6 +40,23 @@ DEFAULTS: dict[str, str] = {
     "log.retention.check.interval.ms": "300000",
     "log.initial.task.delay.ms": "30000",
     "num.recovery.threads.per.data.dir": "2",
+    # Cluster membership (zookeeper.connect unset: the single-node in-process store).
+    "zookeeper.session.timeout.ms": "18000",
+    "replica.lag.time.max.ms": "30000",
+    "replica.fetch.wait.max.ms": "500",
+    "replica.fetch.min.bytes": "1",
+    "replica.fetch.max.bytes": "1048576",
+    "replica.fetch.response.max.bytes": "10485760",
+    "replica.fetch.backoff.ms": "1000",
+    "replica.socket.timeout.ms": "30000",
+    "controlled.shutdown.enable": "true",
+    "controlled.shutdown.max.retries": "3",
+    "controlled.shutdown.retry.backoff.ms": "5000",
+    "unclean.leader.election.enable": "false",
+    # The controller's periodic preferred-leader elections (Kafka's defaults).
+    "auto.leader.rebalance.enable": "true",
+    "leader.imbalance.per.broker.percentage": "10",
+    "leader.imbalance.check.interval.seconds": "300",
 }
 
 # Keys a broker accepts but kt does not act on yet are still validated as known, so a
@@ -49,7 +67,7 @@ _KNOWN_PREFIXES = ("log.", "num.", "socket.", "offsets.", "group.", "transaction
                    "unclean.", "min.insync", "inter.broker", "auto.", "delete.", "default.",
                    "broker.", "node.", "listener", "advertised.", "cluster.", "connections.",
                    "fetch.", "producer.", "quota.", "reserved.", "request.", "share.",
-                   "authorizer.", "super.", "control.", "alter.", "create.")  # fmt: skip
+                   "authorizer.", "super.", "control.", "alter.", "create.", "leader.")  # fmt: skip
 
 
 class ConfigError(ValueError):
@@ -87,6 +105,26 @@ class BrokerConfig:
         if value not in ("true", "false"):
             raise ConfigError(f"{key}={self.props[key]!r} is not true or false")
         return value == "true"
+
+    @property
+    def zookeeper_connect(self) -> str | None:
+        """zookeeper.connect, when this broker is a member of a ZooKeeper cluster."""
+        value = self.props.get("zookeeper.connect", "").strip()
+        return value or None
+
+    @property
+    def zookeeper_connection_timeout_ms(self) -> int:
+        """How long to wait for ZooKeeper at start (Kafka: the session timeout unless
+        zookeeper.connection.timeout.ms is set)."""
+        key = "zookeeper.connection.timeout.ms"
+        return (
+            self.get_int(key) if key in self.props else self.get_int("zookeeper.session.timeout.ms")
+        )
+
+    @property
+    def rack(self) -> str | None:
+        """broker.rack, if set."""
+        return self.props.get("broker.rack") or None
 
     @property
     def cluster_id(self) -> str | None:

@@ -144,17 +144,25 @@ class NetworkServer:
         self._reaper: asyncio.Task[None] | None = None
         handlers.load_all()
 
-    async def start(self, host: str, port: int) -> int:
-        """Listen on host:port; return the bound port (useful with port 0)."""
+    async def start(self, host: str, port: int, *, serving: bool = True) -> int:
+        """Listen on host:port; return the bound port (useful with port 0). With
+        `serving=False` the socket is bound (the port is ours) but connections are
+        accepted only after `serve()`."""
         loop = asyncio.get_running_loop()
         server = await loop.create_server(
-            lambda: _Connection(self), host or None, port, reuse_address=True
-        )
+            lambda: _Connection(self), host or None, port, reuse_address=True,
+            start_serving=serving,
+        )  # fmt: skip
         self.servers.append(server)
         if self._reaper is None:
             self._reaper = loop.create_task(self._reap_idle())
         bound: int = server.sockets[0].getsockname()[1]
         return bound
+
+    async def serve(self) -> None:
+        """Start accepting on every bound listener."""
+        for server in self.servers:
+            await server.start_serving()
 
     async def stop(self) -> None:
         """Stop listening and close every connection."""

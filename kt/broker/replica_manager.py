@@ -16,11 +16,16 @@ the leader get NOT_LEADER_OR_FOLLOWER.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Iterator
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+from kt.broker.alter_partition import IsrProposal, IsrResult
 from kt.broker.errors import (
+    BrokerError,
     FencedLeaderEpochError,
     InvalidRecordError,
     InvalidTopicError,
@@ -33,13 +38,58 @@ from kt.broker.errors import (
     is_storage_failure,
 )
 from kt.broker.log_manager import LogManager
+from kt.broker.metadata.cache import LiveBroker, MetadataCache, PartitionView
 from kt.broker.metadata_store import INTERNAL_TOPICS
 from kt.broker.partition import Partition, ProducerStateError
+from kt.broker.purgatory import DelayedOperationPurgatory, DelayedProduce
+from kt.protocol import ErrorCode
 from kt.storage.checkpoint import TopicPartition
 from kt.storage.errors import OffsetOutOfRangeError, StorageError
 from kt.storage.log import AppendResult, FetchSlice, PartitionLog
 
 log = logging.getLogger("kt.broker.replica_manager")
+
+NO_LEADER = -1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStateChange:
+    """One partition of a LeaderAndIsr request."""
+
+    tp: TopicPartition
+    topic_id: bytes
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    partition_epoch: int
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+    is_new: bool = False
+    leader_recovery_state: int = 0
+
+    @property
+    def adding_replicas(self) -> tuple[int, ...]:
+        """As Partition.make_leader reads it."""
+        return self.adding
+
+    @property
+    def removing_replicas(self) -> tuple[int, ...]:
+        """As Partition.make_leader reads it."""
+        return self.removing
+
+
+@dataclass(frozen=True, slots=True)
+class StopReplicaChange:
+    """One partition of a StopReplica request (leader epoch -2: deleting)."""
+
+    tp: TopicPartition
+    leader_epoch: int
+    delete: bool
+
+
+LeadershipListener = Callable[[list[Partition], list[Partition], dict[int, tuple[str, int]]], None]
 
 #: DeleteRecords' offset meaning "up to the high watermark".
 HIGH_WATERMARK = -1
@@ -59,6 +109,28 @@ class ReplicaManager:
         self.node_id = node_id
         self.logs = logs
         self._partitions: dict[TopicPartition, Partition] = {}
+        # Cluster membership (see attach_cluster); a single node answers from here too.
+        self.metadata_cache = MetadataCache()
+        self.controller_epoch = -1
+        self._broker_epoch: Callable[[], int] = lambda: -1
+        self._topic_configs: Callable[[str], dict[str, str]] = lambda _topic: {}
+        self.fetch_topic_configs: Callable[[str], Awaitable[object]] = _no_configs
+        self._metadata_event = asyncio.Event()
+        # acks=all produces waiting for their partitions' high watermarks.
+        self.produce_purgatory: DelayedOperationPurgatory[TopicPartition] = (
+            DelayedOperationPurgatory("produce")
+        )
+        self.replica_lag_time_max_ms = 30_000
+        # (new leaders, new followers, live leaders' endpoints) after a LeaderAndIsr.
+        self.leadership_listeners: list[LeadershipListener] = []
+        # Partitions a StopReplica stopped (fetchers drop them).
+        self.stop_listeners: list[Callable[[list[TopicPartition]], None]] = []
+        # Sends an ISR proposal to the controller (None: a broker that is alone).
+        self.submit_isr_change: (
+            Callable[[IsrProposal, Callable[[IsrResult], None]], bool] | None
+        ) = None
+        # Told after an ISR change was committed (e.g. produces waiting on the ISR).
+        self.isr_listeners: list[Callable[[Partition], None]] = []
 
     # --- the hosted partitions -------------------------------------------------
 
@@ -93,11 +165,12 @@ class ReplicaManager:
 
     def remove_partition(self, tp: TopicPartition) -> Partition | None:
         """Stop hosting `tp` (its topic was deleted): waiting fetches wake up and find
-        it gone. The log itself is the log manager's to delete."""
+        it gone, waiting produces fail. The log itself is the log manager's to delete."""
         part = self._partitions.pop(tp, None)
         if part is not None:
             part.offline = True
             part.notify()
+        self.produce_purgatory.check_and_complete(tp)
         return part
 
     def wake_all(self) -> None:
@@ -311,11 +384,276 @@ class ReplicaManager:
                 part.offline = True
                 part.notify()
 
+    # --- the controller's requests ---------------------------------------------------
+
+    def attach_cluster(
+        self,
+        cache: MetadataCache,
+        broker_epoch: Callable[[], int],
+        topic_configs: Callable[[str], dict[str, str]],
+    ) -> None:
+        """Make this a cluster member: roles come from the controller from now on.
+        `broker_epoch` is our registration's epoch; `topic_configs` gives a topic's
+        overrides for logs this broker creates as a new replica."""
+        self.metadata_cache = cache
+        self._broker_epoch = broker_epoch
+        self._topic_configs = topic_configs
+
+    def _stale(self, controller_epoch: int, broker_epoch: int) -> int:
+        """Kafka's checks on every controller request: an older controller epoch
+        (a deposed controller) or a request meant for an earlier registration of
+        this broker id is refused."""
+        if controller_epoch < self.controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        if 0 <= broker_epoch < self._broker_epoch():
+            return ErrorCode.STALE_BROKER_EPOCH
+        return ErrorCode.NONE
+
+    async def become_leader_or_follower(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        broker_epoch: int,
+        changes: list[PartitionStateChange],
+        live_leaders: dict[int, tuple[str, int]],
+    ) -> tuple[int, dict[TopicPartition, int]]:
+        """LeaderAndIsr: for each partition with a newer leader epoch (the same epoch
+        updates only the replica set and ISR), create the replica if it is new here,
+        then make it leader or follower. Followers are handed to the fetchers,
+        leaders taken from them; `leadership_listeners` hear of both."""
+        stale = self._stale(controller_epoch, broker_epoch)
+        if stale:
+            log.warning("refusing LeaderAndIsr from controller %d (epoch %d): error %d",
+                        controller_id, controller_epoch, stale)  # fmt: skip
+            return stale, {}
+        self.controller_epoch = controller_epoch
+        results: dict[TopicPartition, int] = {}
+        new_leaders: list[Partition] = []
+        new_followers: list[Partition] = []
+        now = int(time.time() * 1000)
+        for ch in changes:
+            tp = ch.tp
+            if self.node_id not in ch.replicas:
+                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            part = self._partitions.get(tp)
+            if part is None:
+                try:
+                    # A new replica's log is made with the topic's own config (Kafka
+                    # reads it from ZooKeeper when it creates the log).
+                    await self.fetch_topic_configs(tp.topic)
+                    part = self._new_replica(ch)
+                except (OSError, StorageError) as exc:
+                    log.error("cannot create replica %s: %s", _name(tp), exc)
+                    results[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                    continue
+            if part.offline:
+                results[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
+            if any(ch.topic_id) and any(part.topic_id) and ch.topic_id != part.topic_id:
+                results[tp] = ErrorCode.INCONSISTENT_TOPIC_ID
+                continue
+            if ch.leader_epoch < part.leader_epoch:
+                results[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
+                continue
+            results[tp] = ErrorCode.NONE
+            if ch.leader_epoch == part.leader_epoch:
+                # Same epoch: a resend (controller failover) or a replica-set update.
+                part.replicas = list(ch.replicas)
+                part.isr = list(ch.isr)
+                part.partition_epoch = max(part.partition_epoch, ch.partition_epoch)
+                continue
+            if ch.leader == self.node_id:
+                part.make_leader(ch, now_ms=now)
+                new_leaders.append(part)
+            else:
+                part.make_follower(ch)
+                new_followers.append(part)
+        for listener in self.leadership_listeners:
+            try:
+                listener(new_leaders, new_followers, live_leaders)
+            except Exception:
+                log.exception("leadership listener failed")
+        if new_leaders or new_followers:
+            log.info(
+                "LeaderAndIsr from controller %d (epoch %d): leading %d, following %d",
+                controller_id, controller_epoch, len(new_leaders), len(new_followers),
+            )  # fmt: skip
+        return ErrorCode.NONE, results
+
+    def _new_replica(self, ch: PartitionStateChange) -> Partition:
+        """A replica this broker did not host: open its log if it is on disk (a
+        restart), else create it empty; it has no role until the caller gives it one."""
+        plog = self.logs.get(ch.tp)
+        if plog is None:
+            plog = self.logs.create(ch.tp, ch.topic_id, self._topic_configs(ch.tp.topic))
+        return self.host(ch.tp, ch.topic_id, plog)
+
+    def host(self, tp: TopicPartition, topic_id: bytes, plog: PartitionLog) -> Partition:
+        """Host a replica with no role yet (leader -1, epoch -1): a LeaderAndIsr makes
+        it leader or follower. Producer state is rebuilt from its log."""
+        part = Partition(tp, topic_id, plog, NO_LEADER, -1, [], [], local_broker_id=self.node_id)
+        part.offsets_listener = self._offsets_moved
+        part.replica_lag_time_max_ms = self.replica_lag_time_max_ms
+        part.load_producer_state()
+        self._partitions[tp] = part
+        return part
+
+    async def stop_replicas(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        broker_epoch: int,
+        changes: list[StopReplicaChange],
+    ) -> tuple[int, dict[TopicPartition, int]]:
+        """StopReplica: stop following (and delete, when asked) each partition. A
+        partition whose leader epoch is newer than the request's is left alone
+        (FENCED_LEADER_EPOCH), except for deletions (epoch -2)."""
+        stale = self._stale(controller_epoch, broker_epoch)
+        if stale:
+            return stale, {}
+        self.controller_epoch = controller_epoch
+        results: dict[TopicPartition, int] = {}
+        stopped: list[TopicPartition] = []
+        for ch in changes:
+            part = self._partitions.get(ch.tp)
+            if part is None:
+                if ch.delete and self.logs.get(ch.tp) is not None:
+                    self.logs.delete(ch.tp)
+                results[ch.tp] = ErrorCode.NONE
+                continue
+            if ch.leader_epoch >= 0 and ch.leader_epoch < part.leader_epoch:
+                results[ch.tp] = ErrorCode.FENCED_LEADER_EPOCH
+                continue
+            stopped.append(ch.tp)
+            results[ch.tp] = ErrorCode.NONE
+        for listener in self.stop_listeners:
+            listener(stopped)
+        for ch in changes:
+            if ch.tp not in stopped:
+                continue
+            if ch.delete:
+                self.remove_partition(ch.tp)
+                try:
+                    self.logs.delete(ch.tp)
+                except OSError as exc:
+                    log.error("cannot delete %s: %s", _name(ch.tp), exc)
+                    results[ch.tp] = ErrorCode.KAFKA_STORAGE_ERROR
+        return ErrorCode.NONE, results
+
+    def update_metadata(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        broker_epoch: int,
+        brokers: list[LiveBroker],
+        partitions: list[tuple[str, bytes | None, int, PartitionView]],
+    ) -> int:
+        """UpdateMetadata: refresh the metadata cache (and wake whoever waits on it)."""
+        stale = self._stale(controller_epoch, broker_epoch)
+        if stale:
+            return stale
+        self.controller_epoch = controller_epoch
+        self.metadata_cache.update(
+            controller_id=controller_id,
+            controller_epoch=controller_epoch,
+            brokers=brokers,
+            partitions=partitions,
+        )
+        event, self._metadata_event = self._metadata_event, asyncio.Event()
+        event.set()
+        return ErrorCode.NONE
+
+    # --- acks=all ------------------------------------------------------------------
+
+    def _offsets_moved(self, part: Partition) -> None:
+        # A partition's LEO, HW, ISR or role changed: waiting produces may complete.
+        self.produce_purgatory.check_and_complete(part.tp)
+
+    async def wait_for_replication(
+        self, required: dict[TopicPartition, int], timeout_ms: int
+    ) -> dict[TopicPartition, BrokerError | None]:
+        """acks=all: wait until each partition's high watermark reaches its required
+        offset (its last appended offset + 1), or `timeout_ms` passes (Kafka's
+        DelayedProduce). Per partition: None (replicated), or the error
+        (REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER)."""
+
+        def lookup(tp: TopicPartition) -> Partition:
+            return self.get_partition_or_error(tp.topic, tp.partition)
+
+        op: DelayedProduce[TopicPartition] = DelayedProduce(max(0, timeout_ms), required, lookup)
+        if not self.produce_purgatory.try_complete_else_watch(op, list(required)):
+            await op.wait()
+        return {tp: _as_broker_error(err) for tp, err in op.result.items()}
+
+    # --- ISR changes (leaders propose, the controller decides) -----------------------
+
+    def maybe_shrink_isrs(self, now_ms: int, lag_max_ms: int) -> None:
+        """Kafka's isr-expiration task: every led partition drops followers that
+        have not caught up within `lag_max_ms` (one proposal in flight at a time)."""
+        for part in self:
+            if part.offline or not part.is_leader:
+                continue
+            new_isr = part.isr_shrink_candidates(now_ms, lag_max_ms)
+            if new_isr is not None:
+                log.info("%s: shrinking ISR from %s to %s", _name(part.tp), part.isr, new_isr)
+                self._propose_isr(part, new_isr)
+
+    def maybe_expand_isr(self, part: Partition, replica_id: int) -> None:
+        """After a follower's fetch: propose it back into the ISR once it caught up."""
+        new_isr = part.isr_expand_candidate(replica_id)
+        if new_isr is not None:
+            log.info("%s: expanding ISR from %s to %s", _name(part.tp), part.isr, new_isr)
+            self._propose_isr(part, new_isr)
+
+    def _propose_isr(self, part: Partition, new_isr: list[int]) -> None:
+        submit = self.submit_isr_change
+        if submit is None:
+            part.abandon_pending_isr()
+            return
+        proposal = IsrProposal(part.tp, part.topic_id, part.leader_epoch, tuple(new_isr),
+                               part.partition_epoch)  # fmt: skip
+
+        def answered(result: IsrResult) -> None:
+            if result.error == ErrorCode.NONE:
+                if part.on_isr_committed(result.isr, result.partition_epoch, result.leader_epoch):
+                    log.info("%s: ISR is now %s (partition epoch %d)", _name(part.tp),
+                             list(result.isr), result.partition_epoch)  # fmt: skip
+                    for listener in self.isr_listeners:
+                        listener(part)
+                else:
+                    part.abandon_pending_isr()
+            else:
+                part.abandon_pending_isr()
+                log.info("%s: ISR change to %s refused (error %d)", _name(part.tp),
+                         new_isr, result.error)  # fmt: skip
+
+        if not submit(proposal, answered):
+            part.abandon_pending_isr()
+
+    async def metadata_changed(self, timeout_s: float) -> bool:
+        """Wait for the next UpdateMetadata; False on timeout."""
+        try:
+            await asyncio.wait_for(self._metadata_event.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
 
 def _epoch_for(part: Partition, offset: int) -> int:
     # The epoch of the batch holding `offset`; the current one past the cached epochs.
     epoch = part.log.leader_epoch_cache.epoch_for_offset(offset)
     return part.leader_epoch if epoch is None else epoch
+
+
+async def _no_configs(_topic: str) -> object:
+    return None
+
+
+def _as_broker_error(err: BaseException | None) -> BrokerError | None:
+    if err is None or isinstance(err, BrokerError):
+        return err
+    return KafkaStorageError(str(err))
 
 
 def _name(tp: TopicPartition) -> str:

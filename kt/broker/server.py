@@ -1,15 +1,22 @@
-"""Running a broker: open the logs, listen, serve until SIGTERM/SIGINT, shut down cleanly.
+"""Running a broker: join the cluster, serve until SIGTERM/SIGINT, leave cleanly.
 
-Startup order: check that every listener's address can be bound, then open the
-log directories (locks, meta.properties, recovery), then listen. A broker that
-cannot listen (port taken) fails before it creates or touches a data directory.
+Start, in order (each step can fail with one clear line and no half-made state):
+1. bind the listeners (a taken port fails here, before any data directory is
+   touched), without accepting yet;
+2. connect to the coordination store — ZooKeeper when `zookeeper.connect` is set,
+   else the in-process store in the first log directory — and agree on the
+   cluster id;
+3. lock the log directories and load every partition log (recovering after an
+   unclean stop); each is hosted with no role until the controller assigns one;
+4. accept connections, register `/brokers/ids/N`, stand for controller; the
+   single-node broker elects itself and sends itself its LeaderAndIsr;
+5. wait until the controller's view reached us (roles and metadata), start the
+   group coordinator and the log cleaner, print the ready line.
 
-Services start after the listeners are bound: the group coordinator (loads
-`__consumer_offsets`), then the log cleaner. Shutdown order: stop accepting,
-close connections, stop the log cleaner and the group coordinator, stop
-background tasks, then flush every log, write the checkpoints and the
-clean-shutdown marker, and release the directory locks — so a restart after a
-clean stop skips recovery.
+Stop: controlled shutdown first (the controller moves leadership away), then stop
+accepting and close connections, stop the services, leave the cluster (the
+registration disappears with the session), and flush every log, write the
+checkpoints and the clean-shutdown marker, release the directory locks.
 """
 
 from __future__ import annotations
@@ -17,28 +24,139 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-import socket
 import time
+from pathlib import Path
 
 from kt.broker.broker import Broker
-from kt.broker.config import BrokerConfig, Listener
+from kt.broker.config import BrokerConfig, Listener, new_cluster_id
+from kt.broker.membership import ClusterMembership
+from kt.broker.metadata.in_process import InProcessStore
+from kt.broker.metadata.store import CoordinationStore
+from kt.broker.metadata.zookeeper import ZooKeeperStore
 from kt.broker.network import NetworkServer
+from kt.storage.meta_properties import read_meta_properties
 
 log = logging.getLogger("kt.broker")
+
+READY_TIMEOUT_S = 30.0
+
+
+def make_store(config: BrokerConfig) -> CoordinationStore:
+    """ZooKeeper for a cluster member; the in-process store for the single node."""
+    connect = config.zookeeper_connect
+    if connect is not None:
+        return ZooKeeperStore(
+            connect, session_timeout_ms=config.get_int("zookeeper.session.timeout.ms")
+        )
+    return InProcessStore.in_dir(config.log_dirs[0].resolve(), broker_id=config.node_id)
+
+
+def _candidate_cluster_id(config: BrokerConfig) -> str:
+    """The id to propose if the store has none: configured, else the one in an
+    existing meta.properties (an existing data directory), else a new one."""
+    if config.cluster_id:
+        return config.cluster_id
+    for d in config.log_dirs:
+        try:
+            meta = read_meta_properties(Path(d) / "meta.properties")
+        except Exception:
+            continue
+        if meta.cluster_id:
+            return meta.cluster_id
+    return new_cluster_id()
+
+
+class RunningBroker:
+    """A broker through its start and stop sequence (see the module docstring).
+
+    `network=False` runs it without sockets (in-process tests): the controller
+    reaches its own broker through the loopback link either way.
+    """
+
+    def __init__(self, config: BrokerConfig, *, network: bool = True) -> None:
+        self.config = config
+        self.broker = Broker(config)
+        self.net = (
+            NetworkServer(
+                self.broker,
+                config.get_int("socket.request.max.bytes"),
+                config.get_int("connections.max.idle.ms"),
+            )
+            if network
+            else None
+        )
+        self.membership: ClusterMembership | None = None
+        self._opened = False
+        self._joined = False
+
+    async def start(self) -> None:
+        """Bind, connect, open the logs, join, wait for the controller's view, start
+        the services. Raises on failure (the caller runs `stop()`)."""
+        started = time.monotonic()
+        config, broker = self.config, self.broker
+        for lst in config.listeners:
+            port = await self.net.start(lst.host, lst.port, serving=False) if self.net else lst.port
+            broker.bound_listeners.append(Listener(lst.name, lst.host, port))
+        self.membership = membership = ClusterMembership(broker, make_store(config))
+        broker.membership = membership
+        candidate = _candidate_cluster_id(config)
+        if config.zookeeper_connect is None:
+            # The in-process store keeps its file in the first log directory: the
+            # directories are validated and locked before it is opened.
+            candidate = broker.lock_dirs(candidate)
+        cluster_id = await membership.connect(candidate)
+        broker.open(cluster_id, await membership.topic_configs())
+        self._opened = True
+        if config.zookeeper_connect is None:
+            await _adopt_orphans(broker, membership)
+        if self.net is not None:
+            for lst in broker.bound_listeners:
+                log.info("listening on %s://%s:%d", lst.name, lst.host or "0.0.0.0", lst.port)
+            await self.net.serve()
+        broker.start_background_tasks()
+        await membership.join()
+        self._joined = True
+        broker.start_replication_tasks()
+        await _wait_until_ready(broker)
+        await broker.group_coordinator.start()
+        await broker.log_cleaner.start()
+        log.info(
+            "kt broker %d started in %.2fs (cluster %s, %s, %d partitions, log dirs %s)",
+            broker.node_id, time.monotonic() - started, broker.cluster_id,
+            f"ZooKeeper {config.zookeeper_connect}" if config.zookeeper_connect else "single node",
+            len(broker.replica_manager), ",".join(str(d) for d in broker.logs.log_dirs),
+        )  # fmt: skip
+
+    async def stop(self, *, controlled: bool = True) -> None:
+        """Controlled shutdown (when asked and joined), then stop everything."""
+        broker = self.broker
+        if controlled and self._joined and self.membership is not None:
+            await self.membership.controlled_shutdown()
+        broker.stopping = True
+        broker.replica_manager.wake_all()
+        if self.net is not None:
+            await self.net.stop()
+        # The reverse of the start order; stopping a service never started is harmless.
+        await broker.log_cleaner.stop()
+        await broker.group_coordinator.stop()
+        await broker.stop_replication_tasks()
+        if self.membership is not None:
+            await self.membership.leave()
+        await broker.stop_background_tasks()
+        if self._opened:
+            broker.close()
+        if self._joined:
+            log.info("stopped cleanly")
+        else:
+            # The error that stopped the start is reported by the caller (one line).
+            if self._opened:
+                log.info("start failed: logs closed")
+            else:
+                log.debug("start failed")
 
 
 async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:
     """Run the broker until cancelled or signalled."""
-    started = time.monotonic()
-    check_listeners(config.listeners)
-    broker = Broker(config)
-    broker.open()
-    running = False
-    net = NetworkServer(
-        broker,
-        config.get_int("socket.request.max.bytes"),
-        config.get_int("connections.max.idle.ms"),
-    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -46,65 +164,48 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError):
             pass
+    running = RunningBroker(config)
+    interrupted = False
     try:
-        for lst in config.listeners:
-            port = await net.start(lst.host, lst.port)
-            broker.bound_listeners.append(Listener(lst.name, lst.host, port))
-            log.info("listening on %s://%s:%d", lst.name, lst.host or "0.0.0.0", port)
-        broker.start_background_tasks()
-        await broker.group_coordinator.start()
-        await broker.log_cleaner.start()
-        log.info(
-            "kt broker %d started in %.2fs (cluster %s, %d partitions, log dirs %s)",
-            broker.node_id, time.monotonic() - started, broker.cluster_id,
-            len(broker.replica_manager), ",".join(str(d) for d in broker.logs.log_dirs),
-        )  # fmt: skip
+        await running.start()
         # A line scripts and tests can wait for.
         print(
             "kt broker ready: "
-            + " ".join(f"{lst.host}:{lst.port}" for lst in broker.bound_listeners),
+            + " ".join(f"{lst.host}:{lst.port}" for lst in running.broker.bound_listeners),
             flush=True,
         )
         if ready is not None:
             ready.set()
-        running = True
         await stop.wait()
+        interrupted = True
         log.info("shutting down")
     finally:
-        broker.stopping = True
-        broker.replica_manager.wake_all()
-        await net.stop()
-        # The reverse of the start order; stopping a service never started is harmless.
-        await broker.log_cleaner.stop()
-        await broker.group_coordinator.stop()
-        await broker.stop_background_tasks()
-        broker.close()
-        if running:
-            log.info("stopped cleanly")
-        else:
-            # The error that stopped the start is reported by the caller.
-            log.info("start failed: logs closed")
+        await running.stop(controlled=interrupted)
 
 
-def check_listeners(listeners: list[Listener]) -> None:
-    """Bind (and release) each listener's addresses as the server will, so a port in
-    use fails the start before any log directory is created or locked.
+async def _adopt_orphans(broker: Broker, membership: ClusterMembership) -> None:
+    """Single node: logs on disk that no topic knows (a copied Kafka log directory,
+    or data from before the metadata store) become topics led here."""
+    known = set(await membership.cluster.get_all_topics())
+    for name, (topic_id, count) in broker.orphan_partitions().items():
+        if name in known:
+            continue
+        assignment = {p: [broker.node_id] for p in range(count)}
+        await membership.cluster.create_topic(name, topic_id, assignment, {})
+        log.info("adopted topic %s (%d partitions found on disk)", name, count)
 
-    Raises the OSError of the first address that cannot be bound (EADDRINUSE for a
-    port taken). A port taken between this check and the real bind still fails the
-    start then, after the logs were opened.
-    """
-    for lst in listeners:
-        if lst.port == 0:
-            continue  # any free port: nothing to check
-        infos = socket.getaddrinfo(
-            lst.host or None, lst.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )
-        for family, kind, proto, _, address in infos:
-            with socket.socket(family, kind, proto) as probe:
-                # As asyncio's create_server: SO_REUSEADDR, and IPv6 sockets only for
-                # IPv6 (else binding :: after 0.0.0.0 would clash with ourselves).
-                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                if family == socket.AF_INET6:
-                    probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-                probe.bind(address)
+
+async def _wait_until_ready(broker: Broker) -> None:
+    """Until the controller's metadata reached us and every partition hosted here
+    that it knows got its role (bounded: a slow controller only delays the line)."""
+    cache = broker.metadata.cache
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if cache.controller_id is not None and all(
+            part.leader_epoch >= 0
+            for part in broker.replica_manager
+            if cache.partition(part.tp.topic, part.tp.partition) is not None
+        ):
+            return
+        await broker.replica_manager.metadata_changed(0.2)
+    log.warning("the controller's metadata did not arrive within %.0fs", READY_TIMEOUT_S)

@@ -6,6 +6,7 @@ import asyncio
 import errno
 import json
 import logging
+import os
 import socket
 import sys
 import time
@@ -89,10 +90,15 @@ def start(
     root.setLevel(log_level.upper())
     for key in cfg.unknown_keys:
         logging.getLogger("kt.broker").warning("unknown configuration key %s (ignored)", key)
+    from kt.broker.membership import MembershipError
+
     try:
         _run(serve(cfg))
     except LogDirLockedError as exc:
         fail(f"{exc.path}: another broker is running on this log directory (.lock is held)")
+    except MembershipError as exc:
+        # ZooKeeper unreachable, a broker id in use, a cluster id mismatch.
+        fail(str(exc))
     except StorageError as exc:
         fail(str(exc))
     except OSError as exc:
@@ -103,7 +109,9 @@ def start(
             errno.EADDRNOTAVAIL,
         ):
             where = ", ".join(f"{lst.host}:{lst.port}" for lst in cfg.listeners)
-            fail(f"cannot listen on {where}: {exc.strerror}")
+            # asyncio wraps the bind error's text; the errno's own words are clearer.
+            reason = os.strerror(exc.errno) if exc.errno else exc.strerror
+            fail(f"cannot listen on {where}: {reason}")
         raise
     except KeyboardInterrupt:
         pass

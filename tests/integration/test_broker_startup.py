@@ -54,19 +54,20 @@ def test_unresolvable_listener_host_is_one_error_line(tmp_path: Path) -> None:
 def test_a_failed_start_is_not_logged_as_a_clean_stop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The port is taken between the check and the bind: the start fails after the
-    logs were opened; they are closed, but nothing claims a clean stop."""
+    """The listener cannot be bound: the start fails before any log directory is
+    made or opened, and nothing claims a clean stop."""
 
-    async def taken(self: NetworkServer, host: str, port: int) -> int:
+    async def taken(self: NetworkServer, host: str, port: int, **kw: object) -> int:
         raise OSError(errno.EADDRINUSE, "Address already in use")
 
     monkeypatch.setattr(NetworkServer, "start", taken)
+    data = tmp_path / "data"
     cfg = load_config(
-        None,
-        {"log.dirs": str(tmp_path / "data"), "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}"},
+        None, {"log.dirs": str(data), "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}"}
     )
-    with caplog.at_level(logging.INFO, logger="kt.broker"), pytest.raises(OSError):
+    with caplog.at_level(logging.DEBUG, logger="kt.broker"), pytest.raises(OSError):
         asyncio.run(serve(cfg))
     messages = [r.getMessage() for r in caplog.records]
     assert "stopped cleanly" not in messages
-    assert "start failed: logs closed" in messages
+    assert "start failed" in messages
+    assert not data.exists()

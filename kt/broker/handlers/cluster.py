@@ -1,6 +1,7 @@
 """DescribeCluster: the brokers, the controller and the cluster id (KIP-700).
 
-kt is one broker that is also its own controller. Only the BROKER endpoint type
+The brokers and the controller are the metadata cache's (what the controller last
+told this broker). Only the BROKER endpoint type
 is served (v1's endpoint_type 2 asks a KRaft controller, which kt has no
 separate listener for): as Kafka's brokers, a controller request is
 MISMATCHED_ENDPOINT_TYPE and an unknown type UNSUPPORTED_ENDPOINT_TYPE (both
@@ -22,7 +23,7 @@ _ENDPOINT_NAMES = {BROKERS: "BROKER", CONTROLLERS: "CONTROLLER"}
 
 @handles(apis.DESCRIBE_CLUSTER.key, (0, 1))
 async def describe_cluster(ctx: RequestContext, request: Struct) -> Any:
-    """This broker, as the whole cluster and its controller."""
+    """The live brokers and the controller."""
     broker = ctx.broker
     endpoint = request.endpoint_type if ctx.version >= 1 else BROKERS
     if endpoint != BROKERS:
@@ -42,26 +43,24 @@ async def describe_cluster(ctx: RequestContext, request: Struct) -> Any:
             endpoint_type=endpoint, cluster_id=broker.cluster_id, controller_id=-1,
             brokers=[], cluster_authorized_operations=OPERATIONS_NOT_REQUESTED,
         )  # fmt: skip
-    listeners = broker.advertised_listeners()[:1]
     ops = (
         CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
         else OPERATIONS_NOT_REQUESTED
     )  # fmt: skip
+    cache = broker.metadata.cache
+    brokers = []
+    for b in cache.alive_brokers():
+        ep = b.endpoint(broker.listener_name) or b.endpoint()
+        if ep is not None:
+            brokers.append({"broker_id": b.broker_id, "host": ep.host, "port": ep.port,
+                            "rack": b.rack})  # fmt: skip
     return apis.DESCRIBE_CLUSTER.response(
         throttle_time_ms=0,
         error_code=ErrorCode.NONE,
         error_message=None,
         endpoint_type=BROKERS,
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
-        brokers=[
-            {
-                "broker_id": broker.node_id,
-                "host": lst.host,
-                "port": lst.port,
-                "rack": broker.config.props.get("broker.rack"),
-            }
-            for lst in listeners
-        ],
+        controller_id=cache.controller_id if cache.controller_id is not None else -1,
+        brokers=brokers,
         cluster_authorized_operations=ops,
     )

@@ -65,6 +65,8 @@ def _read_all(
     version = ctx.version
     budget = request.max_bytes if version >= 3 else 2**31 - 1
     committed = version >= 4 and request.isolation_level == READ_COMMITTED
+    # A follower fetching as a replica (KIP-903 moved the id into ReplicaState).
+    replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
     total = 0
     first_data = True
     responses = []
@@ -97,6 +99,15 @@ def _read_all(
             except BrokerError as exc:
                 entry["error_code"] = error_code_for(exc)
                 continue
+            if replica_id >= 0:
+                limit = min(p.partition_max_bytes, budget)
+                sent = _read_for_follower(ctx, part, replica_id, p, entry, limit, first_data)
+                watched.append(part)
+                if sent:
+                    total += sent
+                    budget -= sent
+                    first_data = False
+                continue
             hw = part.high_watermark
             lso = part.last_stable_offset()
             entry.update(high_watermark=hw, last_stable_offset=lso,
@@ -128,6 +139,50 @@ def _read_all(
         else:
             responses.append({"topic": name, "partitions": out_parts})
     return responses, total, watched
+
+
+def _read_for_follower(
+    ctx: RequestContext,
+    part: Partition,
+    replica_id: int,
+    p: Struct,
+    entry: dict[str, Any],
+    limit: int,
+    first: bool,
+) -> int:
+    """A follower's fetch of one partition (up to our LEO, not the HW): its progress
+    is recorded (the HW may move, waiting acks=all produces complete), a diverging
+    log is told where to truncate, and a caught-up follower is proposed back into
+    the ISR. Returns the bytes sent."""
+    replicas = ctx.broker.replica_manager
+    last_epoch = p.last_fetched_epoch if ctx.version >= 12 else -1
+    start = p.log_start_offset if ctx.version >= 5 else -1
+    try:
+        read = part.read_for_follower(
+            replica_id, p.fetch_offset, last_epoch, max(limit, 1 if first else 0), start
+        )
+    except (BrokerError, OffsetOutOfRangeError) as exc:
+        entry["error_code"] = error_code_for(exc)
+        return 0
+    entry.update(high_watermark=read.high_watermark, last_stable_offset=read.high_watermark,
+                 log_start_offset=read.log_start_offset)  # fmt: skip
+    if read.diverging_epoch is not None:
+        epoch, end = read.diverging_epoch
+        entry["diverging_epoch"] = {"epoch": epoch, "end_offset": end}
+        return 0
+    replicas.maybe_expand_isr(part, replica_id)
+    sl = read.data
+    if sl is None or sl.length == 0 or (limit <= 0 and not first):
+        return 0
+    throttles = ctx.broker.replication_throttles
+    if throttles.leader_throttled(part.tp):
+        # KIP-73: a listed replica outside the ISR gets no data while the leader's
+        # replication quota is exceeded; what it does get counts against the quota.
+        if throttles.should_leader_throttle(part.tp, replica_id in part.isr):
+            return 0
+        throttles.leader.record(int(sl.length))
+    entry["records"] = ExternalRecords(sl.length, (sl.segment.fd, sl.position))
+    return int(sl.length)
 
 
 def _all_errors(request: Struct, version: int, code: ErrorCode) -> Any:

@@ -1,7 +1,9 @@
 """Group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
 ListGroups, DescribeGroups and DeleteGroups, served by the group coordinator.
 
-This broker coordinates every group. JoinGroup and SyncGroup park until the
+This broker coordinates the groups of the `__consumer_offsets` partitions it
+leads (the single node: every group); others are answered NOT_COORDINATOR, so
+clients run FindCoordinator again. JoinGroup and SyncGroup park until the
 rebalance they wait for completes (the connection's later requests wait behind
 them, as Kafka mutes the channel).
 """
@@ -13,6 +15,7 @@ from typing import Any
 from kt.broker.authorization import GROUP_OPERATIONS, OPERATIONS_NOT_REQUESTED
 from kt.broker.groups import GroupCoordinator
 from kt.broker.groups.coordinator import JoinRequest
+from kt.broker.groups.offsets_log import CONSUMER_OFFSETS, partition_for
 from kt.broker.handlers import RequestContext, handles
 from kt.protocol import ErrorCode, Struct, apis
 
@@ -34,18 +37,18 @@ def client_host(ctx: RequestContext) -> str:
 
 @handles(apis.FIND_COORDINATOR.key, (0, 4))
 async def find_coordinator(ctx: RequestContext, request: Struct) -> Any:
-    """This broker, for every group; transactions have no coordinator yet."""
+    """The leader of the group's `__consumer_offsets` partition (creating the topic
+    on first use); transactions have no coordinator yet."""
     version = ctx.version
     key_type = request.key_type if version >= 1 else KEY_TYPE_GROUP
     keys = list(request.coordinator_keys) if version >= 4 else [request.key]
-    listener = ctx.broker.advertised_listeners()[0]
     answers = []
     for key in keys:
         entry: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1,
                                  "error_code": ErrorCode.NONE, "error_message": None}  # fmt: skip
         if key_type == KEY_TYPE_GROUP:
-            coordinator(ctx).ensure_topic()
-            entry.update(node_id=ctx.broker.node_id, host=listener.host, port=listener.port)
+            await coordinator(ctx).ensure_topic()
+            entry.update(_group_coordinator(ctx, key))
         elif key_type == KEY_TYPE_TRANSACTION:
             entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                          error_message="The coordinator is not available.")  # fmt: skip
@@ -172,12 +175,15 @@ async def list_groups(ctx: RequestContext, request: Struct) -> Any:
     """
     states = list(request.states_filter) if ctx.version >= 4 else None
     types = {t.lower() for t in request.types_filter} if ctx.version >= 5 else set()
-    groups = coordinator(ctx).list_groups(states)
+    coord = coordinator(ctx)
+    groups = coord.list_groups(states)
     if types and CLASSIC_GROUP_TYPE not in types:
         groups = []
+    # Kafka lists what is loaded and says that more may follow.
+    error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if coord.loading else ErrorCode.NONE
     return apis.LIST_GROUPS.response(
         throttle_time_ms=0,
-        error_code=ErrorCode.NONE,
+        error_code=error,
         groups=[
             {
                 "group_id": gid,
@@ -231,3 +237,24 @@ async def delete_groups(ctx: RequestContext, request: Struct) -> Any:
         throttle_time_ms=0,
         results=[{"group_id": g, "error_code": results[g]} for g in dict.fromkeys(names)],
     )
+
+
+def _group_coordinator(ctx: RequestContext, group_id: str) -> dict[str, Any]:
+    """Where the group's coordinator is: the live leader of its partition."""
+    cache = ctx.broker.metadata.cache
+    count = cache.num_partitions(CONSUMER_OFFSETS)
+    if not count:
+        return _not_available()
+    view = cache.partition(CONSUMER_OFFSETS, partition_for(group_id, count))
+    leader = cache.broker(view.leader) if view is not None and view.leader >= 0 else None
+    ep = None
+    if leader is not None:
+        ep = leader.endpoint(ctx.broker.listener_name) or leader.endpoint()
+    if leader is None or ep is None:
+        return _not_available()
+    return {"node_id": leader.broker_id, "host": ep.host, "port": ep.port}
+
+
+def _not_available() -> dict[str, Any]:
+    return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            "error_message": "The coordinator is not available."}  # fmt: skip

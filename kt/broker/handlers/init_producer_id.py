@@ -46,7 +46,7 @@ async def init_producer_id(ctx: RequestContext, request: Struct) -> Any:
                 producer_epoch=epoch + 1,
             )  # fmt: skip
         # Epoch exhausted: a new id, as Kafka does.
-    new_pid = mgr.allocate()
+    new_pid = await mgr.allocate()
     mgr.epochs[new_pid] = 0
     return apis.INIT_PRODUCER_ID.response(
         throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=new_pid, producer_epoch=0

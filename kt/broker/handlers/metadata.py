@@ -12,6 +12,7 @@ from kt.broker.authorization import (
 )
 from kt.broker.broker import CONSUMER_OFFSETS
 from kt.broker.handlers import RequestContext, handles
+from kt.broker.metadata.cache import PartitionView
 from kt.broker.metadata_store import INTERNAL_TOPICS, topic_name_problem
 from kt.protocol import ErrorCode, Struct, apis
 from kt.storage.checkpoint import TopicPartition
@@ -30,6 +31,7 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
     """
     broker = ctx.broker
     store = broker.metadata
+    cache = store.cache
     requested = request.topics
     allow_create = ctx.version < 4 or request.allow_auto_topic_creation
     topic_ops = OPERATIONS_NOT_REQUESTED
@@ -71,40 +73,19 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
                 # Made by its coordinator with its own partition count and configs (as
                 # Kafka does), never as a plain topic with num.partitions.
                 if name == CONSUMER_OFFSETS:
-                    broker.group_coordinator.ensure_topic()
+                    await broker.group_coordinator.ensure_topic()
                     info = store.topics.get(name)
             elif allow_create:
-                info = broker.maybe_auto_create(name)
+                info = await broker.maybe_auto_create(name)
             if info is None:
                 topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                "name": name, "partitions": [],
                                "topic_authorized_operations": topic_ops})  # fmt: skip
                 continue
-        partitions = []
-        for p in range(info.partitions):
-            part = broker.replica_manager.get(TopicPartition(name, p))
-            replicas = info.assignment.get(p, [broker.node_id])
-            if part is None or part.offline:
-                # This broker's replica is offline (its log dir failed). As a KRaft
-                # controller records it: no leader, the ISR keeps its last member,
-                # the replica listed offline; clients see LEADER_NOT_AVAILABLE.
-                partitions.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE,
-                                   "partition_index": p, "leader_id": -1,
-                                   "leader_epoch": part.leader_epoch if part else -1,
-                                   "replica_nodes": replicas, "isr_nodes": replicas,
-                                   "offline_replicas": replicas})  # fmt: skip
-                continue
-            partitions.append(
-                {
-                    "error_code": ErrorCode.NONE,
-                    "partition_index": p,
-                    "leader_id": part.leader_id,
-                    "leader_epoch": part.leader_epoch,
-                    "replica_nodes": part.replicas,
-                    "isr_nodes": part.isr,
-                    "offline_replicas": [],
-                }
-            )
+        partitions = [
+            _partition(ctx, name, p, view)
+            for p, view in sorted(broker.metadata.cache.partitions(name).items())
+        ]
         topics.append(
             {
                 "error_code": ErrorCode.NONE,
@@ -117,12 +98,48 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
         )
     return apis.METADATA.response(
         throttle_time_ms=0,
-        brokers=[
-            {"node_id": broker.node_id, "host": lst.host, "port": lst.port, "rack": None}
-            for lst in broker.advertised_listeners()
-        ][:1],
+        brokers=live_brokers(ctx),
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=cache.controller_id if cache.controller_id is not None else -1,
         topics=topics,
         cluster_authorized_operations=cluster_ops,
     )
+
+
+def live_brokers(ctx: RequestContext) -> list[dict[str, Any]]:
+    """The live brokers as clients see them: each one's endpoint on our listener."""
+    out = []
+    for b in ctx.broker.metadata.cache.alive_brokers():
+        ep = b.endpoint(ctx.broker.listener_name) or b.endpoint()
+        if ep is not None:
+            out.append({"node_id": b.broker_id, "host": ep.host, "port": ep.port,
+                        "rack": b.rack})  # fmt: skip
+    return out
+
+
+def _partition(ctx: RequestContext, name: str, p: int, view: PartitionView) -> dict[str, Any]:
+    """One partition as the controller described it. A partition without a live
+    leader is LEADER_NOT_AVAILABLE. When this broker leads it but its replica sits in
+    a failed log directory, it is reported the same way, with our replica offline."""
+    cache = ctx.broker.metadata.cache
+    offline = list(view.offline_replicas)
+    leader = view.leader
+    local = ctx.broker.replica_manager.get(TopicPartition(name, p))
+    if leader == ctx.broker.node_id and (local is None or local.offline):
+        leader = -1
+        if ctx.broker.node_id not in offline:
+            offline.append(ctx.broker.node_id)
+    error = (
+        ErrorCode.NONE
+        if leader >= 0 and cache.is_alive(leader)
+        else (ErrorCode.LEADER_NOT_AVAILABLE)
+    )
+    return {
+        "error_code": error,
+        "partition_index": p,
+        "leader_id": leader if error == ErrorCode.NONE else -1,
+        "leader_epoch": view.leader_epoch,
+        "replica_nodes": list(view.replicas),
+        "isr_nodes": list(view.isr),
+        "offline_replicas": offline,
+    }

@@ -21,6 +21,7 @@ from kt.broker.handlers import RequestContext, handles
 from kt.broker.metadata_store import INTERNAL_TOPICS
 from kt.protocol import ErrorCode, Struct, apis
 from kt.storage import record_batch as v2
+from kt.storage.checkpoint import TopicPartition
 from kt.storage.compression import Codec
 from kt.storage.errors import StorageError
 from kt.storage.log import RecordValidationError
@@ -39,12 +40,17 @@ async def produce(ctx: RequestContext, request: Struct) -> Any:
     """Append each partition's batches; acks=0 gets no response at all."""
     version = ctx.version
     responses = []
+    # acks=all: the offset each appended partition's high watermark must reach.
+    required: dict[TopicPartition, tuple[int, dict[str, Any]]] = {}
     for topic in request.topic_data:
         parts = []
         for pdata in topic.partition_data:
-            parts.append(
-                _append_one(ctx, topic.name, pdata.index, pdata.records, version, request.acks)
+            out, next_offset = _append_one(
+                ctx, topic.name, pdata.index, pdata.records, version, request.acks
             )
+            parts.append(out)
+            if next_offset is not None and request.acks == -1:
+                required[TopicPartition(topic.name, pdata.index)] = (next_offset, out)
         responses.append({"name": topic.name, "partition_responses": parts})
     if request.acks == 0:
         failed = [
@@ -58,39 +64,49 @@ async def produce(ctx: RequestContext, request: Struct) -> Any:
 
             raise CloseConnection(f"acks=0 produce failed: {failed[:5]}")
         return None
-    # acks=-1 waits for the ISR; on one broker the append is already in the ISR.
+    if required:
+        # Kafka's DelayedProduce: answered when the ISR has every write, or at the
+        # request's timeout (the records stay written either way).
+        errors = await ctx.broker.replica_manager.wait_for_replication(
+            {tp: offset for tp, (offset, _) in required.items()}, request.timeout_ms
+        )
+        for tp, error in errors.items():
+            if error is not None:
+                required[tp][1]["error_code"] = error_code_for(error)
     return apis.PRODUCE.response(responses=responses, throttle_time_ms=0)
 
 
 def _append_one(
     ctx: RequestContext, topic: str, index: int, records: Any, version: int, acks: int
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], int | None]:
+    """One partition's append: its response entry, and the offset after the last
+    record written (None when nothing was written)."""
     broker = ctx.broker
     out: dict[str, Any] = {"index": index, "base_offset": -1, "log_append_time_ms": -1,
                            "log_start_offset": -1}  # fmt: skip
     if version < MIN_VERSION:
         out["error_code"] = ErrorCode.UNSUPPORTED_VERSION
-        return out
+        return out, None
     if topic in INTERNAL_TOPICS:
         # kt refuses clients' writes to internal topics before anything else, even
         # when the topic does not exist yet (Kafka: UNKNOWN_TOPIC_OR_PARTITION then).
         out["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION
-        return out
+        return out, None
     # As Kafka's KafkaApis: a partition the metadata does not know is refused (Produce
     # never creates topics; the producer's Metadata request does), then the request's
     # records are checked, all with a null error message.
     info = broker.metadata.topics.get(topic)
     if info is None or not 0 <= index < info.partitions:
         out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return out
+        return out, None
     problem = records_problem(records, version)
     if problem is not None:
         out["error_code"] = problem
-        return out
+        return out, None
     if acks not in VALID_ACKS:
         # Kafka's ReplicaManager.appendRecords writes nothing then.
         out["error_code"] = ErrorCode.INVALID_REQUIRED_ACKS
-        return out
+        return out, None
     try:
         result = broker.replica_manager.append_records(
             topic, index, records, now_ms=int(time.time() * 1000), acks=acks
@@ -105,14 +121,14 @@ def _append_one(
                 {"batch_index": e.batch_index, "batch_index_error_message": e.message}
                 for e in exc.record_errors
             ]
-        return out
+        return out, None
     out.update(
         error_code=ErrorCode.NONE,
         base_offset=result.first_offset,
         log_append_time_ms=result.log_append_time,
         log_start_offset=result.log_start_offset,
     )
-    return out
+    return out, result.last_offset + 1
 
 
 def records_problem(records: Any, version: int) -> ErrorCode | None:

@@ -14,8 +14,8 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from kt.broker.broker import TopicError
 from kt.broker.handlers import RequestContext, handles
+from kt.broker.topic_admin import TopicError
 from kt.broker.topic_configs import describe_topic
 from kt.protocol import ErrorCode, Struct, apis
 
@@ -40,7 +40,7 @@ async def create_topics(ctx: RequestContext, request: Struct) -> Any:
             results.append(result)
             continue
         try:
-            info = _create_one(ctx, topic, validate_only)
+            info = await _create_one(ctx, topic, validate_only, request.timeout_ms)
         except TopicError as exc:
             result.update(error_code=exc.code, error_message=exc.message)
             results.append(result)
@@ -64,7 +64,9 @@ async def create_topics(ctx: RequestContext, request: Struct) -> Any:
     return apis.CREATE_TOPICS.response(throttle_time_ms=0, topics=results)
 
 
-def _create_one(ctx: RequestContext, topic: Struct, validate_only: bool) -> Any:
+async def _create_one(
+    ctx: RequestContext, topic: Struct, validate_only: bool, timeout_ms: int
+) -> Any:
     broker = ctx.broker
     if topic.name in ("__cluster_metadata",):
         raise TopicError(
@@ -99,8 +101,14 @@ def _create_one(ctx: RequestContext, topic: Struct, validate_only: bool) -> Any:
             partitions = broker.config.get_int("num.partitions")
         if factor == -1:
             factor = broker.config.get_int("default.replication.factor")
-    return broker.create_topic(
-        topic.name, partitions, factor, clean, validate_only=validate_only, assignment=assignment
+    return await broker.admin.create_topic(
+        topic.name,
+        partitions,
+        factor,
+        clean,
+        validate_only=validate_only,
+        assignment=assignment,
+        timeout_s=max(0, timeout_ms) / 1000,
     )
 
 
@@ -124,7 +132,7 @@ def _manual_assignment(ctx: RequestContext, topic: Struct) -> dict[int, list[int
                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 f"Found multiple manual partition assignments for partition {a.partition_index}",
             )
-        problem = ctx.broker.replica_assignment_problem(list(a.broker_ids), factor)
+        problem = ctx.broker.admin.replica_assignment_problem(list(a.broker_ids), factor)
         if problem:
             raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
         factor = len(a.broker_ids)
@@ -188,7 +196,7 @@ async def delete_topics(ctx: RequestContext, request: Struct) -> Any:
             continue
         topic_id = uuid.UUID(bytes=info.topic_id)
         try:
-            broker.delete_topic(name)
+            await broker.admin.delete_topic(name, timeout_s=max(0, request.timeout_ms) / 1000)
         except TopicError as exc:
             respond(name, topic_id, exc.code, exc.message)
             continue
@@ -213,11 +221,12 @@ async def create_partitions(ctx: RequestContext, request: Struct) -> Any:
                 else [list(a.broker_ids) for a in topic.assignments]
             )
             try:
-                broker.add_partitions(
+                await broker.admin.add_partitions(
                     topic.name,
                     topic.count,
                     validate_only=bool(request.validate_only),
                     assignments=assignments,
+                    timeout_s=max(0, request.timeout_ms) / 1000,
                 )
             except TopicError as exc:
                 code, message = exc.code, exc.message

@@ -1,34 +1,77 @@
-"""Calling request handlers in process: a Broker opened on a temp dir, requests and
-responses passed through the wire codec (so version rules apply as on the wire)."""
+"""Calling request handlers in process: a broker started on a temp dir without sockets
+(its single-node cluster joined, its controller running on this harness's event loop),
+requests and responses passed through the wire codec (so version rules apply as on
+the wire)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
 from kt.broker.broker import Broker
 from kt.broker.config import load_config
 from kt.broker.handlers import HANDLERS, RequestContext, load_all
+from kt.broker.metadata_store import TopicInfo
+from kt.broker.server import RunningBroker
 from kt.protocol import Struct, decode_request, decode_response, encode_request, encode_response
 
 
-def open_broker(tmp_path: Path, **overrides: str) -> Broker:
-    """A broker on `tmp_path` (not listening; close it with `broker.close()`)."""
-    props = {"log.dirs": str(tmp_path / "data"), "listeners": "PLAINTEXT://127.0.0.1:9092"}
-    broker = Broker(load_config(None, {**props, **overrides}))
-    broker.open()
-    return broker
+class InProcessBroker:
+    """A started broker and the loop it runs on; attribute access reaches the Broker."""
+
+    def __init__(self, tmp_path: Path, **overrides: str) -> None:
+        props = {"log.dirs": str(tmp_path / "data"), "listeners": "PLAINTEXT://127.0.0.1:9092"}
+        self.loop = asyncio.new_event_loop()
+        self.running = RunningBroker(load_config(None, {**props, **overrides}), network=False)
+        self.run(self.running.start())
+        self.broker: Broker = self.running.broker
+
+    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """Run a coroutine on the broker's loop."""
+        return self.loop.run_until_complete(coro)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.broker, name)
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int = 1,
+        configs: dict[str, str] | None = None,
+        **kw: Any,
+    ) -> TopicInfo:
+        """Create a topic and wait for its leaders (TopicError as the API's)."""
+        info: TopicInfo = self.run(
+            self.broker.admin.create_topic(name, partitions, replication_factor, configs, **kw)
+        )
+        return info
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace a topic's overrides."""
+        self.run(self.broker.admin.alter_topic_configs(name, configs))
+
+    def close(self) -> None:
+        """Stop the broker (without a controlled shutdown) and close the loop."""
+        self.run(self.running.stop(controlled=False))
+        self.loop.close()
 
 
-def call(broker: Broker, api: Any, version: int, body: Any) -> Struct | None:
+def open_broker(tmp_path: Path, **overrides: str) -> InProcessBroker:
+    """A started broker on `tmp_path` (not listening; close it with `close()`)."""
+    return InProcessBroker(tmp_path, **overrides)
+
+
+def call(broker: InProcessBroker, api: Any, version: int, body: Any) -> Struct | None:
     """One request through its handler: the decoded response body (None: no response)."""
     load_all()
     frame = encode_request(api.key, version, 1, body, "kt-test", size_prefix=False)
     header, request = decode_request(bytearray(frame))
     assert request is not None
-    ctx = RequestContext(broker, header, "127.0.0.1", 1)
-    response = asyncio.run(HANDLERS[api.key](ctx, request))
+    ctx = RequestContext(broker.broker, header, "127.0.0.1", 1)
+    response = broker.run(HANDLERS[api.key](ctx, request))
     if response is None:
         return None
     data = encode_response(api.key, version, 1, response, size_prefix=False)
