@@ -97,6 +97,10 @@ class ClusterMembership:
         rm.fetch_topic_configs = fetch_configs
         b._admin = TopicAdmin(self.cluster, rm.metadata_cache, b.metadata, rm.metadata_changed)
         b.producer_ids.attach(lambda: self.cluster.allocate_producer_id_block(b.node_id))
+        # Before the first await after registering: the controller may send
+        # LeaderAndIsr as soon as /brokers/ids/N exists, and followers it names
+        # before the fetchers listen would never be fetched.
+        self._start_fetchers()
         self.config_manager = ConfigManager(self.cluster, b.on_topic_config)
         await self.config_manager.start()
         self.controller_link = ControllerLink(
@@ -107,7 +111,6 @@ class ClusterMembership:
         )
         self.alter_partitions.start()
         rm.submit_isr_change = self.alter_partitions.submit
-        self._start_fetchers()
         settings = ControllerSettings(
             unclean_leader_election_default=b.config.get_bool("unclean.leader.election.enable"),
             listener=b.listener_name,
