@@ -160,7 +160,8 @@ def latency(
     bootstrap: str, topic: str, acks: str, rate_mb: float, seconds: float, linger_ms: int = 0
 ) -> tuple[float, float, float, int, int]:
     """p50/p99 ms produce -> consume at a steady rate (broker_bench's method, with
-    `acks`), the achieved rate (MB/s), records sent and records received. The consumer
+    `acks`), the achieved rate (MB/s), records sent and records received. When the
+    producer's queue fills (the broker is behind) it waits: the achieved rate drops. The consumer
     sees a record once the high watermark passes it: with RF=3 that includes the
     followers' fetch."""
     from confluent_kafka import Producer
@@ -180,7 +181,11 @@ def latency(
     while time.perf_counter() - start < seconds:
         due = int((time.perf_counter() - start) * per_sec)
         while sent < due:
-            p.produce(topic, time.time_ns().to_bytes(8, "big") + pad, partition=0)
+            try:
+                p.produce(topic, time.time_ns().to_bytes(8, "big") + pad, partition=0)
+            except BufferError:  # librdkafka's queue is full: the broker is behind
+                p.poll(0.001)
+                continue
             sent += 1
         p.poll(0)
         time.sleep(0.0005)
