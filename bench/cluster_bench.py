@@ -111,11 +111,28 @@ def create_topic(cluster: LocalCluster, zk: Zk, topic: str, rf: int) -> dict[str
     return state
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU seconds of a running process (0 when unknown)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def brokers_cpu(cluster: LocalCluster) -> dict[int, float]:
+    return {b.broker_id: cpu_seconds(b.pid) for b in cluster.brokers}
+
+
 # --- 1. produce ----------------------------------------------------------------------------
 
 
-def produce_rows(cluster: LocalCluster, zk: Zk, total: int, rounds: int) -> tuple[float, float]:
-    """Alternate RF=1 acks=1 and RF=3 acks=all runs; medians (MB/s)."""
+def produce_rows(
+    cluster: LocalCluster, zk: Zk, total: int, rounds: int, cpu: dict[int, list[float]]
+) -> tuple[float, float]:
+    """Alternate RF=1 acks=1 and RF=3 acks=all runs; medians (MB/s). `cpu[rf]` gets
+    the brokers' CPU seconds (all three together) per run."""
     rf1: list[float] = []
     rf3: list[float] = []
     for r in range(rounds):
@@ -123,10 +140,15 @@ def produce_rows(cluster: LocalCluster, zk: Zk, total: int, rounds: int) -> tupl
             topic = f"produce-rf{rf}-{r}"
             st = create_topic(cluster, zk, topic, rf)
             os.sync()
+            before = brokers_cpu(cluster)
             mb = produce(cluster.bootstrap_servers, topic, total, acks)
+            after = brokers_cpu(cluster)
+            used = {i: after[i] - before[i] for i in after}
+            cpu[rf].append(sum(used.values()))
             out.append(mb)
             name = f"produce RF={rf} acks={acks} (round {r + 1}, leader {st['leader']})"
-            print(f"  {name:58} {mb:7.0f} MB/s", flush=True)
+            shares = ", ".join(f"{i}: {used[i]:.1f}" for i in sorted(used))
+            print(f"  {name:58} {mb:7.0f} MB/s  broker CPU s {shares}", flush=True)
     return statistics.median(rf1), statistics.median(rf3)
 
 
@@ -417,7 +439,8 @@ def main() -> None:
         zk = Zk(cluster.zookeeper_connect)
         try:
             print("1. produce (kcat, 1 KiB records)", flush=True)
-            rf1, rf3 = produce_rows(cluster, zk, args.mib << 20, args.rounds)
+            cpu: dict[int, list[float]] = {1: [], 3: []}
+            rf1, rf3 = produce_rows(cluster, zk, args.mib << 20, args.rounds, cpu)
             print("2. end-to-end latency", flush=True)
             create_topic(cluster, zk, "lat-rf1", 1)
             create_topic(cluster, zk, "lat-rf3", 3)
@@ -462,6 +485,9 @@ def main() -> None:
     row("measure", "figure", "baseline (same run)")
     row("produce, kcat, RF=3 acks=all (median)", f"{rf3:.0f} MB/s",
         f"RF=1 acks=1: {rf1:.0f} MB/s", f"ratio {rf3 / rf1:.2f} (target >= 0.5)")  # fmt: skip
+    per_gb = {rf: statistics.median(v) / ((args.mib << 20) / 1e9) for rf, v in cpu.items()}
+    row("  brokers' CPU seconds per GB produced", f"{per_gb[3]:.1f} s",
+        f"RF=1 acks=1: {per_gb[1]:.1f} s", f"ratio {per_gb[3] / per_gb[1]:.2f}")  # fmt: skip
     row("end-to-end p50 / p99, RF=3 acks=all", f"{lat3[0]:.1f} / {lat3[1]:.1f} ms",
         f"RF=1 acks=1: {lat1[0]:.1f} / {lat1[1]:.1f} ms",
         f"at {lat3[2]:.1f} vs {lat1[2]:.1f} MB/s (target p99 <= 20 ms)")  # fmt: skip
@@ -478,6 +504,9 @@ def main() -> None:
     row("  ZooKeeper noticed the death", f"{statistics.median(gone):.2f} / {pct(gone, 0.99):.2f} s")
     row("  new leader written to ZooKeeper",
         f"{statistics.median(elected):.2f} / {pct(elected, 0.99):.2f} s")  # fmt: skip
+    kt_share = [r["ack"] - r["gone"] for r in fo]
+    row("  first ack after ZooKeeper noticed", f"{statistics.median(kt_share):.2f} / "
+        f"{pct(kt_share, 0.99):.2f} s", "", "election, LeaderAndIsr, client retry")  # fmt: skip
     row(f"follower catch-up, {args.catchup_mib} MiB, to ISR", f"{cu['mb_isr']:.0f} MB/s",
         f"kcat consume: {cu['consume']:.0f} MB/s",
         f"{cu['isr']:.1f} s from start (to ready: {cu['start']:.1f} s)")  # fmt: skip
