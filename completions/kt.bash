@@ -6,7 +6,7 @@
 _kt_node() {
     case $1 in
         'kt')
-            _kt_subs='analyze broker checkpoint cluster compaction configs consume dump-log-segments dump-segment export group index log-dirs produce replica topic tui'
+            _kt_subs='analyze broker checkpoint cluster compaction configs consume dump-log-segments dump-segment export group index leader-election log-dirs produce reassign-partitions replica topic tui'
             _kt_opts='-V --version -h --help'
             ;;
         'kt analyze')
@@ -129,6 +129,10 @@ _kt_node() {
             _kt_subs=''
             _kt_opts='--json --quiet -q -h --help'
             ;;
+        'kt leader-election')
+            _kt_subs=''
+            _kt_opts='--bootstrap-server -b --timeout --election-type --topic --partition --all-topic-partitions --path-to-json-file --json -h --help'
+            ;;
         'kt log-dirs')
             _kt_subs='describe inspect'
             _kt_opts='-h --help'
@@ -144,6 +148,10 @@ _kt_node() {
         'kt produce')
             _kt_subs=''
             _kt_opts='--bootstrap-server -b --timeout --partition -p --key-delimiter -K --key -k --header -H --null-empty -Z --delimiter -D --file --whole -l --compression -z --acks --batch-size --json -h --help'
+            ;;
+        'kt reassign-partitions')
+            _kt_subs=''
+            _kt_opts='--bootstrap-server -b --timeout --generate --execute --verify --cancel --list --progress --topics-to-move-json-file --broker-list --disable-rack-aware --minimal-movement --reassignment-json-file --additional --throttle --preserve-throttles --watch --interval --json -h --help'
             ;;
         'kt replica')
             _kt_subs='diff'
@@ -171,7 +179,7 @@ _kt_node() {
             ;;
         'kt topic describe')
             _kt_subs=''
-            _kt_opts='--bootstrap-server -b --timeout --topic -t --exclude-internal --if-exists --under-replicated-partitions --under-min-isr-partitions --at-min-isr-partitions --unavailable-partitions --topics-with-overrides --json -h --help'
+            _kt_opts='--bootstrap-server -b --timeout --topic -t --exclude-internal --if-exists --under-replicated-partitions --under-min-isr-partitions --at-min-isr-partitions --unavailable-partitions --under-preferred-replica-partitions --topics-with-overrides --json -h --help'
             ;;
         'kt topic list')
             _kt_subs=''
@@ -199,8 +207,10 @@ _kt_child() {
         'kt/export') _kt_next='kt export' ;;
         'kt/group') _kt_next='kt group' ;;
         'kt/index') _kt_next='kt index' ;;
+        'kt/leader-election') _kt_next='kt leader-election' ;;
         'kt/log-dirs') _kt_next='kt log-dirs' ;;
         'kt/produce') _kt_next='kt produce' ;;
+        'kt/reassign-partitions') _kt_next='kt reassign-partitions' ;;
         'kt/replica') _kt_next='kt replica' ;;
         'kt/topic') _kt_next='kt topic' ;;
         'kt/tui') _kt_next='kt tui' ;;
@@ -368,6 +378,12 @@ _kt_option() {
         'kt group reset-offsets/--to-datetime') _kt_nargs=1 ;;
         'kt group reset-offsets/--shift-by') _kt_nargs=1 ;;
         'kt index rebuild/--index-interval-bytes') _kt_nargs=1 ;;
+        'kt leader-election/--bootstrap-server'|'kt leader-election/-b') _kt_nargs=1 ;;
+        'kt leader-election/--timeout') _kt_nargs=1 ;;
+        'kt leader-election/--election-type') _kt_nargs=1 _kt_kind=choice _kt_words=$'preferred\nunclean' ;;
+        'kt leader-election/--topic') _kt_nargs=1 ;;
+        'kt leader-election/--partition') _kt_nargs=1 ;;
+        'kt leader-election/--path-to-json-file') _kt_nargs=1 _kt_kind=file ;;
         'kt log-dirs describe/--bootstrap-server'|'kt log-dirs describe/-b') _kt_nargs=1 ;;
         'kt log-dirs describe/--timeout') _kt_nargs=1 ;;
         'kt log-dirs describe/--broker-list') _kt_nargs=1 ;;
@@ -383,6 +399,13 @@ _kt_option() {
         'kt produce/--compression'|'kt produce/-z') _kt_nargs=1 _kt_kind=choice _kt_words=$'none\ngzip\nsnappy\nlz4\nzstd' ;;
         'kt produce/--acks') _kt_nargs=1 _kt_kind=choice _kt_words=$'-1\nall\n0\n1' ;;
         'kt produce/--batch-size') _kt_nargs=1 ;;
+        'kt reassign-partitions/--bootstrap-server'|'kt reassign-partitions/-b') _kt_nargs=1 ;;
+        'kt reassign-partitions/--timeout') _kt_nargs=1 ;;
+        'kt reassign-partitions/--topics-to-move-json-file') _kt_nargs=1 _kt_kind=file ;;
+        'kt reassign-partitions/--broker-list') _kt_nargs=1 ;;
+        'kt reassign-partitions/--reassignment-json-file') _kt_nargs=1 _kt_kind=file ;;
+        'kt reassign-partitions/--throttle') _kt_nargs=1 ;;
+        'kt reassign-partitions/--interval') _kt_nargs=1 ;;
         'kt replica diff/--reference') _kt_nargs=1 _kt_kind=file ;;
         'kt topic alter/--bootstrap-server'|'kt topic alter/-b') _kt_nargs=1 ;;
         'kt topic alter/--timeout') _kt_nargs=1 ;;

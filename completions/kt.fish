@@ -27,10 +27,14 @@ function __kt_child --argument-names path word
             echo 'kt group'
         case 'kt/index'
             echo 'kt index'
+        case 'kt/leader-election'
+            echo 'kt leader-election'
         case 'kt/log-dirs'
             echo 'kt log-dirs'
         case 'kt/produce'
             echo 'kt produce'
+        case 'kt/reassign-partitions'
+            echo 'kt reassign-partitions'
         case 'kt/replica'
             echo 'kt replica'
         case 'kt/topic'
@@ -353,6 +357,18 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt index rebuild/--index-interval-bytes'
             echo 1
+        case 'kt leader-election/--bootstrap-server' 'kt leader-election/-b'
+            echo 1
+        case 'kt leader-election/--timeout'
+            echo 1
+        case 'kt leader-election/--election-type'
+            echo 1
+        case 'kt leader-election/--topic'
+            echo 1
+        case 'kt leader-election/--partition'
+            echo 1
+        case 'kt leader-election/--path-to-json-file'
+            echo 1
         case 'kt log-dirs describe/--bootstrap-server' 'kt log-dirs describe/-b'
             echo 1
         case 'kt log-dirs describe/--timeout'
@@ -382,6 +398,20 @@ function __kt_nargs --argument-names path option
         case 'kt produce/--acks'
             echo 1
         case 'kt produce/--batch-size'
+            echo 1
+        case 'kt reassign-partitions/--bootstrap-server' 'kt reassign-partitions/-b'
+            echo 1
+        case 'kt reassign-partitions/--timeout'
+            echo 1
+        case 'kt reassign-partitions/--topics-to-move-json-file'
+            echo 1
+        case 'kt reassign-partitions/--broker-list'
+            echo 1
+        case 'kt reassign-partitions/--reassignment-json-file'
+            echo 1
+        case 'kt reassign-partitions/--throttle'
+            echo 1
+        case 'kt reassign-partitions/--interval'
             echo 1
         case 'kt replica diff/--reference'
             echo 1
@@ -482,8 +512,10 @@ complete -c kt -n "__kt_is 'kt'" -a 'dump-segment' -d 'alias of dump-log-segment
 complete -c kt -n "__kt_is 'kt'" -a 'export' -d 'Export the records of log segments as a dataset for SQL.'
 complete -c kt -n "__kt_is 'kt'" -a 'group' -d 'List, describe, delete consumer groups and reset their offsets (like kafka-consumer-groups.sh).'
 complete -c kt -n "__kt_is 'kt'" -a 'index' -d 'Check and repair offset, time and transaction indexes (.index, .timeindex, .txnindex).'
+complete -c kt -n "__kt_is 'kt'" -a 'leader-election' -d 'Run preferred or unclean leader elections through the controller, like kafka-leader-election.sh.'
 complete -c kt -n "__kt_is 'kt'" -a 'log-dirs' -d 'Describe brokers\' log directories (like kafka-log-dirs.sh), or inspect one offline.'
 complete -c kt -n "__kt_is 'kt'" -a 'produce' -d 'Write records to TOPIC: one per line of stdin (or of --file), like kcat -P.'
+complete -c kt -n "__kt_is 'kt'" -a 'reassign-partitions' -d 'Move partition replicas between brokers (like kafka-reassign-partitions.sh).'
 complete -c kt -n "__kt_is 'kt'" -a 'replica' -d 'Offline forensics across the replicas of a partition.'
 complete -c kt -n "__kt_is 'kt'" -a 'topic' -d 'Create, list, describe, alter and delete topics (like kafka-topics.sh).'
 complete -c kt -n "__kt_is 'kt'" -a 'tui' -d 'Watch a cluster live in a terminal dashboard.'
@@ -719,6 +751,15 @@ complete -c kt -n "__kt_is 'kt index verify'" -l 'json' -d 'One JSON object per 
 complete -c kt -n "__kt_is 'kt index verify'" -l 'quiet' -s 'q' -d 'Print only the problems.'
 complete -c kt -n "__kt_is 'kt index verify'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt index verify'" -F
+complete -c kt -n "__kt_is 'kt leader-election'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt leader-election'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt leader-election'" -l 'election-type' -x -a 'preferred unclean' -d 'preferred: move leadership back to the preferred replica; unclean: elect a...'
+complete -c kt -n "__kt_is 'kt leader-election'" -l 'topic' -x -d 'The topic of the one partition to elect (with --partition).'
+complete -c kt -n "__kt_is 'kt leader-election'" -l 'partition' -x -d 'Its partition (with --topic).'
+complete -c kt -n "__kt_is 'kt leader-election'" -l 'all-topic-partitions' -d 'Every partition that needs it.'
+complete -c kt -n "__kt_is 'kt leader-election'" -l 'path-to-json-file' -r -F -d 'Partitions from a file: {"partitions":[{"topic":"foo","partition":1}]}.'
+complete -c kt -n "__kt_is 'kt leader-election'" -l 'json' -d 'One JSON object with the results.'
+complete -c kt -n "__kt_is 'kt leader-election'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt log-dirs'" -a 'describe' -d 'Describe brokers\' log directories and the partitions in them.'
 complete -c kt -n "__kt_is 'kt log-dirs'" -a 'inspect' -d 'Inspect a log directory offline (no broker needed; nothing is written).'
 complete -c kt -n "__kt_is 'kt log-dirs'" -s 'h' -l 'help' -d 'Show this message and exit.'
@@ -747,6 +788,26 @@ complete -c kt -n "__kt_is 'kt produce'" -l 'acks' -x -a '-1 all 0 1' -d 'Replic
 complete -c kt -n "__kt_is 'kt produce'" -l 'batch-size' -x -d 'Records per batch.'
 complete -c kt -n "__kt_is 'kt produce'" -l 'json' -d 'Print a JSON summary of what was written.'
 complete -c kt -n "__kt_is 'kt produce'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'generate' -d 'Propose a plan.'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'execute' -d 'Start the plan\'s reassignments.'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'verify' -d 'Report whether the plan is done.'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'cancel' -d 'Cancel the plan\'s reassignments.'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'list' -d 'List reassignments in progress.'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'progress' -d 'Bytes copied per adding replica, rate and ETA (beyond Kafka).'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'topics-to-move-json-file' -r -F -d '--generate: the topics.'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'broker-list' -x -d '--generate: brokers to use.'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'disable-rack-aware' -d '--generate: ignore racks.'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'minimal-movement' -d '--generate: keep replicas already on listed brokers (beyond Kafka).'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'reassignment-json-file' -r -F -d 'The plan (Kafka\'s format).'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'additional' -d '--execute while others are running.'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'throttle' -x -d '--execute: limit the moving replicas\' replication to this many bytes/s.'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'preserve-throttles' -d '--verify: leave the throttles in place.'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'watch' -d '--progress: refresh until nothing is in progress.'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'interval' -x -d '--progress: seconds between samples.'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'json' -d 'JSON output.'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt replica'" -a 'diff' -d 'Compare the replicas of each partition, with no broker running.'
 complete -c kt -n "__kt_is 'kt replica'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt replica diff'" -l 'reference' -r -F -d 'Compare with this DIR\'s replicas (default: the highest latest leader epoch...'
@@ -790,6 +851,7 @@ complete -c kt -n "__kt_is 'kt topic describe'" -l 'under-replicated-partitions'
 complete -c kt -n "__kt_is 'kt topic describe'" -l 'under-min-isr-partitions' -d 'Only partitions without a leader or with ISR < min.insync.replicas.'
 complete -c kt -n "__kt_is 'kt topic describe'" -l 'at-min-isr-partitions' -d 'Only partitions with ISR = min.insync.replicas.'
 complete -c kt -n "__kt_is 'kt topic describe'" -l 'unavailable-partitions' -d 'Only partitions without a leader or whose leader is not a live broker.'
+complete -c kt -n "__kt_is 'kt topic describe'" -l 'under-preferred-replica-partitions' -d 'Only partitions not led by their preferred (first) replica (not in Kafka).'
 complete -c kt -n "__kt_is 'kt topic describe'" -l 'topics-with-overrides' -d 'Only topics with config overrides (no partitions).'
 complete -c kt -n "__kt_is 'kt topic describe'" -l 'json' -d 'One JSON object per topic (NDJSON).'
 complete -c kt -n "__kt_is 'kt topic describe'" -s 'h' -l 'help' -d 'Show this message and exit.'

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED = REPO_ROOT.parent / "shared"
-REAL_KAFKA = SHARED / "fixtures" / "real-kafka"
+# The project's own copy: a clone passes its tests with nothing beside it.
+REAL_KAFKA = REPO_ROOT / "tests" / "fixtures" / "real-kafka"
 # Test helpers importable by bare name (broker_harness, ...).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -83,3 +83,24 @@ def zookeeper_server(tmp_path_factory: pytest.TempPathFactory):
 def zookeeper(zookeeper_server: Any) -> str:
     """A connect string to the shared ZooKeeper with a fresh chroot for this test."""
     return str(zookeeper_server.chroot_connect())
+
+
+@pytest.fixture(scope="session")
+def shared_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """One ZooKeeper and three `kt broker` processes (racks r1..r3) shared by the
+    cluster test modules (tests/cluster_harness.py); stopped at the end."""
+    from cluster_harness import start_cluster
+
+    c = start_cluster(tmp_path_factory.mktemp("kt-cluster") / "c")
+    yield c
+    c.stop(kill=True)
+
+
+@pytest.fixture
+def cluster(shared_cluster: Any):
+    """The shared 3-broker cluster, whole again (every broker running and registered,
+    a controller elected) before each test, whatever the previous test did to it."""
+    from cluster_harness import heal
+
+    heal(shared_cluster)
+    return shared_cluster

@@ -24,6 +24,7 @@ from kt.broker.metadata_store import TopicInfo, topic_name_problem
 from kt.broker.partition import Partition
 from kt.broker.producer_ids import ProducerIdManager
 from kt.broker.replica_manager import ReplicaManager
+from kt.broker.replication.quota import ReplicationThrottles
 from kt.broker.topic_admin import TopicAdmin, TopicError
 from kt.protocol import ErrorCode
 from kt.storage.log_config import LogConfig
@@ -77,6 +78,11 @@ class Broker:
         # Loads __consumer_offsets when the server starts it.
         self.group_coordinator = GroupCoordinator.for_broker(self)
         self.log_cleaner = LogCleaner(self)
+        # Replication throttles (KIP-73): rates from dynamic broker configs, throttled
+        # replicas from the topics' configs as this broker knows them.
+        self.replication_throttles = ReplicationThrottles(
+            config.node_id, lambda topic: self.metadata.configs.get(topic, {})
+        )
 
     # --- lifecycle -------------------------------------------------------
 

@@ -53,6 +53,10 @@ DEFAULTS: dict[str, str] = {
     "controlled.shutdown.max.retries": "3",
     "controlled.shutdown.retry.backoff.ms": "5000",
     "unclean.leader.election.enable": "false",
+    # The controller's periodic preferred-leader elections (Kafka's defaults).
+    "auto.leader.rebalance.enable": "true",
+    "leader.imbalance.per.broker.percentage": "10",
+    "leader.imbalance.check.interval.seconds": "300",
 }
 
 # Keys a broker accepts but kt does not act on yet are still validated as known, so a
@@ -63,7 +67,7 @@ _KNOWN_PREFIXES = ("log.", "num.", "socket.", "offsets.", "group.", "transaction
                    "unclean.", "min.insync", "inter.broker", "auto.", "delete.", "default.",
                    "broker.", "node.", "listener", "advertised.", "cluster.", "connections.",
                    "fetch.", "producer.", "quota.", "reserved.", "request.", "share.",
-                   "authorizer.", "super.", "control.", "alter.", "create.")  # fmt: skip
+                   "authorizer.", "super.", "control.", "alter.", "create.", "leader.")  # fmt: skip
 
 
 class ConfigError(ValueError):

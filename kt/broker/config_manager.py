@@ -22,6 +22,9 @@ log = logging.getLogger("kt.broker.config_manager")
 CONFIG_CHANGES = "/config/changes"
 
 ApplyTopic = Callable[[str, dict[str, str]], None]
+# (the <default> broker configs, this broker's own) -> None
+ApplyBroker = Callable[[dict[str, str], dict[str, str]], None]
+DEFAULT_BROKER = "<default>"
 
 
 def _sequence(name: str) -> int:
@@ -30,11 +33,19 @@ def _sequence(name: str) -> int:
 
 
 class ConfigManager:
-    """Applies topic config changes announced in /config/changes."""
+    """Applies topic (and dynamic broker) config changes announced in /config/changes."""
 
-    def __init__(self, cluster: ClusterStore, apply_topic: ApplyTopic) -> None:
+    def __init__(
+        self,
+        cluster: ClusterStore,
+        apply_topic: ApplyTopic,
+        broker_id: int | None = None,
+        apply_broker: ApplyBroker | None = None,
+    ) -> None:
         self.cluster = cluster
         self.apply_topic = apply_topic
+        self.broker_id = broker_id
+        self.apply_broker = apply_broker
         self._last_seen = -1
         self._watch: Watch | None = None
         self._lock = asyncio.Lock()
@@ -45,6 +56,7 @@ class ConfigManager:
         self._last_seen = max((_sequence(n) for n in pending), default=-1)
         for topic, configs in (await self.cluster.get_all_entity_configs("topics")).items():
             self.apply_topic(topic, configs)
+        await self._apply_broker()
         self._watch = self.cluster.store.watch_children(CONFIG_CHANGES, self._on_children)
 
     def _on_children(self, children: list[str]) -> None:
@@ -60,6 +72,10 @@ class ConfigManager:
                 self._last_seen = seq
                 try:
                     change = await self.cluster.read_config_change(name)
+                    if change is not None and change[0] == "brokers":
+                        if change[1] in (DEFAULT_BROKER, str(self.broker_id)):
+                            await self._apply_broker()
+                        continue
                     if change is None or change[0] != "topics":
                         continue
                     configs = await self.cluster.get_entity_config("topics", change[1])
@@ -67,6 +83,17 @@ class ConfigManager:
                     log.info("applied new config of topic %s: %s", change[1], configs)
                 except Exception:
                     log.exception("cannot apply config change %s", name)
+
+    async def _apply_broker(self) -> None:
+        """Kafka's BrokerConfigHandler: this broker's dynamic configs over the
+        cluster-wide <default> ones."""
+        if self.apply_broker is None or self.broker_id is None:
+            return
+        defaults = await self.cluster.get_entity_config("brokers", DEFAULT_BROKER)
+        own = await self.cluster.get_entity_config("brokers", str(self.broker_id))
+        self.apply_broker(defaults, own)
+        if defaults or own:
+            log.info("applied dynamic broker configs: %s", {**defaults, **own})
 
     def stop(self) -> None:
         """Stop following notifications."""

@@ -82,7 +82,13 @@ class ClusterMembership:
         """Register, then run the controller candidate and the session's services."""
         b = self.broker
         rm = b.replica_manager
+        # Fetchers first: once registered, the controller's LeaderAndIsr may arrive at
+        # any await below, and followers it makes before the fetchers listen would
+        # never be fetched (a restarted broker would not rejoin its ISRs).
+        self._start_fetchers()
         await self._register()
+        if self.fetchers is not None:
+            self.fetchers.broker_epoch = b.broker_epoch
         rm.attach_cluster(
             rm.metadata_cache, lambda: b.broker_epoch, lambda t: b.metadata.configs.get(t, {})
         )
@@ -97,11 +103,9 @@ class ClusterMembership:
         rm.fetch_topic_configs = fetch_configs
         b._admin = TopicAdmin(self.cluster, rm.metadata_cache, b.metadata, rm.metadata_changed)
         b.producer_ids.attach(lambda: self.cluster.allocate_producer_id_block(b.node_id))
-        # Before the first await after registering: the controller may send
-        # LeaderAndIsr as soon as /brokers/ids/N exists, and followers it names
-        # before the fetchers listen would never be fetched.
-        self._start_fetchers()
-        self.config_manager = ConfigManager(self.cluster, b.on_topic_config)
+        self.config_manager = ConfigManager(
+            self.cluster, b.on_topic_config, b.node_id, b.replication_throttles.apply_broker_configs
+        )
         await self.config_manager.start()
         self.controller_link = ControllerLink(
             self._find_controller, client_id=f"broker-{b.node_id}"
@@ -114,6 +118,12 @@ class ClusterMembership:
         settings = ControllerSettings(
             unclean_leader_election_default=b.config.get_bool("unclean.leader.election.enable"),
             listener=b.listener_name,
+            auto_leader_rebalance=b.config.get_bool("auto.leader.rebalance.enable"),
+            leader_imbalance_percentage=b.config.get_int("leader.imbalance.per.broker.percentage"),
+            # Kafka requires at least 1 second; a smaller value would spin the timer.
+            leader_imbalance_check_interval_s=max(
+                1, b.config.get_int("leader.imbalance.check.interval.seconds")
+            ),
         )
         self.controller = KafkaController(
             b.node_id, ZkControllerStore(self.cluster), self._channel, settings
@@ -174,6 +184,7 @@ class ClusterMembership:
         self.fetchers = fetchers = ReplicaFetcherManager(
             b.node_id, endpoint_for, config, broker_epoch=b.broker_epoch,
             on_partition_failed=lambda part, exc: rm.on_storage_error(part, exc),
+            throttles=b.replication_throttles,
         )  # fmt: skip
 
         def on_leadership(

@@ -26,6 +26,8 @@ Errors: `KafkaError` (a broker's error code, `.code` an ErrorCode, `.retriable`)
 from __future__ import annotations
 
 from kt.client.admin import (
+    ELECTION_PREFERRED,
+    ELECTION_UNCLEAN,
     OP_APPEND,
     OP_DELETE,
     OP_SET,
@@ -92,6 +94,8 @@ class KafkaClient(RecordsMixin, AdminMixin, GroupsMixin):
 
 __all__ = [
     "EARLIEST",
+    "ELECTION_PREFERRED",
+    "ELECTION_UNCLEAN",
     "INACTIVE_STATES",
     "LATEST",
     "OP_APPEND",

@@ -31,6 +31,10 @@ OP_DELETE = 1
 OP_APPEND = 2
 OP_SUBTRACT = 3
 
+#: ElectLeaders election types (Kafka's ElectionType)
+ELECTION_PREFERRED = 0
+ELECTION_UNCLEAN = 1
+
 #: config_source values and the names Kafka's tools print
 CONFIG_SOURCES = {
     -1: "UNKNOWN",
@@ -405,6 +409,73 @@ class AdminMixin(ClientCore):
         return ClusterDescription(
             md.cluster_id, md.controller_id, [md.brokers[n] for n in sorted(md.brokers)]
         )
+
+    async def alter_partition_reassignments(
+        self, targets: Mapping[tuple[str, int], Sequence[int] | None]
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        """Start (target replicas), change or cancel (None) partitions' reassignments
+        through the controller (AlterPartitionReassignments); per partition None or
+        its KafkaError."""
+        by_topic: dict[str, list[dict[str, object]]] = {}
+        for (t, p), replicas in targets.items():
+            by_topic.setdefault(t, []).append(
+                {"partition_index": p, "replicas": None if replicas is None else list(replicas)}
+            )
+        body = apis.ALTER_PARTITION_REASSIGNMENTS.request(
+            timeout_ms=int(self.request_timeout * 1000),
+            topics=[{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        )
+        resp = await self._to_controller(apis.ALTER_PARTITION_REASSIGNMENTS, body)
+        check(resp.error_code, "alter partition reassignments", resp.error_message)
+        out: dict[tuple[str, int], KafkaError | None] = {}
+        for r in resp.responses:
+            for p in r.partitions:
+                out[(r.name, p.partition_index)] = (
+                    KafkaError(p.error_code, f"{r.name}-{p.partition_index}", p.error_message)
+                    if p.error_code
+                    else None
+                )
+        return out
+
+    async def elect_leaders(
+        self, election_type: int, partitions: Iterable[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        """ElectLeaders (KIP-460): ELECTION_PREFERRED moves leadership back to each
+        partition's preferred replica, ELECTION_UNCLEAN elects a leader for partitions
+        without one, out-of-sync replicas included. `partitions` None means all: the
+        answer then leaves out the partitions that needed no election. Per partition:
+        None when elected, else the error (ELECTION_NOT_NEEDED when the leader is
+        already right). Sent to the controller (any broker would forward it)."""
+        requested = None if partitions is None else list(dict.fromkeys(partitions))
+        node = await self.controller()
+        version = await self.api_version(apis.ELECT_LEADERS, node)
+        if election_type != ELECTION_PREFERRED and version < 1:
+            raise KafkaError(
+                ErrorCode.UNSUPPORTED_VERSION,
+                "elect leaders",
+                "the broker supports only preferred elections (ElectLeaders v0)",
+            )
+        topics: dict[str, list[int]] = {}
+        for topic, partition in requested or []:
+            topics.setdefault(topic, []).append(partition)
+        body = apis.ELECT_LEADERS.request(
+            election_type=election_type,
+            topic_partitions=None
+            if requested is None
+            else [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            timeout_ms=int(self.request_timeout * 1000),
+        )
+        resp = await self._to_controller(apis.ELECT_LEADERS, body)
+        check(getattr(resp, "error_code", 0), "elect leaders")
+        out: dict[tuple[str, int], KafkaError | None] = {}
+        for r in resp.replica_election_results:
+            for p in r.partition_result:
+                out[(r.topic, p.partition_id)] = (
+                    None
+                    if p.error_code == ErrorCode.NONE
+                    else KafkaError(p.error_code, f"{r.topic}-{p.partition_id}", p.error_message)
+                )
+        return out
 
     async def list_partition_reassignments(
         self, topics: Mapping[str, Sequence[int]] | None = None

@@ -221,14 +221,28 @@ class BrokerLoad:
     replicas: int = 0
     under_replicated: int = 0  # partitions it leads whose ISR is smaller than their replicas
     offline_replicas: int = 0  # replicas of it the cluster reports offline
+    preferred: int = 0  # partitions whose preferred (first) replica it is
+    preferred_not_led: int = 0  # ... that another broker (or nobody) leads
+
+    @property
+    def imbalance_percent(self) -> float:
+        """Kafka's leader imbalance of the broker (the auto rebalance's measure): the
+        share of the partitions it is preferred for that it does not lead."""
+        return 100 * self.preferred_not_led / self.preferred if self.preferred else 0.0
 
 
 def broker_loads(topics: Iterable[TopicInfo], broker_ids: Sequence[int]) -> dict[int, BrokerLoad]:
     """Per broker (the live ones and any other named as a replica): partitions led,
-    replicas hosted, under-replicated partitions led, offline replicas."""
+    replicas hosted, under-replicated partitions led, offline replicas, and the
+    partitions it is the preferred leader of, led or not."""
     loads = {b: BrokerLoad() for b in broker_ids}
     for t in topics:
         for p in t.partitions.values():
+            if p.replicas:
+                head = loads.setdefault(p.replicas[0], BrokerLoad())
+                head.preferred += 1
+                if p.leader != p.replicas[0]:
+                    head.preferred_not_led += 1
             for r in p.replicas:
                 load = loads.setdefault(r, BrokerLoad())
                 load.replicas += 1
@@ -281,7 +295,10 @@ def describe(wire: Wire, zookeeper: str | None, as_json: bool) -> None:
     """Print the cluster id, the controller and a table of brokers.
 
     Columns: ID HOST PORT RACK LEADERS REPLICAS URP (under-replicated partitions it
-    leads) OFFLINE (its replicas reported offline).
+    leads) OFFLINE (its replicas reported offline) PREFERRED (partitions whose
+    preferred, first, replica it is) IMBALANCE (the share of those it does not lead:
+    Kafka's leader imbalance, which the auto leader rebalance keeps under
+    leader.imbalance.per.broker.percentage).
 
     Brokers named as replicas but missing from the cluster's metadata are listed
     with host 'offline'. Uses DescribeCluster when the broker has it, else Metadata;
@@ -311,6 +328,8 @@ def describe(wire: Wire, zookeeper: str | None, as_json: bool) -> None:
                 "replicas": load.replicas,
                 "under_replicated": load.under_replicated,
                 "offline_replicas": load.offline_replicas,
+                "preferred_leaders": load.preferred,
+                "leader_imbalance_percent": round(load.imbalance_percent, 1),
             }
         )
     if as_json:
@@ -328,7 +347,18 @@ def describe(wire: Wire, zookeeper: str | None, as_json: bool) -> None:
     if zookeeper:
         click.echo(f"Controller epoch: {epoch if epoch is not None else '-'}")
     render_table(
-        ["ID", "HOST", "PORT", "RACK", "LEADERS", "REPLICAS", "URP", "OFFLINE"],
+        [
+            "ID",
+            "HOST",
+            "PORT",
+            "RACK",
+            "LEADERS",
+            "REPLICAS",
+            "URP",
+            "OFFLINE",
+            "PREFERRED",
+            "IMBALANCE",
+        ],
         [
             [
                 r["id"],
@@ -339,6 +369,8 @@ def describe(wire: Wire, zookeeper: str | None, as_json: bool) -> None:
                 r["replicas"],
                 r["under_replicated"],
                 r["offline_replicas"],
+                r["preferred_leaders"],
+                f"{r['leader_imbalance_percent']:.1f}%",
             ]
             for r in rows
         ],

@@ -172,24 +172,34 @@ class PartitionFilter:
     under_min_isr: bool = False
     at_min_isr: bool = False
     unavailable: bool = False
+    # Not in Kafka (KAFKA-12556 was not merged): the leader is not the first replica.
+    under_preferred: bool = False
 
     @property
     def active(self) -> bool:
         """True when any filter is on (then only partition lines are printed)."""
-        return self.under_replicated or self.under_min_isr or self.at_min_isr or self.unavailable
+        return (
+            self.under_replicated
+            or self.under_min_isr
+            or self.at_min_isr
+            or self.unavailable
+            or self.under_preferred
+        )
 
     def wanted(
         self, p: PartitionInfo, ra: PartitionReassignment | None, min_isr: int, live: set[int]
     ) -> bool:
         """Kafka's definitions: under-replicated RF - |ISR| > 0; under min ISR: no leader
         or |ISR| < min.insync.replicas; at min ISR: |ISR| = min.insync.replicas;
-        unavailable: no leader, or a leader that is not a live broker."""
+        unavailable: no leader, or a leader that is not a live broker; under preferred
+        replica (kt's): the leader, or its absence, is not the first replica."""
         no_leader = p.leader < 0
         return (
             (self.under_replicated and replication_factor(p, ra) - len(p.isr) > 0)
             or (self.under_min_isr and (no_leader or len(p.isr) < min_isr))
             or (self.at_min_isr and len(p.isr) == min_isr)
             or (self.unavailable and (no_leader or p.leader not in live))
+            or (self.under_preferred and bool(p.replicas) and p.leader != p.replicas[0])
         )
 
 
@@ -298,6 +308,11 @@ def describe_topic(
     help="Only partitions without a leader or whose leader is not a live broker.",
 )
 @click.option(
+    "--under-preferred-replica-partitions",
+    is_flag=True,
+    help="Only partitions not led by their preferred (first) replica (not in Kafka).",
+)
+@click.option(
     "--topics-with-overrides",
     is_flag=True,
     help="Only topics with config overrides (no partitions).",
@@ -313,6 +328,7 @@ def describe(
     under_min_isr_partitions: bool,
     at_min_isr_partitions: bool,
     unavailable_partitions: bool,
+    under_preferred_replica_partitions: bool,
     topics_with_overrides: bool,
     as_json: bool,
 ) -> None:
@@ -331,14 +347,17 @@ def describe(
     topic's non-default configs. The partition filters (a partition matching any is
     shown) print only partition lines, no topic lines; --topics-with-overrides prints
     only the topic lines of topics with overrides. min.insync.replicas comes from
-    the topic's configs. --json: one object per topic shown, with its shown
-    partitions.
+    the topic's configs. --under-preferred-replica-partitions (kt's, not Kafka's)
+    shows the partitions whose leader is not their first replica; `kt
+    leader-election --election-type preferred` moves them back. --json: one object
+    per topic shown, with its shown partitions.
     """
     flt = PartitionFilter(
         under_replicated_partitions,
         under_min_isr_partitions,
         at_min_isr_partitions,
         unavailable_partitions,
+        under_preferred_replica_partitions,
     )
 
     async def go(

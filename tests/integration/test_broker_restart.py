@@ -113,14 +113,15 @@ def test_clean_stop_and_restart_keeps_everything(broker_factory) -> None:
             "bootstrap.servers": broker.bootstrap,
             "group.id": "kt-unused",
             "enable.auto.commit": False,
-            "fetch.wait.max.ms": 10000,
+            "fetch.wait.max.ms": 30000,
         }
     )
     waiting.assign([TopicPartition("keep-a", 0, 500)])
     waiting.poll(0.5)
     start = time.monotonic()
     assert broker.stop() == 0
-    assert time.monotonic() - start < 5, "a parked fetch held up the shutdown"
+    # held up, the stop would wait for the 30 s fetch; a busy machine stops in far less
+    assert time.monotonic() - start < 15, "a parked fetch held up the shutdown"
     waiting.close()
     assert (broker.data_dir / ".kafka_cleanshutdown").exists()
     assert "stopped cleanly" in broker.log()

@@ -125,10 +125,11 @@ def test_cluster_describe(broker: Any) -> None:
     lines = kt(broker, "cluster", "describe").stdout.splitlines()
     assert lines[0].startswith("Cluster ID: ") and lines[1] == "Controller: 1"
     assert lines[2].split() == ["ID", "HOST", "PORT", "RACK", "LEADERS", "REPLICAS", "URP",
-                                "OFFLINE"]  # fmt: skip
+                                "OFFLINE", "PREFERRED", "IMBALANCE"]  # fmt: skip
     row = lines[3].split()
-    assert row[:4] == ["1", "127.0.0.1", str(broker.port), "-"] and row[6:] == ["0", "0"]
+    assert row[:4] == ["1", "127.0.0.1", str(broker.port), "-"] and row[6:8] == ["0", "0"]
     assert int(row[4]) == int(row[5])  # a single broker leads every partition it hosts
+    assert int(row[8]) == int(row[4]) and row[9] == "0.0%"  # ... and is preferred for each
     js = json.loads(kt(broker, "cluster", "describe", "--json").stdout)
     assert js["brokers"][0]["controller"] and js["brokers"][0]["live"]
 

@@ -1,60 +1,57 @@
-"""A replica fetcher following a real `kt broker` over the wire (BrokerEndpoint).
+"""Replication between real `kt broker` processes: a follower's log is the leader's,
+byte for byte.
 
-The broker runs alone (it leads the partition); the test plays broker 2: a local
-follower Partition in a temp dir fetches with Fetch as a replica (v12+, replica id
-or ReplicaState, topic ids) and ends up with the broker's segment bytes exactly.
-ListOffsets gives the leader's log start and end.
+Two brokers and a real ZooKeeper; a topic with replication factor 2 gets batches
+(some compressed) with acks=all, so they are on both replicas when acknowledged.
+After a clean stop the follower's segment file equals the leader's: the fetcher
+appended the leader's batches as they were (offsets, epochs, CRCs), as Kafka's
+followers do.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
-from replication_helpers import log_bytes, new_partition, state
 
-from kt.broker.replication import BrokerEndpoint, FetcherConfig, ReplicaFetcher
-from kt.client import Codec, KafkaClient, RecordSpec
-from kt.storage.checkpoint import TopicPartition
+from kt.client import Codec, KafkaClient, NewTopic, RecordSpec
+from kt.tools.local_cluster import LocalCluster
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 
-def test_follower_copies_a_real_broker_log(tmp_path: Path) -> None:
-    from broker_harness import BrokerProcess, free_port
-
-    broker = BrokerProcess(tmp_path / "leader", free_port()).start()
+def test_follower_log_is_byte_identical_to_the_leader(tmp_path: Path) -> None:
+    c = LocalCluster.create(tmp_path / "c", 2, overrides={"zookeeper.session.timeout.ms": "6000"})
+    c.start(register_timeout=15.0)
     try:
-        followed = asyncio.run(_follow(broker.bootstrap, broker.port, tmp_path))
-        segment = tmp_path / "leader" / "rep-0" / "00000000000000000000.log"
-        assert followed == segment.read_bytes()
+        leader = asyncio.run(_produce(c.bootstrap_servers))
     finally:
-        broker.kill()
+        c.stop(timeout=30.0)
+    logs = {b.broker_id: b.data_dir / "rep-0" / "00000000000000000000.log" for b in c.brokers}
+    follower = next(b for b in logs if b != leader)
+    assert logs[leader].stat().st_size > 0
+    assert logs[follower].read_bytes() == logs[leader].read_bytes()
 
 
-async def _follow(bootstrap: str, port: int, tmp_path: Path) -> bytes:
-    """Produce 5 batches (some compressed), follow them as broker 2; our log's bytes."""
+async def _produce(bootstrap: str) -> int:
+    """Create rep (RF 2), produce 5 batches with acks=all; the leader's id."""
     async with KafkaClient(bootstrap) as client:
+        errors = await client.create_topics(
+            [NewTopic("rep", 1, 2, configs={"min.insync.replicas": "2"})]
+        )
+        assert errors == {"rep": None}
+        deadline = time.monotonic() + 30
+        while True:
+            md = await client.fetch_topic_metadata(["rep"])
+            part = md["rep"].partitions.get(0)
+            if part is not None and part.leader >= 0 and len(part.isr) == 2:
+                break
+            assert time.monotonic() < deadline, "no leader with a full ISR"
+            await asyncio.sleep(0.2)
         for i in range(5):
             recs = [RecordSpec(b"k%d" % j, b"value-%d-%d" % (i, j)) for j in range(4)]
-            await client.produce("rep", 0, recs, codec=Codec.GZIP if i % 2 else Codec.NONE)
-        info = await client.topic("rep", refresh=True)
-        meta = info.partitions[0]
-    follower = new_partition(tmp_path / "follower", 2, tp=TopicPartition("rep", 0))
-    follower.topic_id = info.topic_id.bytes
-    assert follower.make_follower(state(meta.leader, meta.leader_epoch, [meta.leader],
-                                        [meta.leader, 2]))  # fmt: skip
-    endpoint = BrokerEndpoint(meta.leader, "127.0.0.1", port, local_broker_id=2)
-    fetcher = ReplicaFetcher(meta.leader, endpoint, 2, FetcherConfig(max_bytes=200, wait_max_ms=50))
-    fetcher.add_partitions([follower])
-    for _ in range(100):
-        await fetcher.fetch_once()
-        if follower.log_end_offset == 20 and follower.high_watermark == 20:
-            break
-    assert follower.log_end_offset == 20 and follower.high_watermark == 20
-    tp = TopicPartition("rep", 0)
-    assert await endpoint.earliest_offset(tp, meta.leader_epoch) == 0
-    assert await endpoint.latest_offset(tp, meta.leader_epoch) == 20
-    await fetcher.stop()
-    return log_bytes(follower)
+            codec = Codec.GZIP if i % 2 else Codec.NONE
+            await client.produce("rep", 0, recs, acks=-1, codec=codec)
+        return int(part.leader)

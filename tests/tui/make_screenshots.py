@@ -1,5 +1,8 @@
 """Regenerate the README's screenshots of `kt tui` (docs/screenshots/*.svg) from
-the fake cluster of tui_fakes: `.venv/bin/python tests/tui/make_screenshots.py`."""
+the fake cluster of tui_fakes: `.venv/bin/python tests/tui/make_screenshots.py`.
+
+overview.svg, topic-detail.svg and brokers.svg come from a real three-broker cluster
+instead: tests/tui/make_cluster_screenshots.py."""
 
 from __future__ import annotations
 
@@ -19,14 +22,11 @@ OUT = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 #: file name -> keys pressed from the overview
 SHOTS = [
-    ("overview", []),
     ("topics", ["2"]),
-    ("topic-detail", ["2", "down", "enter"]),
     ("groups", ["3"]),
     ("group-detail", ["3", "down", "enter"]),
     ("log-dirs", ["4"]),
     ("messages", ["5"]),
-    ("brokers", ["6"]),
     ("help", ["question_mark"]),
     ("confirm-delete", ["2", "down", "d"]),
 ]

@@ -155,7 +155,11 @@ async def test_lost_broker_is_shown() -> None:
         while app.refreshes < 2:
             await pilot.pause(0.01)
         await pilot.pause()
-        assert _column(app.screen.query_one("#brokers", DataTable), 1) == ["up", "up", "LOST"]
+        table = app.screen.query_one("#brokers", DataTable)
+        assert _column(table, 1) == ["up", "up", "LOST"]
+        # a lost broker's load is unknown, not its last numbers
+        assert [_column(table, i)[2] for i in (5, 6, 7)] == ["-", "-", "-"]
+        assert _column(table, 5)[:2] != ["-", "-"]
 
 
 async def _confirm(app: KtApp, pilot) -> ConfirmScreen:  # type: ignore[no-untyped-def]

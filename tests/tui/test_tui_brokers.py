@@ -90,3 +90,26 @@ async def test_brokers_view_follows_isr_changes() -> None:
         parts = app.screen.query_one("#unhealthy-partitions", DataTable)
         want = sum(1 for p in second.partitions if p.under_replicated or p.offline)
         assert parts.row_count == want > 2
+
+
+@fakes.run_async
+async def test_unhealthy_internal_partitions_come_last() -> None:
+    snap = fakes.make_snapshot(0)
+    orders = next(t for t in snap.topics if t.name == "orders")
+    offsets = replace(
+        orders,
+        name="__consumer_offsets",
+        internal=True,
+        partitions=tuple(replace(p, topic="__consumer_offsets") for p in orders.partitions),
+    )
+    app = KtApp(
+        fakes.FakeSampler([replace(snap, topics=(offsets, *snap.topics))]),
+        bootstrap="x:1",
+        interval=3600,
+    )
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _started(app, pilot)
+        await pilot.press("6")
+        await pilot.pause()
+        parts = app.screen.query_one("#unhealthy-partitions", DataTable)
+        assert _column(parts, 0) == ["orders", "audit-log", "__consumer_offsets"]

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Generic, Protocol, TypeVar
 
+from kt.broker.controller import rebalance
 from kt.broker.controller.election import LeaderAndIsr
+from kt.broker.controller.rebalance import LeaderImbalance
 from kt.storage.checkpoint import TopicPartition
 
 
@@ -148,21 +150,6 @@ _REPLICA_PREVIOUS: dict[ReplicaState, frozenset[ReplicaState]] = {
     _R.DELETION_INELIGIBLE: frozenset({_R.OFFLINE, _R.DELETION_STARTED}),
     _R.NON_EXISTENT: frozenset({_R.DELETION_SUCCESSFUL}),
 }
-
-
-@dataclass(frozen=True, slots=True)
-class LeaderImbalance:
-    """The partitions whose preferred replica is one broker, and those among them
-    that another broker leads (the auto rebalance's measure)."""
-
-    broker_id: int
-    preferred: tuple[TopicPartition, ...]
-    not_led: tuple[TopicPartition, ...]
-
-    @property
-    def ratio(self) -> float:
-        """The fraction of `preferred` not led by the broker."""
-        return len(self.not_led) / len(self.preferred) if self.preferred else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -442,34 +429,17 @@ class ControllerContext(Generic[B]):
 
     def preferred_replica_imbalance(self) -> dict[int, LeaderImbalance]:
         """Per preferred replica (assignment head): its partitions, and those another
-        broker leads. Topics queued for deletion and partitions without a known
-        leadership are left out, as Kafka's checkAndTriggerAutoLeaderRebalance does."""
-        preferred: dict[int, list[TopicPartition]] = {}
-        not_led: dict[int, list[TopicPartition]] = {}
-        for tp in self.all_partitions():
-            replicas = self.replicas(tp)
-            if not replicas or tp.topic in self.topics_to_be_deleted:
-                continue
-            head = replicas[0]
-            preferred.setdefault(head, []).append(tp)
-            state = self.leadership.get(tp)
-            if state is not None and state.leader != head:
-                not_led.setdefault(head, []).append(tp)
-        return {
-            b: LeaderImbalance(b, tuple(tps), tuple(not_led.get(b, ())))
-            for b, tps in sorted(preferred.items())
-        }
+        broker leads; topics queued for deletion are left out (`rebalance.py`)."""
+        return rebalance.preferred_replica_imbalance(
+            self.all_partitions(), self.replicas, self.leadership, self.topics_to_be_deleted
+        )
 
     def rebalance_candidates(self, imbalance_percentage: int) -> list[TopicPartition]:
-        """Partitions the auto leader rebalance moves back to their preferred replica:
-        for each broker whose imbalance ratio exceeds the percentage
-        (`leader.imbalance.per.broker.percentage`), its partitions led elsewhere where
-        it is live and in the ISR, so the preferred election can succeed."""
-        out: list[TopicPartition] = []
-        for broker_id, imbalance in self.preferred_replica_imbalance().items():
-            if imbalance.ratio <= imbalance_percentage / 100:
-                continue
-            if not self.is_replica_online(broker_id):
-                continue
-            out.extend(tp for tp in imbalance.not_led if broker_id in self.leadership[tp].isr)
-        return out
+        """Partitions the auto leader rebalance moves back to their preferred replica
+        (`leader.imbalance.per.broker.percentage`; see `rebalance.py`)."""
+        return rebalance.rebalance_candidates(
+            self.preferred_replica_imbalance(),
+            self.leadership,
+            self.live_broker_ids,
+            imbalance_percentage,
+        )

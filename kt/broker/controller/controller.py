@@ -28,10 +28,12 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from kt.broker.controller import election
+from kt.broker.controller import election, rebalance
 from kt.broker.controller import requests as rq
 from kt.broker.controller.channel import ControllerChannel
-from kt.broker.controller.election import LeaderAndIsr, LeaderRecoveryState
+from kt.broker.controller.context import ReplicaAssignment
+from kt.broker.controller.election import ElectionType, LeaderAndIsr, LeaderRecoveryState
+from kt.broker.controller.reassignment import ReassignmentResult, Reassignments
 from kt.broker.controller.requests import BrokerEndpointInfo, TopicReplicas
 from kt.protocol import ErrorCode, Struct, apis
 from kt.storage.checkpoint import TopicPartition
@@ -74,6 +76,10 @@ class ControllerZk(Protocol):
 
     async def get_topic(self, topic: str) -> TopicReplicas | None:
         """/brokers/topics/T."""
+        ...
+
+    async def set_topic(self, topic: str, replicas: TopicReplicas, epoch_zk_version: int) -> None:
+        """Replace /brokers/topics/T (fenced): a reassignment's RS, AR and RR."""
         ...
 
     async def get_partition_states(
@@ -134,6 +140,13 @@ class ControllerSettings:
 
     unclean_leader_election_default: bool = False
     listener: str | None = None  # the inter-broker listener
+    # Kafka's auto.leader.rebalance.enable, leader.imbalance.per.broker.percentage and
+    # leader.imbalance.check.interval.seconds.
+    auto_leader_rebalance: bool = True
+    leader_imbalance_percentage: int = 10
+    leader_imbalance_check_interval_s: float = 300.0
+    # Kafka schedules the first check 5 seconds after failover.
+    leader_imbalance_first_check_s: float = 5.0
 
 
 @dataclass(slots=True)
@@ -212,6 +225,9 @@ class KafkaController:
         self._started = False
         # The active term's watches, cancelled when it resigns.
         self._watches: list[Cancellable] = []
+        self.reassignments = Reassignments(self)
+        # The active term's auto leader rebalance timer.
+        self._rebalance_timer: asyncio.Task[None] | None = None
 
     # --- lifecycle -----------------------------------------------------------
 
@@ -308,7 +324,11 @@ class KafkaController:
         for w in self._watches:
             w.cancel()
         self._watches.clear()
+        if self._rebalance_timer is not None:
+            self._rebalance_timer.cancel()
+            self._rebalance_timer = None
         self.view = _View()
+        self.reassignments.reset()
         if delete_znode:
             try:
                 await self.zk.resign_controller(self.broker_id)
@@ -345,10 +365,21 @@ class KafkaController:
         await self._elect_offline(
             [tp for tp, lead in v.leadership.items() if lead.leader not in v.live]
         )
+        # Replicas on brokers that died while no controller watched leave the ISRs
+        # (Kafka's ReplicaStateMachine startup: OfflineReplica). The leader cannot
+        # always do it: a dead follower that was caught up never lags.
+        stale = [tp for tp, lead in v.leadership.items()
+                 if lead.leader in v.live and any(r not in v.live for r in lead.isr)]  # fmt: skip
+        if stale:
+            gone = {r for tp in stale for r in v.leadership[tp].isr if r not in v.live}
+            await self._remove_from_isr(stale, gone)
         # Every live replica learns its role, whatever it had before (it may have
         # restarted while no controller was there).
         self._send_leader_and_isr(v.all_partitions(), full=True)
-        v.to_delete = set(await self.zk.topics_marked_for_deletion())
+        await self.reassignments.resume()
+        v.to_delete = self.reassignments.defer_deletions(
+            set(await self.zk.topics_marked_for_deletion())
+        )
         await self._resume_deletions()
         self._watches += [
             self.zk.watch_children("/brokers/ids", self._watch(self._on_broker_change)),
@@ -358,6 +389,10 @@ class KafkaController:
         for name in v.topics:
             self._watches.append(
                 self.zk.watch_data(f"/brokers/topics/{name}", self._topic_data_watch(name))
+            )
+        if self.settings.auto_leader_rebalance:
+            self._rebalance_timer = asyncio.get_running_loop().create_task(
+                self._rebalance_ticks(self._term)
             )
 
     # --- broker membership ---------------------------------------------------
@@ -401,11 +436,14 @@ class KafkaController:
             self.channel.add_broker(b)
         others = [b for b in v.live if b not in ids]
         self._send_update_metadata(ids, v.all_partitions(), full=True)
-        self._send_update_metadata(others, [])
         hosted = [tp for tp in v.all_partitions() if set(ids) & set(v.replicas(tp))]
+        # The partitions they host, again: their offline replicas no longer name them
+        # (Kafka's OnlineReplica transition), even where leadership and ISR stay put.
+        self._send_update_metadata(others, hosted)
         self._send_leader_and_isr(hosted, only=set(ids))
         offline = [tp for tp, lead in v.leadership.items() if lead.leader not in v.live]
         await self._elect_offline(offline)
+        await self.reassignments.on_brokers_started(ids)
         await self._resume_deletions()
 
     # --- topics --------------------------------------------------------------
@@ -455,7 +493,7 @@ class KafkaController:
             if name not in v.topics:
                 await self.zk.unmark_topic_for_deletion(name)
             else:
-                v.to_delete.add(name)
+                v.to_delete |= self.reassignments.defer_deletions({name})
         await self._resume_deletions()
 
     async def _resume_deletions(self) -> None:
@@ -588,9 +626,10 @@ class KafkaController:
         self,
         tps: list[TopicPartition],
         choose: Callable[[TopicPartition, LeaderAndIsr], Awaitable[LeaderAndIsr]],
-    ) -> None:
+    ) -> list[TopicPartition]:
         """Compute new states, write the changed ones conditionally (re-reading and
-        retrying the ones that lost a race), then tell the replicas and every broker."""
+        retrying the ones that lost a race), then tell the replicas and every broker.
+        Returns the partitions whose new state was written."""
         v = self.view
         todo = [tp for tp in tps if tp in v.leadership and tp.topic not in v.to_delete]
         changed: list[TopicPartition] = []
@@ -617,6 +656,130 @@ class KafkaController:
         if changed:
             self._send_leader_and_isr(changed)
             self._send_update_metadata(list(v.live), changed)
+        return changed
+
+    # --- leader elections on request, and the auto rebalance ---------------------
+
+    async def elect_leaders(
+        self, election_type: ElectionType, tps: list[TopicPartition] | None
+    ) -> tuple[int, dict[TopicPartition, tuple[int, str | None]]]:
+        """ElectLeaders: a top-level error (NOT_CONTROLLER when not active) and, per
+        partition, an error code and message. `tps` None means every partition, and
+        then the partitions that need no election are left out (as Kafka answers)."""
+        result: tuple[int, dict[TopicPartition, tuple[int, str | None]]] = await self.call(
+            lambda: self._elect_leaders(election_type, tps)
+        )
+        return result
+
+    async def _elect_leaders(
+        self, election_type: ElectionType, tps: list[TopicPartition] | None
+    ) -> tuple[int, dict[TopicPartition, tuple[int, str | None]]]:
+        """Kafka's processReplicaLeaderElection for an admin request (or the auto
+        rebalance): unknown partitions and topics being deleted are answered without
+        an election; the others are elected, written and announced in one batch."""
+        v = self.view
+        if not self.active:
+            return ErrorCode.NOT_CONTROLLER, {}
+        wanted = v.all_partitions() if tps is None else list(dict.fromkeys(tps))
+        results: dict[TopicPartition, tuple[int, str | None]] = {}
+        electable: list[TopicPartition] = []
+        for tp in wanted:
+            name = f"{tp.topic}-{tp.partition}"
+            if tp.partition not in (t.partitions if (t := v.topics.get(tp.topic)) else {}):
+                results[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                               "The partition does not exist.")  # fmt: skip
+            elif tp.topic in v.to_delete:
+                results[tp] = (ErrorCode.INVALID_TOPIC_EXCEPTION,
+                               f"Deletion of topic {tp.topic} is in progress")  # fmt: skip
+            elif tp not in v.leadership:
+                # Never elected (no replica was live when it was created): no state
+                # znode to elect from; it gets its leader when a replica starts.
+                results[tp] = self._election_failure(election_type, name)
+            else:
+                electable.append(tp)
+        outcome: dict[TopicPartition, election.ElectLeadersResult] = {}
+
+        async def choose(tp: TopicPartition, lead: LeaderAndIsr) -> LeaderAndIsr:
+            # Called again with the re-read state when a write lost a race.
+            res = election.elect_leaders(
+                election_type, f"{tp.topic}-{tp.partition}", v.replicas(tp), lead, v.online()
+            )
+            outcome[tp] = res
+            if res.elected is None:
+                return lead
+            if res.elected.unclean:
+                log.warning(
+                    "controller: unclean leader election for %s requested: %d leads, out "
+                    "of sync (records it does not have are lost)", tp, res.elected.leader,
+                )  # fmt: skip
+            return lead.elect(res.elected, v.epoch)
+
+        written = set(await self._change_states(electable, choose))
+        for tp in electable:
+            res = outcome.get(tp)
+            if res is not None and res.error != ErrorCode.NONE:
+                results[tp] = (res.error, res.message)
+            elif tp in written:
+                results[tp] = (ErrorCode.NONE, None)
+            else:
+                # The write kept losing races (or the topic went meanwhile).
+                results[tp] = self._election_failure(election_type, f"{tp.topic}-{tp.partition}")
+        if tps is None:
+            results = {tp: r for tp, r in results.items()
+                       if r[0] != ErrorCode.ELECTION_NOT_NEEDED}  # fmt: skip
+        elected = sorted(f"{tp.topic}-{tp.partition}" for tp, r in results.items() if r[0] == 0)
+        if elected:
+            log.info("controller: %s leader election for %s", election_type.name, elected)
+        return ErrorCode.NONE, results
+
+    @staticmethod
+    def _election_failure(election_type: ElectionType, partition: str) -> tuple[int, str]:
+        if election_type is ElectionType.PREFERRED:
+            return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, election.failure_message(
+                partition, election.Strategy.PREFERRED
+            )
+        return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, election.failure_message(
+            partition, election.Strategy.OFFLINE, unclean_allowed=True
+        )
+
+    async def _rebalance_ticks(self, term: int) -> None:
+        """The auto rebalance timer of one term: a check soon after failover, then one
+        per interval, each queued as an event (the term's end cancels the timer)."""
+        delay = self.settings.leader_imbalance_first_check_s
+        while self.active and self._term == term:
+            await asyncio.sleep(delay)
+            if self.active and self._term == term:
+                self.submit(self._auto_rebalance_event)
+            delay = self.settings.leader_imbalance_check_interval_s
+
+    async def _auto_rebalance_event(self) -> None:
+        await self.auto_rebalance()
+
+    async def auto_rebalance(self) -> list[TopicPartition]:
+        """Kafka's checkAndTriggerAutoLeaderRebalance, run as an event: preferred
+        elections for the partitions of every broker whose leader imbalance exceeds
+        leader.imbalance.per.broker.percentage, where the preferred replica is online
+        and in the ISR. Returns the partitions whose leadership moved. Runs inside
+        the event task (tests: `controller.call(controller.auto_rebalance)`)."""
+        v = self.view
+        if not self.active:
+            return []
+        imbalance = rebalance.preferred_replica_imbalance(
+            v.all_partitions(), v.replicas, v.leadership, v.to_delete
+        )
+        for broker_id, measure in imbalance.items():
+            log.debug("controller: leader imbalance of broker %d: %.1f%% (%d of %d)",
+                      broker_id, 100 * measure.ratio, len(measure.not_led),
+                      len(measure.preferred))  # fmt: skip
+        candidates = rebalance.rebalance_candidates(
+            imbalance, v.leadership, v.online(), self.settings.leader_imbalance_percentage
+        )
+        if not candidates:
+            return []
+        log.info("controller: auto leader rebalance: %d partitions back to their preferred "
+                 "replica", len(candidates))  # fmt: skip
+        _, results = await self._elect_leaders(ElectionType.PREFERRED, candidates)
+        return [tp for tp in candidates if results.get(tp, (-1, None))[0] == ErrorCode.NONE]
 
     # --- requests from brokers -------------------------------------------------
 
@@ -712,6 +875,7 @@ class KafkaController:
                     answers[tp] = IsrAnswer(ErrorCode.NONE, res)
             changed = [tp for tp, a in answers.items() if tp in proposed and a.state is not None]
             self._send_update_metadata(list(v.live), changed)
+            await self.reassignments.on_isr_changed(changed)
         return ErrorCode.NONE, answers
 
     def _isr_change_problem(
@@ -737,6 +901,32 @@ class KafkaController:
         if any(r not in v.live or r in v.shutting_down for r in added):
             return ErrorCode.INELIGIBLE_REPLICA
         return ErrorCode.NONE
+
+    # --- reassignment requests (the logic is in reassignment.py) ----------------
+
+    async def alter_partition_reassignments(
+        self, requested: dict[TopicPartition, list[int] | None]
+    ) -> dict[TopicPartition, ReassignmentResult] | None:
+        """AlterPartitionReassignments: each partition's result, or None when this
+        broker is not (or no longer) the controller."""
+
+        async def go() -> dict[TopicPartition, ReassignmentResult] | None:
+            return await self.reassignments.alter(requested) if self.active else None
+
+        result: dict[TopicPartition, ReassignmentResult] | None = await self.call(go)
+        return result
+
+    async def list_partition_reassignments(
+        self, tps: list[TopicPartition] | None
+    ) -> dict[TopicPartition, ReplicaAssignment] | None:
+        """ListPartitionReassignments: the partitions being reassigned, or None when
+        this broker is not the controller."""
+
+        async def go() -> dict[TopicPartition, ReplicaAssignment] | None:
+            return self.reassignments.listing(tps) if self.active else None
+
+        result: dict[TopicPartition, ReplicaAssignment] | None = await self.call(go)
+        return result
 
     # --- sending -------------------------------------------------------------
 

@@ -100,6 +100,19 @@ class ZkControllerStore:
             {p: list(r) for p, r in a.removing_replicas.items()},
         )
 
+    async def set_topic(self, topic: str, replicas: TopicReplicas, epoch_zk_version: int) -> None:
+        """Replace /brokers/topics/T (a reassignment's RS, AR and RR), fenced."""
+        a = znodes.TopicAssignment(
+            {p: list(r) for p, r in replicas.partitions.items()},
+            replicas.topic_id,
+            {p: list(r) for p, r in replicas.adding.items() if r},
+            {p: list(r) for p, r in replicas.removing.items() if r},
+        )
+        try:
+            await self.cluster.set_topic_assignment(topic, a, epoch_zk_version)
+        except cs.ControllerMovedError as exc:
+            raise ControllerMovedError(str(exc)) from None
+
     async def get_partition_states(
         self, tps: Iterable[TopicPartition]
     ) -> dict[TopicPartition, LeaderAndIsr]:

@@ -18,8 +18,22 @@ for classic groups, and the older GroupCoordinator.scala):
 - Offsets are committed by members of the current generation, or by anyone while
   the group has no members (generation -1: "simple" consumers).
 
-Every timer is a handle on the event loop; nothing blocks. Writes go to the
-`RecordStore` synchronously (on one broker the append is the commit).
+In a cluster each broker coordinates the groups of the `__consumer_offsets`
+partitions it leads (Kafka's onElection/onResignation): becoming leader of a
+partition loads its groups and offsets from the log (its groups are answered
+COORDINATOR_LOAD_IN_PROGRESS meanwhile); becoming follower, or the partition
+being stopped, unloads them (timers cancelled, parked JoinGroup/SyncGroup
+answered NOT_COORDINATOR). Groups of partitions not led here are NOT_COORDINATOR,
+so clients look the coordinator up again. The single-node broker leads every
+partition, so it serves every group.
+
+Offset commits and group metadata are appended as the partition's leader and
+take effect (and are answered) only once the high watermark passed them
+(acks=all, `offsets.commit.timeout.ms`); the append's partition errors are mapped
+to coordinator errors as Kafka's GroupMetadataManager maps them. Tombstones
+(deletions, expiry) are appended without waiting, as Kafka's cleanup does.
+
+Every timer is a handle on the event loop; nothing blocks.
 """
 
 from __future__ import annotations
@@ -27,7 +41,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +55,8 @@ from kt.broker.groups.group import (
     now_ms,
 )
 from kt.broker.groups.offsets_log import (
+    CONSUMER_OFFSETS,
+    AppendError,
     LogRecordStore,
     Record,
     RecordStore,
@@ -62,6 +78,7 @@ from kt.storage.checkpoint import TopicPartition
 if TYPE_CHECKING:
     from kt.broker.broker import Broker
     from kt.broker.config import BrokerConfig
+    from kt.broker.partition import Partition
 
 log = logging.getLogger("kt.broker.groups")
 
@@ -80,6 +97,7 @@ class CoordinatorSettings:
     retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
     new_member_join_timeout_ms: int = 300_000
+    offsets_commit_timeout_ms: int = 5000
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> CoordinatorSettings:
@@ -97,6 +115,7 @@ class CoordinatorSettings:
             offsets_retention_ms=num("offsets.retention.minutes", 7 * 24 * 60) * 60_000,
             retention_check_interval_ms=num("offsets.retention.check.interval.ms", 600_000),
             offset_metadata_max_bytes=num("offset.metadata.max.bytes", 4096),
+            offsets_commit_timeout_ms=num("offsets.commit.timeout.ms", 5000),
         )
 
 
@@ -190,14 +209,34 @@ _COMMIT_ERRORS = {
 
 def commit_error(exc: BaseException) -> ErrorCode:
     """The OffsetCommit error for an append of offsets that raised `exc`."""
-    code = error_code_for(exc)
-    return _COMMIT_ERRORS.get(code, code)
+    code = exc.code if isinstance(exc, AppendError) else error_code_for(exc)
+    return offset_commit_error(code)
 
 
 def _complete(fut: asyncio.Future[Any] | None, value: Any) -> None:
     # A parked request whose connection went away has had its future cancelled.
     if fut is not None and not fut.done():
         fut.set_result(value)
+
+
+def offset_commit_error(code: ErrorCode) -> ErrorCode:
+    """The OffsetCommit error for a failed append with partition error `code`."""
+    return _COMMIT_ERRORS.get(code, code)
+
+
+def group_write_error(code: ErrorCode) -> ErrorCode:
+    """The JoinGroup/SyncGroup error for a failed group metadata append (Kafka's
+    storeGroup mapping: a timeout makes the members rebalance)."""
+    if code in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS,
+                E.NOT_ENOUGH_REPLICAS_AFTER_APPEND):  # fmt: skip
+        return E.COORDINATOR_NOT_AVAILABLE
+    if code in (E.NOT_LEADER_OR_FOLLOWER, E.KAFKA_STORAGE_ERROR):
+        return E.NOT_COORDINATOR
+    if code == E.REQUEST_TIMED_OUT:
+        return E.REBALANCE_IN_PROGRESS
+    if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):
+        return E.UNKNOWN_SERVER_ERROR
+    return code
 
 
 class GroupCoordinator:
@@ -207,10 +246,17 @@ class GroupCoordinator:
         self.settings = settings
         self.store = store
         self.groups: dict[str, Group] = {}
-        # __consumer_offsets partitions being loaded (their groups answer LOAD_IN_PROGRESS).
+        # __consumer_offsets partitions led here and loaded: their groups are served.
+        self.owned: set[int] = set()
+        # Led here, being loaded (their groups answer COORDINATOR_LOAD_IN_PROGRESS).
         self.loading: set[int] = set()
+        self._loads: dict[int, asyncio.Task[None]] = {}
+        # Appends waiting to be replicated.
+        self._writes: set[asyncio.Task[None]] = set()
         self._partitions: int | None = None
         self._expiry_task: asyncio.Task[None] | None = None
+        # Set by stop(): a LeaderAndIsr arriving during shutdown loads nothing.
+        self._stopped = False
         # Checks a topic partition exists (OffsetCommit / OffsetDelete answer
         # UNKNOWN_TOPIC_OR_PARTITION otherwise); None accepts any.
         self.partition_exists: Callable[[str, int], bool] | None = None
@@ -222,28 +268,43 @@ class GroupCoordinator:
         coordinator = cls(CoordinatorSettings.from_config(broker.config), LogRecordStore(broker))
         coordinator.partition_exists = lambda t, p: TopicPartition(t, p) in broker.replica_manager
         broker.on_topic_deleted(coordinator.on_topic_deleted)
+        rm = broker.replica_manager
+
+        def on_leadership(leaders: list[Partition], followers: list[Partition], _: Any) -> None:
+            # A partition may be in both lists only across two LeaderAndIsr; here
+            # each lists the change this request made.
+            resigned = [p.tp.partition for p in followers if p.tp.topic == CONSUMER_OFFSETS]
+            elected = [p.tp.partition for p in leaders if p.tp.topic == CONSUMER_OFFSETS]
+            if resigned:
+                coordinator.on_resignation(resigned)
+            if elected:
+                coordinator.on_election(elected)
+
+        def on_stopped(tps: list[TopicPartition]) -> None:
+            stopped = [tp.partition for tp in tps if tp.topic == CONSUMER_OFFSETS]
+            if stopped:
+                coordinator.on_resignation(stopped)
+
+        rm.leadership_listeners.append(on_leadership)
+        rm.stop_listeners.append(on_stopped)
         return coordinator
 
     # --- lifecycle ---------------------------------------------------------
 
     async def start(self) -> None:
-        """Load every `__consumer_offsets` partition, then expire offsets periodically."""
-        if self.store.exists():
-            count = self._partition_count()
-            self.loading = set(range(count))
-            for p in range(count):
-                try:
-                    self._load_partition(p)
-                finally:
-                    self.loading.discard(p)
-                await asyncio.sleep(0)  # let other work in between partitions
-            log.info("loaded %d groups from %d partitions", len(self.groups), count)
+        """Serve the partitions led now (the single node: all of them) once loaded,
+        then expire offsets periodically. Later leadership changes arrive through
+        on_election / on_resignation."""
+        self.on_election(self.store.led_partitions())
+        await self.wait_loaded()
+        if self.owned:
+            log.info("serving %d groups from %d partitions", len(self.groups), len(self.owned))
         loop = asyncio.get_running_loop()
         self._expiry_task = loop.create_task(self._expire_periodically())
 
     async def stop(self) -> None:
-        """Cancel timers; parked requests are answered NOT_COORDINATOR, as when a
-        coordinator resigns."""
+        """Cancel timers and unload everything: parked requests are answered
+        NOT_COORDINATOR, as when a coordinator resigns."""
         if self._expiry_task is not None:
             self._expiry_task.cancel()
             try:
@@ -251,13 +312,97 @@ class GroupCoordinator:
             except (asyncio.CancelledError, Exception):
                 pass
             self._expiry_task = None
-        for group in self.groups.values():
-            self._cancel_group_timers(group)
-            for member in group.members.values():
-                member.cancel_heartbeat()
-                _complete(member.join_future, JoinResult(E.NOT_COORDINATOR, member.member_id))
-                _complete(member.sync_future, SyncResult(E.NOT_COORDINATOR))
-                member.join_future = member.sync_future = None
+        self._stopped = True
+        self.on_resignation(sorted(self.owned | self.loading))
+        for group in list(self.groups.values()):
+            self._unload_group(group)
+        writes = list(self._writes)
+        for task in writes:
+            task.cancel()
+        if writes:
+            await asyncio.gather(*writes, return_exceptions=True)
+
+    async def wait_loaded(self) -> None:
+        """Until no partition is loading."""
+        while self._loads:
+            await asyncio.gather(*list(self._loads.values()), return_exceptions=True)
+
+    # --- ownership (Kafka's onElection / onResignation) ------------------------
+
+    def on_election(self, partitions: Iterable[int]) -> None:
+        """This broker now leads `partitions`: load their groups in the background;
+        until loaded their groups get COORDINATOR_LOAD_IN_PROGRESS. Partitions
+        already served or loading are left as they are (our memory is current)."""
+        if self._stopped:
+            return
+        # The topic exists now: take its partition count from it, not the config.
+        self._partitions = None
+        loop = asyncio.get_running_loop()
+        for p in partitions:
+            if p in self.owned or p in self.loading:
+                continue
+            self.loading.add(p)
+            self._loads[p] = loop.create_task(self._load(p))
+
+    def on_resignation(self, partitions: Iterable[int]) -> None:
+        """This broker no longer leads `partitions` (follower, stopped or deleted):
+        forget their groups; parked requests are answered NOT_COORDINATOR."""
+        gone = set(partitions)
+        served = gone & (self.owned | self.loading)
+        for p in gone:
+            task = self._loads.pop(p, None)
+            if task is not None:
+                task.cancel()
+            self.loading.discard(p)
+            self.owned.discard(p)
+        if not served:
+            return
+        unloaded = 0
+        for group in list(self.groups.values()):
+            if self.partition_for(group.group_id) in gone:
+                self._unload_group(group)
+                unloaded += 1
+        log.info("resigned as coordinator of %s-%s: unloaded %d groups", CONSUMER_OFFSETS,
+                 ",".join(map(str, sorted(served))), unloaded)  # fmt: skip
+
+    async def _load(self, p: int) -> None:
+        try:
+            # Yield first: the LeaderAndIsr that elected us completes, and several
+            # partitions elected at once load one per loop iteration.
+            await asyncio.sleep(0)
+            if p not in self.loading:
+                return
+            started = now_ms()
+            try:
+                groups = self._load_partition(p)
+            except Exception:
+                # Not served: clients get NOT_COORDINATOR rather than groups missing
+                # their offsets; a storage failure moves the leadership away.
+                log.exception("cannot load %s-%d", CONSUMER_OFFSETS, p)
+                self.loading.discard(p)
+                return
+            self.loading.discard(p)
+            self.owned.add(p)
+            log.info("loaded %d groups from %s-%d in %d ms", groups, CONSUMER_OFFSETS, p,
+                     now_ms() - started)  # fmt: skip
+        finally:
+            if self._loads.get(p) is asyncio.current_task():
+                del self._loads[p]
+
+    def _unload_group(self, group: Group) -> None:
+        """Forget a group (Kafka's onGroupUnloaded): timers off, parked requests
+        answered NOT_COORDINATOR; a write still in flight finds it gone."""
+        self._cancel_group_timers(group)
+        for member in group.members.values():
+            member.cancel_heartbeat()
+            _complete(member.join_future, JoinResult(E.NOT_COORDINATOR, member.member_id))
+            _complete(member.sync_future, SyncResult(E.NOT_COORDINATOR))
+            member.join_future = member.sync_future = None
+        group.pending_offsets.clear()
+        if group.state is not GroupState.DEAD:
+            group.transition_to(GroupState.DEAD)
+        if self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]
 
     def _cancel_group_timers(self, group: Group) -> None:
         for handle in (group.join_timer, group.sync_timer):
@@ -274,16 +419,23 @@ class GroupCoordinator:
         return self._partitions
 
     async def ensure_topic(self) -> None:
-        """Create `__consumer_offsets` if it does not exist yet (FindCoordinator)."""
+        """Create `__consumer_offsets` if it does not exist yet (FindCoordinator);
+        after creating it, wait for the new partitions led here to load, so the
+        first JoinGroup does not meet COORDINATOR_LOAD_IN_PROGRESS."""
+        existed = self.store.exists()
         await self.store.ensure()
         self._partitions = None
         self._partition_count()
+        if not existed:
+            self.on_election(self.store.led_partitions())
+            await self.wait_loaded()
 
     def partition_for(self, group_id: str) -> int:
         """The `__consumer_offsets` partition holding `group_id`."""
         return partition_for(group_id, self._partition_count())
 
-    def _load_partition(self, p: int) -> None:
+    def _load_partition(self, p: int) -> int:
+        """Replay partition `p` into `groups`; returns how many groups it holds."""
         loaded = replay(self.store.read(p))
         now = now_ms()
         for gid, value in loaded.groups.items():
@@ -309,24 +461,28 @@ class GroupCoordinator:
             owner.offsets[(topic, partition)] = OffsetEntry(
                 v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp
             )
+            owner.offset_positions[(topic, partition)] = -1
         if loaded.skipped:
             log.info("__consumer_offsets-%d: skipped %d records of other kinds", p, loaded.skipped)
+        return len({gid for gid, _, _ in loaded.offsets} | set(loaded.groups))
 
     # --- checks --------------------------------------------------------------
 
     def _check_group_id(self, group_id: str | None) -> None:
+        # Kafka's validateGroupStatus, in its order.
         if not group_id:
             raise CoordinatorError(E.INVALID_GROUP_ID)
-        if self._is_loading(group_id):
+        p = self.partition_for(group_id)
+        if p in self.loading:
             raise CoordinatorError(E.COORDINATOR_LOAD_IN_PROGRESS)
+        if p not in self.owned:
+            raise CoordinatorError(E.NOT_COORDINATOR)
 
     def _is_loading(self, group_id: str) -> bool:
-        return (
-            bool(self.loading) and partition_for(group_id, self._partition_count()) in self.loading
-        )
+        return bool(self.loading) and self.partition_for(group_id) in self.loading
 
     def check_group(self, group_id: str | None) -> ErrorCode:
-        """INVALID_GROUP_ID / COORDINATOR_LOAD_IN_PROGRESS, or NONE."""
+        """INVALID_GROUP_ID / COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR, or NONE."""
         try:
             self._check_group_id(group_id)
         except CoordinatorError as exc:
@@ -570,29 +726,35 @@ class GroupCoordinator:
         self._schedule_heartbeat(group, member)
         if group.state is GroupState.STABLE:
             if group.protocol_name == group.select_protocol():
-                # Same protocol: no rebalance, just persist the new member id.
-                try:
-                    self._store_group(group)
-                except Exception as exc:
-                    log.warning("cannot persist static member %s of %s: %s", new_id,
-                                group.group_id, exc)  # fmt: skip
+                # Same protocol: no rebalance, just persist the new member id; the
+                # JoinGroup is answered once that is replicated.
+                instance_id = req.group_instance_id
+
+                def stored(error: ErrorCode) -> None:
+                    if not self._live(group) or fut.done() or member.join_future is not fut:
+                        return  # unloaded, or a rebalance answered it meanwhile
                     member.join_future = None
-                    member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms = old
-                    group.replace_static_member(req.group_instance_id, new_id, old_id)
-                    self._schedule_heartbeat(group, member)
-                    _complete(fut, JoinResult(E.COORDINATOR_NOT_AVAILABLE, ""))
-                    return
-                member.join_future = None
-                if req.supports_skip_assignment:
-                    is_leader = group.is_leader(new_id)
-                    result = self._join_result(group, member, with_members=is_leader,
-                                               skip_assignment=is_leader)  # fmt: skip
-                else:
-                    # Older clients keep following the leader they knew; the
-                    # restarted instance gets its assignment through SyncGroup.
-                    result = self._join_result(group, member, with_members=False,
-                                               leader=current_leader or "")  # fmt: skip
-                _complete(fut, result)
+                    if error != E.NONE:
+                        log.warning("cannot persist static member %s of %s: %s", new_id,
+                                    group.group_id, error.name)  # fmt: skip
+                        member.protocols, member.rebalance_timeout_ms = old[0], old[1]
+                        member.session_timeout_ms = old[2]
+                        group.replace_static_member(instance_id, new_id, old_id)
+                        self._schedule_heartbeat(group, member)
+                        _complete(fut, JoinResult(error, ""))
+                        return
+                    if req.supports_skip_assignment:
+                        is_leader = group.is_leader(new_id)
+                        result = self._join_result(group, member, with_members=is_leader,
+                                                   skip_assignment=is_leader)  # fmt: skip
+                    else:
+                        # Older clients keep following the leader they knew; the
+                        # restarted instance gets its assignment through SyncGroup.
+                        result = self._join_result(group, member, with_members=False,
+                                                   leader=current_leader or "")  # fmt: skip
+                    _complete(fut, result)
+
+                self._store_group(group, on_done=stored)
             else:
                 self._maybe_prepare_rebalance_or_complete_join(group)
         elif group.state is GroupState.COMPLETING_REBALANCE:
@@ -676,10 +838,13 @@ class GroupCoordinator:
             group.protocol_name = None
             group.subscribed_topics = group.compute_subscribed_topics()
             group.transition_to(GroupState.EMPTY)
-            try:
-                self._store_group(group)
-            except Exception as exc:
-                log.warning("cannot persist empty group %s: %s", group.group_id, exc)
+            gid = group.group_id
+
+            def stored(error: ErrorCode) -> None:
+                if error != E.NONE:
+                    log.warning("cannot persist empty group %s: %s", gid, error.name)
+
+            self._store_group(group, on_done=stored)
         log.info("group %s generation %d (%s) with %d members", group.group_id,
                  group.generation, group.state.value, len(group.members))  # fmt: skip
         group.pending_sync = set(group.members)
@@ -806,22 +971,29 @@ class GroupCoordinator:
         if not group.is_leader(member_id):
             return
         full = {mid: bytes(assignments.get(mid, b"")) for mid in group.members}
-        try:
-            self._store_group(group, full)
-        except Exception as exc:
-            log.warning("cannot persist the assignment of group %s: %s", group.group_id, exc)
-            if group.state is GroupState.COMPLETING_REBALANCE and group.generation == generation:
-                self._reset_and_propagate_assignment_error(group, E.COORDINATOR_NOT_AVAILABLE)
+
+        def stored(error: ErrorCode) -> None:
+            # Members may have joined (or the partition moved) while the write was
+            # replicated: act only on the generation it was for.
+            if not self._live(group) or group.generation != generation:
+                return
+            if group.state is not GroupState.COMPLETING_REBALANCE:
+                return
+            if error != E.NONE:
+                log.warning("cannot persist the assignment of group %s: %s", group.group_id,
+                            error.name)  # fmt: skip
+                self._reset_and_propagate_assignment_error(group, error)
                 self._prepare_rebalance(group)
-            return
-        if group.state is GroupState.COMPLETING_REBALANCE and group.generation == generation:
+                return
             for mid, m in group.members.items():
-                m.assignment = full[mid]
+                m.assignment = full.get(mid, b"")
             self._propagate_assignment(group, E.NONE)
             group.transition_to(GroupState.STABLE)
             # With the "generation N (CompletingRebalance)" line, this tells a group
             # whose leader never synced from one that completed its rebalance.
             log.info("group %s generation %d is Stable", group.group_id, group.generation)
+
+        self._store_group(group, full, on_done=stored)
 
     def _received_sync(self, group: Group, member_id: str) -> None:
         group.pending_sync.discard(member_id)
@@ -913,42 +1085,81 @@ class GroupCoordinator:
         member_id: str,
         instance_id: str | None,
         offsets: dict[tuple[str, int], OffsetEntry],
-    ) -> ErrorCode:
-        """Commit offsets (all or nothing); the error applies to every partition."""
+    ) -> asyncio.Future[ErrorCode]:
+        """Commit offsets (all or nothing); the future completes with the error for
+        every partition once the write is replicated (or failed). The offsets take
+        effect (OffsetFetch) only then."""
+        fut: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
         try:
-            self._check_group_id(group_id)
+            self._commit(fut, group_id, generation, member_id, instance_id, offsets)
         except CoordinatorError as exc:
-            return exc.code
+            _complete(fut, exc.code)
+        return fut
+
+    def _commit(
+        self,
+        fut: asyncio.Future[ErrorCode],
+        group_id: str,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        offsets: dict[tuple[str, int], OffsetEntry],
+    ) -> None:
+        self._check_group_id(group_id)
         group = self.groups.get(group_id)
         created = False
         if group is None:
             if generation >= 0 or member_id or instance_id is not None:
                 # A member of a generation this coordinator does not know.
-                return E.ILLEGAL_GENERATION
+                raise CoordinatorError(E.ILLEGAL_GENERATION)
             # A "simple" consumer: the group exists only to hold offsets.
-            self._partition_count()
             group = self.groups[group_id] = Group(group_id)
             created = True
         error = self._validate_offset_commit(group, generation, member_id, instance_id)
         if error != E.NONE:
-            return error
+            raise CoordinatorError(error)
         if not offsets:
-            return E.NONE
-        records: list[Record] = []
-        for (topic, partition), entry in offsets.items():
-            records.append(encode_offset_commit(_offset_record(group_id, topic, partition, entry)))
-        try:
-            self.store.append(self.partition_for(group_id), records)
-        except Exception as exc:
-            log.warning("cannot persist offsets of group %s: %s", group_id, exc)
-            if created:
+            _complete(fut, E.NONE)
+            return
+        records = [encode_offset_commit(_offset_record(group_id, t, p, entry))
+                   for (t, p), entry in offsets.items()]  # fmt: skip
+
+        def forget_if_unused() -> None:
+            # A group created for this commit and still holding nothing.
+            unused = not (group.members or group.offsets or group.pending_offsets)
+            if created and unused and self._live(group) and group.state is GroupState.EMPTY:
                 del self.groups[group_id]
-            return commit_error(exc)
-        group.offsets.update(offsets)
+
+        try:
+            position = self.store.append(self.partition_for(group_id), records)
+        except AppendError as exc:
+            log.warning("cannot persist offsets of group %s: %s", group_id, exc)
+            forget_if_unused()
+            _complete(fut, offset_commit_error(exc.code))
+            return
+        for tp in offsets:
+            group.pending_offsets[tp] = position
         member = group.members.get(member_id)
         if member is not None and group.state is GroupState.STABLE:
             self._schedule_heartbeat(group, member)  # a commit shows the member is alive
-        return E.NONE
+
+        def durable(error: ErrorCode) -> None:
+            live = self._live(group)
+            for tp, entry in offsets.items():
+                pending = group.pending_offsets.get(tp)
+                # Kafka's onOffsetCommitAppend: a pending commit newer than the applied one.
+                newer = position > group.offset_positions.get(tp, -1)
+                if error == E.NONE and live and pending is not None and newer:
+                    group.offsets[tp] = entry
+                    group.offset_positions[tp] = position
+                if pending == position:
+                    del group.pending_offsets[tp]
+            if error != E.NONE:
+                log.warning("offsets of group %s not committed: %s", group_id, error.name)
+                forget_if_unused()
+            _complete(fut, E.NONE if error == E.NONE else offset_commit_error(error))
+
+        self._when_committed(self.partition_for(group_id), position, durable)
 
     def _validate_offset_commit(
         self, group: Group, generation: int, member_id: str, instance_id: str | None
@@ -1012,13 +1223,11 @@ class GroupCoordinator:
         if present:
             records = [encode_offset_commit(OffsetCommitRecord(group_id, t, p, None))
                        for t, p in present]  # fmt: skip
-            try:
-                self.store.append(self.partition_for(group_id), records)
-            except Exception as exc:
-                log.warning("cannot delete offsets of group %s: %s", group_id, exc)
-                return E.COORDINATOR_NOT_AVAILABLE, {}
-            for tp in present:
-                group.offsets.pop(tp, None)
+            error = self._append_tombstones(self.partition_for(group_id), records)
+            if error != E.NONE:
+                log.warning("cannot delete offsets of group %s: %s", group_id, error.name)
+                return error, {}
+            _forget_offsets(group, present)
         for tp in eligible:
             errors[tp] = E.NONE
         return E.NONE, errors
@@ -1086,12 +1295,11 @@ class GroupCoordinator:
             for group in groups:
                 records.extend(_tombstones(group, list(group.offsets)))
                 records.append(encode_group_metadata(GroupMetadataRecord(group.group_id, None)))
-            try:
-                self.store.append(p, records)
-            except Exception as exc:
-                log.warning("cannot delete groups in partition %d: %s", p, exc)
+            error = self._append_tombstones(p, records)
+            if error != E.NONE:
+                log.warning("cannot delete groups in partition %d: %s", p, error.name)
                 for group in groups:
-                    out[group.group_id] = E.COORDINATOR_NOT_AVAILABLE
+                    out[group.group_id] = error
                 continue
             for group in groups:
                 self._drop_group(group)
@@ -1101,6 +1309,8 @@ class GroupCoordinator:
     def _drop_group(self, group: Group) -> None:
         self._cancel_group_timers(group)
         group.offsets.clear()
+        group.offset_positions.clear()
+        group.pending_offsets.clear()
         group.transition_to(GroupState.DEAD)
         if self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
@@ -1180,13 +1390,11 @@ class GroupCoordinator:
         records = _tombstones(group, partitions)
         if dies:
             records.append(encode_group_metadata(GroupMetadataRecord(group.group_id, None)))
-        try:
-            self.store.append(self.partition_for(group.group_id), records)
-        except Exception as exc:
-            log.warning("cannot expire offsets of group %s: %s", group.group_id, exc)
+        error = self._append_tombstones(self.partition_for(group.group_id), records)
+        if error != E.NONE:
+            log.warning("cannot expire offsets of group %s: %s", group.group_id, error.name)
             return
-        for tp in partitions:
-            group.offsets.pop(tp, None)
+        _forget_offsets(group, partitions)
         if partitions:
             log.info("removed %d offsets of group %s", len(partitions), group.group_id)
         if dies:
@@ -1201,9 +1409,53 @@ class GroupCoordinator:
 
     # --- persistence -----------------------------------------------------------------
 
-    def _store_group(self, group: Group, assignment: dict[str, bytes] | None = None) -> None:
+    def _append_tombstones(self, partition: int, records: Sequence[Record]) -> ErrorCode:
+        """Append deletions as the leader without waiting for replication (Kafka's
+        cleanupGroupMetadata); NONE or the coordinator error."""
+        try:
+            self.store.append(partition, records, acks_all=False)
+        except AppendError as exc:
+            return offset_commit_error(exc.code)
+        return E.NONE
+
+    def _when_committed(
+        self, partition: int, position: int, on_done: Callable[[ErrorCode], None]
+    ) -> None:
+        """Call `on_done` with NONE once the high watermark passed `position`, else with
+        the append's partition error (NOT_LEADER_OR_FOLLOWER when stopped meanwhile)."""
+        timeout = self.settings.offsets_commit_timeout_ms
+        task = asyncio.get_running_loop().create_task(
+            self.store.wait_committed(partition, position, timeout)
+        )
+        self._writes.add(task)
+
+        def done(t: asyncio.Task[None]) -> None:
+            self._writes.discard(t)
+            if t.cancelled():
+                code = E.NOT_LEADER_OR_FOLLOWER
+            else:
+                exc = t.exception()
+                if exc is None:
+                    code = E.NONE
+                elif isinstance(exc, AppendError):
+                    code = exc.code
+                else:
+                    log.error("waiting for %s-%d failed: %r", CONSUMER_OFFSETS, partition, exc)
+                    code = E.UNKNOWN_SERVER_ERROR
+            on_done(code)
+
+        task.add_done_callback(done)
+
+    def _store_group(
+        self,
+        group: Group,
+        assignment: dict[str, bytes] | None = None,
+        *,
+        on_done: Callable[[ErrorCode], None],
+    ) -> None:
         """Write the group's metadata record (members with `assignment`, default their
-        current one); raises when the append fails."""
+        current one); `on_done` gets NONE once it is replicated, else the JoinGroup /
+        SyncGroup error (Kafka's storeGroup mapping)."""
         protocol = group.protocol_name
         members = [
             GroupMember(
@@ -1228,7 +1480,16 @@ class GroupCoordinator:
             version=3,
         )
         record = encode_group_metadata(GroupMetadataRecord(group.group_id, value))
-        self.store.append(self.partition_for(group.group_id), [record])
+        p = self.partition_for(group.group_id)
+        try:
+            position = self.store.append(p, [record])
+        except AppendError as exc:
+            error = group_write_error(exc.code)
+            # Answered from the loop, as a replicated write would be: callers finish
+            # parking their request first.
+            asyncio.get_running_loop().call_soon(on_done, error)
+            return
+        self._when_committed(p, position, lambda code: on_done(group_write_error(code)))
 
 
 def _inconsistent(requested: str | None, current: str | None) -> bool:
@@ -1247,6 +1508,14 @@ def _offset_record(group_id: str, topic: str, partition: int, e: OffsetEntry) ->
         version=version,
     )
     return OffsetCommitRecord(group_id, topic, partition, value, key_version=1)
+
+
+def _forget_offsets(group: Group, partitions: Iterable[tuple[str, int]]) -> None:
+    # A deletion also cancels commits still in flight (Kafka's removeOffsets).
+    for tp in partitions:
+        group.offsets.pop(tp, None)
+        group.offset_positions.pop(tp, None)
+        group.pending_offsets.pop(tp, None)
 
 
 def _tombstones(group: Group, partitions: list[tuple[str, int]]) -> list[Record]:

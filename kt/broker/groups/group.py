@@ -161,6 +161,14 @@ class Group:
     # Topics the members subscribe to (consumer protocol), None when unknown.
     subscribed_topics: set[str] | None = None
     offsets: dict[tuple[str, int], OffsetEntry] = field(default_factory=dict)
+    # Commits appended but not replicated yet: partition -> the log position (end
+    # offset) of the newest such write. A commit is applied to `offsets` only when
+    # durable, and only while its partition is still pending (a deletion meanwhile
+    # wins), as Kafka's pendingOffsetCommits.
+    pending_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    # The log position of the write each entry of `offsets` came from (-1: loaded),
+    # so a slower acknowledgement of an older commit never replaces a newer one.
+    offset_positions: dict[tuple[str, int], int] = field(default_factory=dict)
     current_state_timestamp: int = field(default_factory=now_ms)
     # The initial delayed join may be extended while new members keep arriving.
     new_member_added: bool = False

@@ -8,16 +8,25 @@ v1 / value v3, or v1 when an explicit expire timestamp is set; group metadata
 key v2 / value v3) straight into the partition log as the coordinator, never
 through Produce. Loading replays a partition: the newest value per key wins, a
 tombstone deletes.
+
+Writes are appended to the partition as its leader. Offset commits and group
+metadata are acknowledged only once replicated (acks=all: the high watermark
+passed them; :meth:`RecordStore.wait_committed` waits in the produce purgatory);
+failures carry the partition-level Kafka error (:class:`AppendError`), which the
+coordinator maps to its own errors as Kafka's GroupMetadataManager does.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from kt.broker.errors import error_code_for, is_storage_failure
+from kt.protocol import ErrorCode
 from kt.protocol.coordinator_records import (
     GroupMetadataRecord,
     GroupMetadataValue,
@@ -31,6 +40,7 @@ from kt.storage.log import AppendOrigin
 
 if TYPE_CHECKING:
     from kt.broker.broker import Broker
+    from kt.broker.partition import Partition
 
 log = logging.getLogger("kt.broker.groups")
 
@@ -56,6 +66,15 @@ def partition_for(group_id: str, partitions: int) -> int:
     return (0 if h == -(2**31) else abs(h)) % partitions
 
 
+class AppendError(Exception):
+    """A write to `__consumer_offsets` refused or failed, with the partition-level Kafka
+    error (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT, ...)."""
+
+    def __init__(self, code: ErrorCode, message: str = "") -> None:
+        super().__init__(message or code.name)
+        self.code = code
+
+
 class RecordStore(Protocol):
     """Where the coordinator appends and reads its records (a log, or memory in tests)."""
 
@@ -71,8 +90,22 @@ class RecordStore(Protocol):
         """Whether the topic exists yet."""
         ...
 
-    def append(self, partition: int, records: Sequence[Record]) -> None:
-        """Append the records atomically (one batch); raises on failure."""
+    def led_partitions(self) -> list[int]:
+        """The partitions this broker leads now (the coordinator serves their groups)."""
+        ...
+
+    def append(self, partition: int, records: Sequence[Record], *, acks_all: bool = True) -> int:
+        """Append the records atomically (one batch) as the partition's leader; returns
+        the offset the high watermark must reach for them to be committed. `acks_all`
+        refuses the write (NOT_ENOUGH_REPLICAS) while the ISR is below
+        min.insync.replicas. Raises AppendError."""
+        ...
+
+    async def wait_committed(self, partition: int, end_offset: int, timeout_ms: int) -> None:
+        """Until the high watermark reached `end_offset` (from :meth:`append`); raises
+        AppendError when leadership was lost (NOT_LEADER_OR_FOLLOWER), the ISR fell
+        below the minimum (NOT_ENOUGH_REPLICAS_AFTER_APPEND) or on timeout
+        (REQUEST_TIMED_OUT)."""
         ...
 
     def read(self, partition: int) -> Iterator[Record]:
@@ -116,18 +149,58 @@ class LogRecordStore:
         if info is not None:
             log.info("created %s with %d partitions", CONSUMER_OFFSETS, info.partitions)
 
-    def append(self, partition: int, records: Sequence[Record]) -> None:
-        """Append one batch as the coordinator and advance the high watermark."""
-        # The partition's typed error when it is missing, offline or led elsewhere.
-        part = self.broker.replica_manager.get_partition_or_error(CONSUMER_OFFSETS, partition)
+    def led_partitions(self) -> list[int]:
+        """The `__consumer_offsets` partitions this broker leads (and can write)."""
+        return sorted(
+            part.tp.partition
+            for part in self.broker.replica_manager
+            if part.tp.topic == CONSUMER_OFFSETS and part.is_leader and not part.offline
+        )
+
+    def _leader(self, partition: int) -> Partition:
+        part = self.broker.replica_manager.get(TopicPartition(CONSUMER_OFFSETS, partition))
+        if part is None:
+            raise AppendError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if part.offline:
+            raise AppendError(ErrorCode.KAFKA_STORAGE_ERROR)
+        if not part.is_leader:
+            raise AppendError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return part
+
+    def append(self, partition: int, records: Sequence[Record], *, acks_all: bool = True) -> int:
+        """Append one batch as the coordinator (Kafka's AppendOrigin.COORDINATOR) and
+        advance the high watermark as far as the ISR allows."""
+        part = self._leader(partition)
+        if acks_all:
+            refused = part.check_enough_replicas_for_append(-1)
+            if refused is not None:
+                raise AppendError(error_code_for(refused), str(refused))
         now = int(time.time() * 1000)
         batch = v2.build_batch(
             [v2.RecordSpec(key, value, timestamp=now) for key, value in records],
             base_timestamp=now,
         )
-        part.log.append_as_leader(batch, part.leader_epoch, now_ms=now,
-                                  origin=AppendOrigin.COORDINATOR)  # fmt: skip
-        part.maybe_advance_high_watermark()
+        try:
+            part.log.append_as_leader(batch, part.leader_epoch, now_ms=now,
+                                      origin=AppendOrigin.COORDINATOR)  # fmt: skip
+        except Exception as exc:
+            if is_storage_failure(exc) or isinstance(exc, OSError):
+                self.broker.replica_manager.on_storage_error(part, exc)
+                raise AppendError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from exc
+            raise AppendError(error_code_for(exc), str(exc)) from exc
+        if not part.maybe_increment_high_watermark(now_ms=now):
+            part.notify()  # followers long-poll on the log end offset
+        return part.log_end_offset
+
+    async def wait_committed(self, partition: int, end_offset: int, timeout_ms: int) -> None:
+        """Wait in the replica manager's produce purgatory, as an acks=all produce
+        (Kafka's coordinator appends through appendRecords and DelayedProduce)."""
+        tp = TopicPartition(CONSUMER_OFFSETS, partition)
+        result = await self.broker.replica_manager.wait_for_replication({tp: end_offset},
+                                                                        timeout_ms)  # fmt: skip
+        error = result.get(tp)
+        if error is not None:
+            raise AppendError(error_code_for(error), str(error))
 
     def read(self, partition: int) -> Iterator[Record]:
         """Every record of the partition up to its log end, oldest first."""
@@ -178,13 +251,20 @@ def replay(records: Iterator[Record]) -> LoadedPartition:
 
 
 class MemoryRecordStore:
-    """An in-memory RecordStore (unit tests)."""
+    """An in-memory RecordStore (unit tests). It leads every partition unless told
+    otherwise (`leaders`); `fail` refuses appends with `fail_code`; `hold` keeps
+    writes unacknowledged until :meth:`release` (as replication would)."""
 
     def __init__(self, partitions: int = 50) -> None:
         self.partitions = partitions
         self.created = False
         self.records: dict[int, list[Record]] = {}
+        self.leaders: set[int] = set(range(partitions))
         self.fail = False
+        # As an I/O error of the log would (the partition goes offline).
+        self.fail_code = ErrorCode.KAFKA_STORAGE_ERROR
+        self.hold = False
+        self._released: asyncio.Future[ErrorCode] | None = None
 
     def exists(self) -> bool:
         """Whether the topic exists yet."""
@@ -199,11 +279,36 @@ class MemoryRecordStore:
         """Create the topic."""
         self.created = True
 
-    def append(self, partition: int, records: Sequence[Record]) -> None:
-        """Append the records (or fail when `fail` is set)."""
+    def led_partitions(self) -> list[int]:
+        """The partitions in `leaders`."""
+        return sorted(self.leaders)
+
+    def append(self, partition: int, records: Sequence[Record], *, acks_all: bool = True) -> int:
+        """Append the records (or fail when `fail` is set); returns the end offset."""
+        if partition not in self.leaders:
+            raise AppendError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if self.fail:
-            raise OSError("append failed")
-        self.records.setdefault(partition, []).extend(records)
+            raise AppendError(self.fail_code, "append failed")
+        log = self.records.setdefault(partition, [])
+        log.extend(records)
+        return len(log)
+
+    async def wait_committed(self, partition: int, end_offset: int, timeout_ms: int) -> None:
+        """At once, or while `hold` is set until :meth:`release` (raising its error)."""
+        if self.hold:
+            if self._released is None or self._released.done():
+                self._released = asyncio.get_running_loop().create_future()
+            code = await asyncio.shield(self._released)
+            if code != ErrorCode.NONE:
+                raise AppendError(code)
+        if partition not in self.leaders:
+            raise AppendError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+    def release(self, code: ErrorCode = ErrorCode.NONE) -> None:
+        """Acknowledge (or fail with `code`) every held write, and stop holding."""
+        self.hold = False
+        if self._released is not None and not self._released.done():
+            self._released.set_result(code)
 
     def read(self, partition: int) -> Iterator[Record]:
         """Every record of the partition, oldest first."""

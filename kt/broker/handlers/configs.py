@@ -21,8 +21,10 @@ from collections import Counter
 from typing import Any
 
 from kt.broker.config import DEFAULTS
+from kt.broker.config_manager import DEFAULT_BROKER
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.metadata_store import topic_name_problem
+from kt.broker.replication.quota import DYNAMIC_BROKER_CONFIGS
 from kt.broker.topic_admin import TopicError
 from kt.broker.topic_configs import (
     LIST_KEYS,
@@ -45,8 +47,8 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
 NO_DYNAMIC_BROKER_CONFIGS = (
-    "kt does not support dynamic broker configs; set them in server.properties or with "
-    "--override and restart the broker"
+    "kt supports only the replication throttle rates as dynamic broker configs; set the "
+    "others in server.properties or with --override and restart the broker"
 )
 
 
@@ -184,6 +186,15 @@ def _describe_broker(ctx: RequestContext) -> list[DescribedConfig]:
         if primary not in values:
             default = spec.default if factor == 1 else str(int(spec.default) // factor)
             values[primary] = (default, ConfigSource.DEFAULT_CONFIG)
+    throttles = broker.replication_throttles
+    for key in DYNAMIC_BROKER_CONFIGS:
+        if key in throttles.dynamic_own:
+            values[key] = (throttles.dynamic_own[key], ConfigSource.DYNAMIC_BROKER_CONFIG)
+        elif key in throttles.dynamic_defaults:
+            values[key] = (
+                throttles.dynamic_defaults[key],
+                ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+            )
     out = []
     for key in sorted(values):
         value, src = values[key]
@@ -197,7 +208,7 @@ def _describe_broker(ctx: RequestContext) -> list[DescribedConfig]:
                 key,
                 shown,
                 src,
-                read_only=True,
+                read_only=key not in DYNAMIC_BROKER_CONFIGS,
                 is_sensitive=sensitive,
                 synonyms=tuple(syn),
                 config_type=ConfigType.PASSWORD
@@ -282,6 +293,9 @@ async def incremental_alter_configs(ctx: RequestContext, request: Struct) -> Any
                 await ctx.broker.refresh_topic_configs(res.resource_name)
                 info = _topic(ctx, res.resource_name)
                 new = _apply_ops(dict(info.configs), ops)
+            elif res.resource_type == BROKER:
+                current = await _dynamic_broker_configs(ctx, res.resource_name)
+                new = _apply_ops(current, ops)
             else:
                 new = {name: value for name, _, value in ops} if ops else {}
             await _alter(
@@ -294,6 +308,14 @@ async def incremental_alter_configs(ctx: RequestContext, request: Struct) -> Any
                           "resource_type": res.resource_type,
                           "resource_name": res.resource_name})  # fmt: skip
     return apis.INCREMENTAL_ALTER_CONFIGS.response(throttle_time_ms=0, responses=responses)
+
+
+async def _dynamic_broker_configs(ctx: RequestContext, name: str) -> dict[str, str]:
+    """A broker's (or with an empty name, the cluster default's) dynamic configs."""
+    membership = ctx.broker.membership
+    if membership is None:
+        return {}
+    return await membership.cluster.get_entity_config("brokers", name or DEFAULT_BROKER)
 
 
 def _apply_ops(
@@ -353,12 +375,28 @@ async def _alter(
     if rtype == BROKER:
         if name:
             _check_broker_id(ctx, name)
-        if configs:
-            keys = ", ".join(sorted(configs))
+        other = sorted(k for k in configs if k not in DYNAMIC_BROKER_CONFIGS)
+        if other:
+            keys = ", ".join(other)
             raise ResourceError(
                 ErrorCode.INVALID_REQUEST,
                 f"Cannot update these configs dynamically: {keys} ({NO_DYNAMIC_BROKER_CONFIGS})",
             )
+        clean = {k: v for k, v in configs.items() if v is not None}
+        for k, v in clean.items():
+            if not v.strip().isdigit():
+                raise ResourceError(
+                    ErrorCode.INVALID_CONFIG,
+                    f"Invalid value {v} for configuration {k}: Not a number of type LONG",
+                )
+        if validate_only:
+            return
+        membership = broker.membership
+        if membership is None:
+            raise ResourceError(ErrorCode.INVALID_REQUEST, NO_DYNAMIC_BROKER_CONFIGS)
+        # /config/brokers/<id> or <default>, with a change notification every broker
+        # follows (its ConfigManager applies the throttle rates live).
+        await membership.cluster.set_entity_config("brokers", name or DEFAULT_BROKER, clean)
         return
     if rtype == BROKER_LOGGER and incremental:
         raise ResourceError(

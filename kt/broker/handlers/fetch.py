@@ -174,6 +174,13 @@ def _read_for_follower(
     sl = read.data
     if sl is None or sl.length == 0 or (limit <= 0 and not first):
         return 0
+    throttles = ctx.broker.replication_throttles
+    if throttles.leader_throttled(part.tp):
+        # KIP-73: a listed replica outside the ISR gets no data while the leader's
+        # replication quota is exceeded; what it does get counts against the quota.
+        if throttles.should_leader_throttle(part.tp, replica_id in part.isr):
+            return 0
+        throttles.leader.record(int(sl.length))
     entry["records"] = ExternalRecords(sl.length, (sl.segment.fd, sl.position))
     return int(sl.length)
 

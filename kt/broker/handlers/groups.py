@@ -1,7 +1,9 @@
 """Group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
 ListGroups, DescribeGroups and DeleteGroups, served by the group coordinator.
 
-This broker coordinates every group. JoinGroup and SyncGroup park until the
+This broker coordinates the groups of the `__consumer_offsets` partitions it
+leads (the single node: every group); others are answered NOT_COORDINATOR, so
+clients run FindCoordinator again. JoinGroup and SyncGroup park until the
 rebalance they wait for completes (the connection's later requests wait behind
 them, as Kafka mutes the channel).
 """
@@ -173,12 +175,15 @@ async def list_groups(ctx: RequestContext, request: Struct) -> Any:
     """
     states = list(request.states_filter) if ctx.version >= 4 else None
     types = {t.lower() for t in request.types_filter} if ctx.version >= 5 else set()
-    groups = coordinator(ctx).list_groups(states)
+    coord = coordinator(ctx)
+    groups = coord.list_groups(states)
     if types and CLASSIC_GROUP_TYPE not in types:
         groups = []
+    # Kafka lists what is loaded and says that more may follow.
+    error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if coord.loading else ErrorCode.NONE
     return apis.LIST_GROUPS.response(
         throttle_time_ms=0,
-        error_code=ErrorCode.NONE,
+        error_code=error,
         groups=[
             {
                 "group_id": gid,

@@ -2,7 +2,8 @@
 
 Partitions of unknown topics are refused per partition (UNKNOWN_TOPIC_OR_PARTITION)
 and metadata over `offset.metadata.max.bytes` with OFFSET_METADATA_TOO_LARGE; the
-rest of a commit is written in one batch, all or nothing.
+rest of a commit is written in one batch, all or nothing, and answered once it is
+replicated (the request waits; the connection's later requests wait behind it).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ async def offset_commit(ctx: RequestContext, request: Struct) -> Any:
         order.append((topic.name, tps))
     group_error = coord.check_group(request.group_id)
     if group_error == ErrorCode.NONE:
-        group_error = coord.commit_offsets(
+        group_error = await coord.commit_offsets(
             request.group_id,
             request.generation_id_or_member_epoch if version >= 1 else -1,
             (request.member_id or "") if version >= 1 else "",

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kt.broker.partition import Partition
+from kt.broker.replication.quota import ReplicationThrottles
 from kt.protocol import ErrorCode, apis
 from kt.protocol.schema import Struct
 from kt.storage.checkpoint import TopicPartition
@@ -213,6 +214,10 @@ class BrokerEndpoint:
             await conn.close()
 
 
+# How soon a partition held back by its replication throttle is considered again.
+THROTTLE_RECHECK_S = 0.1
+
+
 @dataclass(slots=True)
 class _FetchState:
     partition: Partition
@@ -250,8 +255,10 @@ class ReplicaFetcher:
         *,
         broker_epoch: int = -1,
         on_partition_failed: Callable[[Partition, BaseException], None] | None = None,
+        throttles: ReplicationThrottles | None = None,
     ) -> None:
         self.source_broker_id = source_broker_id
+        self.throttles = throttles
         self.endpoint = endpoint
         self.local_broker_id = local_broker_id
         self.config = config or FetcherConfig()
@@ -349,6 +356,13 @@ class ReplicaFetcher:
             if st.delayed_until > now:
                 continue
             part = st.partition
+            if self.throttles is not None and self.throttles.should_follower_throttle(
+                tp, self.local_broker_id in part.isr
+            ):
+                # KIP-73: a throttled replica out of the ISR waits for the quota
+                # (briefly, so an idle fetcher does not spin on it).
+                st.delayed_until = now + THROTTLE_RECHECK_S
+                continue
             fetch_offset = part.log_end_offset
             sent[tp] = _Sent(part, fetch_offset, part.leader_epoch)
             topic = topics.get(tp.topic)
@@ -443,6 +457,8 @@ class ReplicaFetcher:
                 records = p.records
                 if records is not None and len(records) > 0:
                     part.append_records_as_follower(records)
+                    if self.throttles is not None and self.throttles.follower_throttled(tp):
+                        self.throttles.follower.record(len(records))
                 part.update_follower_high_watermark(p.high_watermark)
                 if p.log_start_offset >= 0:
                     part.update_follower_log_start_offset(p.log_start_offset)
@@ -522,7 +538,9 @@ class ReplicaFetcherManager:
         *,
         broker_epoch: int = -1,
         on_partition_failed: Callable[[Partition, BaseException], None] | None = None,
+        throttles: ReplicationThrottles | None = None,
     ) -> None:
+        self.throttles = throttles
         self.local_broker_id = local_broker_id
         self.endpoint_for = endpoint_for
         self.config = config or FetcherConfig()
@@ -552,6 +570,7 @@ class ReplicaFetcherManager:
                     self.config,
                     broker_epoch=self.broker_epoch,
                     on_partition_failed=self.on_partition_failed,
+                    throttles=self.throttles,
                 )
                 self.fetchers[leader] = fetcher
                 fetcher.start()

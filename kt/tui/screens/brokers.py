@@ -75,7 +75,12 @@ class BrokersScreen(DashboardScreen):
         for s in self.history.snapshots():
             for b in s.brokers:
                 known.setdefault(b.node_id, b)
-        bad = [p for p in snap.partitions if p.offline or p.under_replicated]
+        # internal topics (__consumer_offsets: 50 partitions) after the users' own
+        internal = {t.name for t in snap.topics if t.internal}
+        bad = sorted(
+            (p for p in snap.partitions if p.offline or p.under_replicated),
+            key=lambda p: p.topic in internal,
+        )
         under = sum(1 for p in bad if p.under_replicated)
         offline = sum(1 for p in bad if p.offline)
 

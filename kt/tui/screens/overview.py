@@ -92,13 +92,16 @@ class OverviewScreen(DashboardScreen):
         latest = self.history.latest
         down = latest is not None and latest.error is not None
         brokers = {b.node_id: b for b in snap.brokers}
-        for s in self.history.snapshots():
+        for s in reversed(self.history.snapshots()):  # the newest sighting of each
             for b in s.brokers:
                 brokers.setdefault(b.node_id, b)
         current = {b.node_id for b in snap.brokers}
         rows = []
         for b in sorted(brokers.values(), key=lambda b: b.node_id):
             dirs_off = b.offline_log_dirs
+            # A lost broker leads nothing and its log dirs are not known any more:
+            # its last numbers would read as current ones.
+            lost = not down and b.node_id not in current
             if down:
                 status = tone(self.app, "unreachable", "error")
             elif b.node_id not in current:
@@ -116,9 +119,13 @@ class OverviewScreen(DashboardScreen):
                         tone(self.app, "yes", "accent")
                         if b.is_controller and b.node_id in current
                         else plain(""),
-                        num(b.partitions_led),
-                        num(human_bytes(b.log_dir_bytes)),
-                        tone(self.app, str(dirs_off), "error") if dirs_off else num(0),
+                        num("-" if lost else b.partitions_led),
+                        num("-" if lost else human_bytes(b.log_dir_bytes)),
+                        num("-")
+                        if lost
+                        else tone(self.app, str(dirs_off), "error")
+                        if dirs_off
+                        else num(0),
                     ],
                 )
             )

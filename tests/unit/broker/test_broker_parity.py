@@ -207,7 +207,14 @@ def test_max_timestamp_on_log_append_time_topics(broker: Broker) -> None:
 
 
 def test_list_groups_v5_reports_and_filters_types(broker: Broker) -> None:
-    broker.group_coordinator.commit_offsets("g1", -1, "", None, {})
+    coord = broker.group_coordinator
+
+    async def simple_group() -> None:
+        # As a client would: FindCoordinator creates __consumer_offsets first.
+        await coord.ensure_topic()
+        assert await coord.commit_offsets("g1", -1, "", None, {}) == ErrorCode.NONE
+
+    broker.run(simple_group())
     assert apis.LIST_GROUPS.max_version >= 5
     from kt.broker.handlers import SERVED
 

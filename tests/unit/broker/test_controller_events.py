@@ -45,6 +45,7 @@ class FakeZk:
         self.child_watches: dict[str, list[Callable[[list[str]], None]]] = {}
         self.data_watches: dict[str, list[Callable[[bytes | None], None]]] = {}
         self._czxid = 100
+        self.writes: list[tuple[str, TopicReplicas]] = []  # /brokers/topics/T writes
 
     # --- test controls ---
     def add_broker(self, broker_id: int, *, fire: bool = True) -> None:
@@ -114,7 +115,24 @@ class FakeZk:
         t = self.topics.get(topic)
         if t is None:
             return None
-        return TopicReplicas(t.topic_id, {p: list(r) for p, r in t.partitions.items()})
+        return TopicReplicas(
+            t.topic_id,
+            {p: list(r) for p, r in t.partitions.items()},
+            {p: list(r) for p, r in t.adding.items() if r},
+            {p: list(r) for p, r in t.removing.items() if r},
+        )
+
+    async def set_topic(self, topic: str, replicas: TopicReplicas, epoch_zk_version: int) -> None:
+        self._fence(epoch_zk_version)
+        self.writes.append((topic, replicas))
+        self.topics[topic] = TopicReplicas(
+            replicas.topic_id,
+            {p: list(r) for p, r in replicas.partitions.items()},
+            {p: list(r) for p, r in replicas.adding.items() if r},
+            {p: list(r) for p, r in replicas.removing.items() if r},
+        )
+        for cb in self.data_watches.get(f"/brokers/topics/{topic}", []):
+            asyncio.get_running_loop().call_soon(cb, b"x")
 
     async def get_partition_states(
         self, tps: Iterable[TopicPartition]
@@ -394,6 +412,37 @@ def test_returning_broker_brings_offline_partition_back_and_learns_its_role():
     run(go)
 
 
+def _offline_told(rec: Recorder, broker_id: int) -> dict[tuple[str, int], list[int]]:
+    """The offline replicas of each partition in the last UpdateMetadata that named it."""
+    out = {}
+    for body in rec.of("UpdateMetadata", broker_id):
+        for t in body["topic_states"]:
+            for p in t["partition_states"]:
+                out[(t["topic_name"], p["partition_index"])] = p["offline_replicas"]
+    return out
+
+
+def test_returning_broker_is_no_longer_an_offline_replica_anywhere():
+    # A returning broker's partitions whose leadership does not change (and whose ISR
+    # has not grown back yet) must lose it from their offline replicas on every
+    # broker at once, as Kafka's OnlineReplica transition sends UpdateMetadata for
+    # them to all live brokers.
+    async def go() -> None:
+        zk = three_brokers()
+        zk.topics["t"] = TopicReplicas(bytes(16), {0: [1, 2, 3]})
+        c, rec = await started(zk)
+        zk.remove_broker(3)
+        await settle()
+        assert _offline_told(rec, 2)[("t", 0)] == [3]
+        zk.add_broker(3)
+        await settle()
+        for b in (1, 2, 3):
+            assert _offline_told(rec, b)[("t", 0)] == [], b
+        await c.shutdown()
+
+    run(go)
+
+
 def test_bounced_broker_is_a_failure_then_a_startup():
     async def go() -> None:
         zk = three_brokers()
@@ -552,6 +601,253 @@ def test_leadership_never_on_a_dead_broker(dead: list[int]):
         for tp, s in zk.states.items():
             assert s.leader not in dead, tp
             assert s.isr, tp
+        await c.shutdown()
+
+    run(go)
+
+
+# --- partition reassignment (facts sheet §2, Reassignment) ---------------------------
+
+
+async def _alter(c: KafkaController, tp: TopicPartition, replicas: list[int] | None) -> Any:
+    result = await c.alter_partition_reassignments({tp: replicas})
+    assert result is not None
+    return result[tp]
+
+
+async def _join_isr(
+    c: KafkaController, zk: FakeZk, tp: TopicPartition, isr: tuple[int, ...]
+) -> Any:
+    """The leader's AlterPartition bringing followers into the ISR."""
+    s = zk.states[tp]
+    _, answers = await c.alter_partition(
+        s.leader, zk.brokers[s.leader].epoch, [IsrChange(tp, s.leader_epoch, isr, s.zk_version)]
+    )
+    await settle()
+    return answers[tp]
+
+
+def _four_brokers() -> FakeZk:
+    zk = three_brokers()
+    zk.add_broker(4, fire=False)
+    return zk
+
+
+def test_reassignment_phases_u_a_b():
+    async def go() -> None:
+        zk = _four_brokers()
+        zk.topics["t"] = TopicReplicas(bytes(16), {0: [1, 2], 1: [2, 3]})
+        c, rec = await started(zk)
+        tp = TP("t", 0)
+        epoch0 = zk.states[tp].leader_epoch
+        rec.sent.clear()
+        assert (await _alter(c, tp, [3, 4])).error == ErrorCode.NONE
+        await settle()
+        # U: RS = TRS ++ ORS, AR, RR written to ZooKeeper (before memory)
+        t = zk.topics["t"]
+        assert t.partitions[0] == [3, 4, 1, 2]
+        assert t.adding[0] == [3, 4] and t.removing[0] == [1, 2]
+        assert zk.writes[0][1].partitions[0] == [3, 4, 1, 2]
+        # A: leader epoch bumped, LeaderAndIsr to every replica of RS (new ones too)
+        assert zk.states[tp].leader_epoch == epoch0 + 1
+        for b in (1, 2, 3, 4):
+            assert ("t", 0) in rec.leaders_told(b)
+        listed = await c.list_partition_reassignments(None)
+        assert listed is not None and listed[tp].replicas == (3, 4, 1, 2)
+        assert listed[tp].adding == (3, 4) and listed[tp].removing == (1, 2)
+        # not complete while only 3 joined
+        await _join_isr(c, zk, tp, (1, 2, 3))
+        assert zk.topics["t"].adding[0] == [3, 4]
+        rec.sent.clear()
+        # B: the whole target in sync -> leader moves into TRS, RR stopped and deleted,
+        # RS = TRS written last with no adding/removing
+        await _join_isr(c, zk, tp, (1, 2, 3, 4))
+        s = zk.states[tp]
+        assert s.leader == 3 and s.isr == (3, 4)
+        t = zk.topics["t"]
+        assert t.partitions[0] == [3, 4] and not t.adding and not t.removing
+        assert t.partitions[1] == [2, 3]  # other partitions untouched
+        for b in (1, 2):
+            stops = rec.of("StopReplica", b)
+            assert [x["delete_partitions"] for x in stops] == [False, True]
+        assert not rec.of("StopReplica", 3) and not rec.of("StopReplica", 4)
+        assert await c.list_partition_reassignments(None) == {}
+        assert c.view.topics["t"].partitions[0] == [3, 4]
+        await c.shutdown()
+
+    run(go)
+
+
+def test_reassignment_target_already_in_sync_completes_at_once():
+    async def go() -> None:
+        zk = three_brokers()
+        zk.topics["t"] = TopicReplicas(bytes(16), {0: [1, 2, 3]})
+        c, rec = await started(zk)
+        tp = TP("t", 0)
+        assert (await _alter(c, tp, [2, 3])).error == ErrorCode.NONE
+        await settle()
+        assert zk.topics["t"].partitions[0] == [2, 3] and not zk.topics["t"].removing
+        assert zk.states[tp].leader == 2 and zk.states[tp].isr == (2, 3)
+        assert [x["delete_partitions"] for x in rec.of("StopReplica", 1)] == [False, True]
+        await c.shutdown()
+
+    run(go)
+
+
+def test_reassignment_errors():
+    async def go() -> None:
+        zk = _four_brokers()
+        zk.topics["t"] = TopicReplicas(bytes(16), {0: [1, 2]})
+        zk.brokers.pop(4)
+        c, _ = await started(zk)
+        tp = TP("t", 0)
+        for bad, text in (
+            ([], "Empty replica list specified in partition reassignment."),
+            ([1, 1], "Duplicate replica ids in partition reassignment replica list: "
+                     "ArrayBuffer(1, 1)"),
+            ([1, -1], "Invalid broker id in replica list: ArrayBuffer(1, -1)"),
+            ([1, 4], "Replica assignment has brokers that are not alive. Replica list: "
+                     "ArrayBuffer(4), live broker list: Set(1, 2, 3)"),
+        ):  # fmt: skip
+            r = await _alter(c, tp, bad)
+            assert (r.error, r.message) == (ErrorCode.INVALID_REPLICA_ASSIGNMENT, text)
+        assert (await _alter(c, TP("t", 7), [1])).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert (await _alter(c, TP("x", 0), [1])).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert (await _alter(c, tp, None)).error == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+        assert zk.writes == []  # nothing started
+        await c.shutdown()
+
+    run(go)
+
+
+def test_cancel_restores_the_original_replicas():
+    async def go() -> None:
+        zk = _four_brokers()
+        zk.topics["t"] = TopicReplicas(bytes(16), {0: [1, 2]})
+        c, rec = await started(zk)
+        tp = TP("t", 0)
+        await _alter(c, tp, [3, 4])
+        await settle()
+        await _join_isr(c, zk, tp, (1, 2, 3))  # 3 caught up, 4 not yet
+        rec.sent.clear()
+        assert (await _alter(c, tp, None)).error == ErrorCode.NONE
+        await settle()
+        t = zk.topics["t"]
+        assert t.partitions[0] == [1, 2] and not t.adding and not t.removing
+        assert set(zk.states[tp].isr) == {1, 2} and zk.states[tp].leader == 1
+        for b in (3, 4):  # the adding replicas are stopped and deleted
+            assert [x["delete_partitions"] for x in rec.of("StopReplica", b)] == [False, True]
+        assert await c.list_partition_reassignments(None) == {}
+        assert (await _alter(c, tp, None)).error == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+        await c.shutdown()
+
+    run(go)
+
+
+def test_superseding_reassignment_stops_adding_replicas_no_longer_needed():
+    async def go() -> None:
+        zk = _four_brokers()
+        zk.topics["t"] = TopicReplicas(bytes(16), {0: [1, 2]})
+        c, rec = await started(zk)
+        tp = TP("t", 0)
+        await _alter(c, tp, [1, 3])
+        await settle()
+        rec.sent.clear()
+        await _alter(c, tp, [1, 4])
+        await settle()
+        t = zk.topics["t"]
+        assert t.partitions[0] == [1, 4, 2] and t.adding[0] == [4] and t.removing[0] == [2]
+        assert [x["delete_partitions"] for x in rec.of("StopReplica", 3)] == [False, True]
+        await c.shutdown()
+
+    run(go)
+
+
+def test_new_controller_resumes_a_reassignment_from_zookeeper():
+    async def go() -> None:
+        zk = _four_brokers()
+        zk.topics["t"] = TopicReplicas(bytes(16), {0: [1, 2]})
+        a, _ = await started(zk, 1)
+        tp = TP("t", 0)
+        await _alter(a, tp, [3, 4])
+        await settle()
+        # the controller dies mid-reassignment; broker 2 takes over
+        await a.shutdown()
+        zk.controller = None
+        b, rec = await started(zk, 2)
+        assert b.active
+        listed = await b.list_partition_reassignments([tp])
+        assert listed is not None and listed[tp].adding == (3, 4)
+        assert ("t", 0) in rec.leaders_told(3) and ("t", 0) in rec.leaders_told(4)
+        await _join_isr(b, zk, tp, (1, 2, 3, 4))
+        assert zk.topics["t"].partitions[0] == [3, 4] and not zk.topics["t"].adding
+        assert zk.states[tp].leader == 3 and zk.states[tp].isr == (3, 4)
+        await b.shutdown()
+
+    run(go)
+
+
+def test_topic_being_reassigned_is_deleted_only_after_it_completes():
+    async def go() -> None:
+        zk = _four_brokers()
+        zk.topics["t"] = TopicReplicas(bytes(16), {0: [1, 2]})
+        c, rec = await started(zk)
+        tp = TP("t", 0)
+        await _alter(c, tp, [3, 4])
+        await settle()
+        zk.marked.add("t")
+        zk.fire_children("/admin/delete_topics")
+        await settle()
+        assert "t" in zk.topics
+        assert not [x for x in rec.of("StopReplica") if x["delete_partitions"]
+                    and any(t["topic_name"] == "t" for t in x.get("topics", []))]  # fmt: skip
+        # a deleting topic cannot be reassigned again
+        assert (await _alter(c, tp, [1, 2])).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        await _join_isr(c, zk, tp, (1, 2, 3, 4))
+        for _ in range(20):
+            await asyncio.sleep(0.01)
+        assert "t" not in zk.topics
+        await c.shutdown()
+
+    run(go)
+
+
+def test_returning_target_broker_gets_its_replica_and_the_reassignment_completes():
+    async def go() -> None:
+        zk = _four_brokers()
+        zk.topics["t"] = TopicReplicas(bytes(16), {0: [1, 2]})
+        c, rec = await started(zk)
+        tp = TP("t", 0)
+        await _alter(c, tp, [1, 4])
+        await settle()
+        zk.remove_broker(4)  # the adding replica's broker dies
+        await settle()
+        assert (await c.list_partition_reassignments([tp]))[tp].adding == (4,)
+        rec.sent.clear()
+        zk.add_broker(4)
+        await settle()
+        assert ("t", 0) in rec.leaders_told(4)  # resumed: told to create its replica
+        await _join_isr(c, zk, tp, (1, 2, 4))
+        assert zk.topics["t"].partitions[0] == [1, 4] and zk.states[tp].isr == (1, 4)
+        assert zk.states[tp].leader == 1  # the leader stays when it is in the target
+        await c.shutdown()
+
+    run(go)
+
+
+def test_failover_takes_dead_brokers_out_of_the_isrs():
+    """A broker died while no controller watched (e.g. with the old controller): the
+    new controller removes its replicas from the ISRs, even where it only followed."""
+
+    async def go() -> None:
+        zk = three_brokers()
+        zk.topics["t"] = TopicReplicas(bytes(16), {0: [1, 2, 3]})
+        zk.states[TP("t", 0)] = LeaderAndIsr(2, 4, (2, 1, 3), 1, 7)
+        del zk.brokers[3]
+        c, rec = await started(zk)
+        s = zk.states[TP("t", 0)]
+        assert (s.leader, s.isr, s.leader_epoch) == (2, (2, 1), 5)
+        assert rec.leaders_told(2)[("t", 0)] == 2
         await c.shutdown()
 
     run(go)

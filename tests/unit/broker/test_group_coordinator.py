@@ -22,12 +22,15 @@ def run(test: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(test())
 
 
-def make(**overrides: Any) -> tuple[GroupCoordinator, MemoryRecordStore]:
+async def make(**overrides: Any) -> tuple[GroupCoordinator, MemoryRecordStore]:
+    """A started coordinator leading every partition of its in-memory store."""
     settings = CoordinatorSettings(
         **{"initial_rebalance_delay_ms": 0, "min_session_timeout_ms": 10, **overrides}
     )
     store = MemoryRecordStore(partitions=5)
-    return GroupCoordinator(settings, store), store
+    coord = GroupCoordinator(settings, store)
+    await coord.start()
+    return coord, store
 
 
 def sub(*topics: str) -> bytes:
@@ -97,7 +100,7 @@ async def stable_group_of_two(coord: GroupCoordinator) -> tuple[JoinResult, Join
 
 def test_join_sync_and_rebalance_on_a_new_member() -> None:
     async def t() -> None:
-        coord, store = make()
+        coord, store = await make()
         a, b = await stable_group_of_two(coord)
         assert coord.heartbeat(GID, a.member_id, None, 2) == E.NONE
         assert coord.heartbeat(GID, b.member_id, None, 1) == E.ILLEGAL_GENERATION
@@ -118,7 +121,7 @@ def test_join_sync_and_rebalance_on_a_new_member() -> None:
 
 def test_validation_errors() -> None:
     async def t() -> None:
-        coord, _ = make(max_session_timeout_ms=60_000)
+        coord, _ = await make(max_session_timeout_ms=60_000)
         r = await wait(coord.join_group(request(session=5)))
         assert r.error == E.INVALID_SESSION_TIMEOUT
         r = await wait(coord.join_group(request(session=100_000)))
@@ -144,7 +147,7 @@ def test_validation_errors() -> None:
 
 def test_protocol_with_most_votes_among_common_ones() -> None:
     async def t() -> None:
-        coord, _ = make(initial_rebalance_delay_ms=50)
+        coord, _ = await make(initial_rebalance_delay_ms=50)
         p1 = [("range", b""), ("roundrobin", b""), ("sticky", b"")]
         p2 = [("sticky", b""), ("roundrobin", b"")]
         p3 = [("roundrobin", b""), ("sticky", b"")]
@@ -164,7 +167,7 @@ def test_protocol_with_most_votes_among_common_ones() -> None:
 
 def test_session_timeout_expires_a_member_and_rebalances() -> None:
     async def t() -> None:
-        coord, _ = make()
+        coord, _ = await make()
         a, b = await stable_group_of_two(coord)
         # b stops heartbeating; a keeps going.
         coord.groups[GID].members[b.member_id].session_timeout_ms = 50
@@ -185,7 +188,7 @@ def test_leader_rejoin_then_a_newcomer_waits_for_the_silent_leader() -> None:
     # metadata yet), rejoins alone when its metadata arrives, syncs, then goes silent;
     # a newcomer's JoinGroup waits for it to rejoin until its session expires.
     async def t() -> None:
-        coord, _ = make()
+        coord, _ = await make()
         a = await wait(await join_new(coord, session=200))
         assert (await wait(await sync(coord, a, {a.member_id: b""}))).error == E.NONE
         group = coord.groups[GID]
@@ -215,7 +218,7 @@ def test_leader_rejoin_then_a_newcomer_waits_for_the_silent_leader() -> None:
 
 def test_rebalance_timeout_removes_members_that_do_not_rejoin() -> None:
     async def t() -> None:
-        coord, _ = make()
+        coord, _ = await make()
         a, b = await stable_group_of_two(coord)
         group = coord.groups[GID]
         for m in group.members.values():
@@ -235,7 +238,7 @@ def test_rebalance_timeout_removes_members_that_do_not_rejoin() -> None:
 
 def test_sync_timeout_removes_members_that_do_not_sync() -> None:
     async def t() -> None:
-        coord, _ = make()
+        coord, _ = await make()
         a = await wait(await join_new(coord, rebalance=80))
         assert coord.groups[GID].state is GroupState.COMPLETING_REBALANCE
         await asyncio.sleep(0.15)
@@ -250,7 +253,7 @@ def test_sync_timeout_removes_members_that_do_not_sync() -> None:
 
 def test_leave_group_and_delete_groups() -> None:
     async def t() -> None:
-        coord, store = make()
+        coord, store = await make()
         a, b = await stable_group_of_two(coord)
         assert coord.delete_groups([GID, "nope"]) == {
             GID: E.NON_EMPTY_GROUP,
@@ -266,7 +269,8 @@ def test_leave_group_and_delete_groups() -> None:
         assert coord.list_groups() == [(GID, "consumer", "Empty")]
         assert coord.list_groups(["stable"]) == []
         assert (
-            coord.commit_offsets(GID, -1, "", None, {("t", 0): OffsetEntry(5, -1, "", 1)}) == E.NONE
+            await coord.commit_offsets(GID, -1, "", None, {("t", 0): OffsetEntry(5, -1, "", 1)})
+            == E.NONE
         )
         assert coord.delete_groups([GID]) == {GID: E.NONE}
         assert GID not in coord.groups
@@ -281,7 +285,7 @@ def test_leave_group_and_delete_groups() -> None:
 
 def test_static_member_rejoin_takes_over_without_rebalance() -> None:
     async def t() -> None:
-        coord, _ = make()
+        coord, _ = await make()
         a = await wait(coord.join_group(request(instance="i-a")))
         assert a.error == E.NONE and a.member_id.startswith("i-a-")
         await wait(await sync(coord, a, {a.member_id: b"A"}))
@@ -314,22 +318,22 @@ def test_static_member_rejoin_takes_over_without_rebalance() -> None:
 
 def test_offset_commit_rules() -> None:
     async def t() -> None:
-        coord, store = make()
+        coord, store = await make()
         off = {("t", 0): OffsetEntry(10, 3, "m", 1000)}
         # No group: simple commit allowed, a generation is not.
-        assert coord.commit_offsets("simple", 5, "m", None, off) == E.ILLEGAL_GENERATION
-        assert coord.commit_offsets("simple", -1, "", None, off) == E.NONE
+        assert await coord.commit_offsets("simple", 5, "m", None, off) == E.ILLEGAL_GENERATION
+        assert await coord.commit_offsets("simple", -1, "", None, off) == E.NONE
         err, found = coord.fetch_offsets("simple", [("t", 0), ("t", 1)])
         assert err == E.NONE and found[0][2] == off[("t", 0)] and found[1][2] is None
         assert coord.fetch_offsets("simple", None)[1] == [("t", 0, off[("t", 0)])]
         a = await wait(await join_new(coord))
         # CompletingRebalance: the member must sync first.
-        assert coord.commit_offsets(GID, 1, a.member_id, None, off) == E.REBALANCE_IN_PROGRESS
+        assert await coord.commit_offsets(GID, 1, a.member_id, None, off) == E.REBALANCE_IN_PROGRESS
         await wait(await sync(coord, a, {}))
-        assert coord.commit_offsets(GID, 1, a.member_id, None, off) == E.NONE
-        assert coord.commit_offsets(GID, 0, a.member_id, None, off) == E.ILLEGAL_GENERATION
-        assert coord.commit_offsets(GID, 1, "x", None, off) == E.UNKNOWN_MEMBER_ID
-        assert coord.commit_offsets(GID, -1, "", None, off) == E.UNKNOWN_MEMBER_ID
+        assert await coord.commit_offsets(GID, 1, a.member_id, None, off) == E.NONE
+        assert await coord.commit_offsets(GID, 0, a.member_id, None, off) == E.ILLEGAL_GENERATION
+        assert await coord.commit_offsets(GID, 1, "x", None, off) == E.UNKNOWN_MEMBER_ID
+        assert await coord.commit_offsets(GID, -1, "", None, off) == E.UNKNOWN_MEMBER_ID
         # OffsetDelete: the member subscribes to "t".
         top, errs = coord.delete_offsets(GID, [("t", 0), ("u", 0)])
         assert top == E.NONE
@@ -339,7 +343,7 @@ def test_offset_commit_rules() -> None:
         # Kafka answers NOT_COORDINATOR (the partition is going offline here).
         store.fail = True
         changed = {("t", 0): OffsetEntry(99, 3, "", 2000)}
-        assert coord.commit_offsets(GID, 1, a.member_id, None, changed) == E.NOT_COORDINATOR
+        assert await coord.commit_offsets(GID, 1, a.member_id, None, changed) == E.NOT_COORDINATOR
         assert coord.fetch_offsets(GID, [("t", 0)])[1][0][2] == off[("t", 0)]
         await coord.stop()
 
@@ -348,11 +352,11 @@ def test_offset_commit_rules() -> None:
 
 def test_state_is_reloaded_from_the_log() -> None:
     async def t() -> None:
-        coord, store = make()
+        coord, store = await make()
         a, _ = await stable_group_of_two(coord)
-        coord.commit_offsets(GID, 2, a.member_id, None, {("t", 0): OffsetEntry(7, 1, "x", 5)})
-        coord.commit_offsets(GID, 2, a.member_id, None, {("t", 0): OffsetEntry(8, 1, "y", 6)})
-        coord.commit_offsets("simple", -1, "", None, {("u", 1): OffsetEntry(3, -1, "", 5)})
+        await coord.commit_offsets(GID, 2, a.member_id, None, {("t", 0): OffsetEntry(7, 1, "x", 5)})
+        await coord.commit_offsets(GID, 2, a.member_id, None, {("t", 0): OffsetEntry(8, 1, "y", 6)})
+        await coord.commit_offsets("simple", -1, "", None, {("u", 1): OffsetEntry(3, -1, "", 5)})
         coord.delete_offsets("simple", [("u", 1)])
         await coord.stop()
         again = GroupCoordinator(coord.settings, store)
@@ -373,8 +377,8 @@ def test_state_is_reloaded_from_the_log() -> None:
 
 def test_offsets_expire_for_empty_groups_and_deleted_topics() -> None:
     async def t() -> None:
-        coord, store = make(offsets_retention_ms=1000)
-        coord.commit_offsets("simple", -1, "", None, {
+        coord, store = await make(offsets_retention_ms=1000)
+        await coord.commit_offsets("simple", -1, "", None, {
             ("t", 0): OffsetEntry(1, -1, "", 10_000),
             ("t", 1): OffsetEntry(2, -1, "", 10_500),
             ("u", 0): OffsetEntry(3, -1, "", 10_000, expire_timestamp=10_200),
@@ -394,7 +398,7 @@ def test_offsets_expire_for_empty_groups_and_deleted_topics() -> None:
 @pytest.mark.parametrize("delay", [0, 60])
 def test_initial_rebalance_delay(delay: int) -> None:
     async def t() -> None:
-        coord, _ = make(initial_rebalance_delay_ms=delay)
+        coord, _ = await make(initial_rebalance_delay_ms=delay)
         f1 = await join_new(coord, client="x")
         await asyncio.sleep(0.01)
         f2 = await join_new(coord, client="y")

@@ -238,13 +238,12 @@ def test_requests_are_pipelined_on_one_connection() -> None:
                 )
                 for _ in range(5)
             ]
-            start = time.monotonic()
             resps = await asyncio.gather(*(conn.request(apis.LIST_OFFSETS, x) for x in bodies))
-            elapsed = time.monotonic() - start
             offsets = [r.topics[0].partitions[0].offset for r in resps]
             assert offsets == sorted(offsets) and len(set(offsets)) == 5
+            # concurrent, not 5 x 50 ms one after the other: counted by the broker, as
+            # the time taken depends on how busy the machine is
             assert b.max_in_flight == 5
-            assert elapsed < 0.2  # concurrent, not 5 x 50 ms one after the other
 
     run(go)
 

@@ -1,0 +1,65 @@
+"""AlterPartitionReassignments / ListPartitionReassignments through their handlers on
+a single-node broker (its own controller): Kafka's per-partition errors, a reassignment
+to the replicas already there, and NOT_CONTROLLER from a broker that is not it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from handler_harness import InProcessBroker, call, open_broker
+
+from kt.protocol import ErrorCode, apis
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[InProcessBroker]:
+    b = open_broker(tmp_path)
+    yield b
+    b.close()
+
+
+def alter(b: InProcessBroker, topic: str, partition: int, replicas: list[int] | None) -> Any:
+    body = {"timeout_ms": 1000, "topics": [{"name": topic, "partitions": [
+        {"partition_index": partition, "replicas": replicas}]}]}  # fmt: skip
+    resp = call(b, apis.ALTER_PARTITION_REASSIGNMENTS, 0, body)
+    assert resp is not None
+    return resp
+
+
+def test_errors_and_a_no_op_reassignment(broker: InProcessBroker) -> None:
+    broker.create_topic("t", 1)
+    node = broker.broker.node_id
+    resp = alter(broker, "t", 0, [node, node])
+    p = resp.responses[0].partitions[0]
+    assert p.error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    assert p.error_message.startswith("Duplicate replica ids")
+    assert alter(broker, "t", 0, [node + 5]).responses[0].partitions[0].error_code == (
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    )
+    assert alter(broker, "t", 3, [node]).responses[0].partitions[0].error_code == (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    )
+    assert alter(broker, "t", 0, None).responses[0].partitions[0].error_code == (
+        ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+    )
+    # to where it already is: accepted, completes at once, nothing listed
+    assert alter(broker, "t", 0, [node]).responses[0].partitions[0].error_code == 0
+    listed = call(broker, apis.LIST_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 1000,
+                                                                  "topics": None})  # fmt: skip
+    assert listed is not None and listed.error_code == 0 and listed.topics == []
+
+
+def test_not_controller(broker: InProcessBroker) -> None:
+    controller = broker.broker.controller
+    assert controller is not None
+    controller.active = False
+    try:
+        resp = alter(broker, "t", 0, [1])
+        assert resp.error_code == ErrorCode.NOT_CONTROLLER
+        listed = call(broker, apis.LIST_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 1000})
+        assert listed is not None and listed.error_code == ErrorCode.NOT_CONTROLLER
+    finally:
+        controller.active = True

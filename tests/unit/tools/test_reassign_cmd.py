@@ -1,0 +1,188 @@
+"""kafka-reassign-partitions.sh's files and lines: plan parsing and checks, the
+single-line sorted plan format, --generate (Kafka's placement, --minimal-movement),
+--verify / --list lines, --progress rates, and usage errors before any connection."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kt.broker.controller.assignment import BrokerMetadata
+from kt.cli import cli
+from kt.client import PartitionReassignment
+from kt.tools.reassign_cmd import (
+    ReplicaProgress,
+    list_line,
+    progress_line,
+    verify_line,
+    verify_statuses,
+    with_rates,
+)
+from kt.tools.reassign_plan import (
+    PlanError,
+    check_plan,
+    format_plan,
+    generate,
+    generate_minimal,
+    moved_replicas,
+    parse_plan,
+    parse_topics,
+    throttle_lists,
+)
+
+
+def test_plan_format_is_kafkas_single_line_sorted_with_log_dirs():
+    plan = {("foo", 1): [2, 3], ("bar", 0): [1], ("foo", 0): [0, 1, 3]}
+    assert format_plan(plan) == (
+        '{"version":1,"partitions":[{"topic":"bar","partition":0,"replicas":[1],'
+        '"log_dirs":["any"]},{"topic":"foo","partition":0,"replicas":[0,1,3],'
+        '"log_dirs":["any","any","any"]},{"topic":"foo","partition":1,"replicas":[2,3],'
+        '"log_dirs":["any","any"]}]}'
+    )
+
+
+@given(
+    st.dictionaries(
+        st.tuples(st.text(min_size=1, max_size=5), st.integers(0, 50)),
+        st.lists(st.integers(0, 20), min_size=1, max_size=4, unique=True),
+        min_size=1,
+    )
+)
+def test_plan_round_trips(plan: dict[tuple[str, int], list[int]]) -> None:
+    assert parse_plan(format_plan(plan)) == plan
+
+
+def test_plan_log_dirs_optional_on_input():
+    assert parse_plan(
+        '{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1]}]}'
+    ) == {("t", 0): [1]}
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("{not json", "reassignment file is not valid JSON"),
+        ('{"version":2,"partitions":[]}', "Not supported version field value 2"),
+        ('{"version":1,"partitions":[]}', "Partition reassignment list cannot be empty"),
+        ('{"version":1}', "reassignment file: expected"),
+        ('{"version":1,"partitions":[{"topic":"t","partition":"0","replicas":[1]}]}',
+         "bad partition entry"),
+        ('{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1]},'
+         '{"topic":"t","partition":0,"replicas":[2]}]}',
+         "Partition reassignment contains duplicate topic partitions: t-0"),
+        ('{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,1]}]}',
+         "Partition replica lists may not contain duplicate entries: t-0 contains 1"),
+        ('{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1],'
+         '"log_dirs":["/d"]}]}', 'log_dirs must be "any"'),
+    ],
+)  # fmt: skip
+def test_malformed_plans(text: str, message: str) -> None:
+    with pytest.raises(PlanError, match=None) as e:
+        parse_plan(text)
+    assert message in str(e.value)
+
+
+def test_plan_checked_against_the_cluster():
+    plan = {("t", 0): [1, 2]}
+    check_plan(plan, {"t": [0, 1]}, [1, 2, 3])
+    with pytest.raises(PlanError, match="non-existent partitions: t-0"):
+        check_plan(plan, {"u": [0]}, [1, 2])
+    with pytest.raises(PlanError, match="non-existent brokerIDs: 2"):
+        check_plan(plan, {"t": [0]}, [1, 3])
+
+
+def test_topics_file():
+    assert parse_topics('{"topics":[{"topic":"foo"},{"topic":"bar"}],"version":1}') == [
+        "foo",
+        "bar",
+    ]
+    with pytest.raises(PlanError):
+        parse_topics('{"topics":[]}')
+
+
+def test_generate_uses_kafkas_placement_and_keeps_the_replication_factor():
+    current = {("t", 0): [1, 2], ("t", 1): [2, 1], ("t", 2): [1, 2]}
+    brokers = [BrokerMetadata(b) for b in (2, 3, 4)]
+    plan = generate(current, brokers, start_index=0)
+    assert plan == {("t", 0): [2, 3], ("t", 1): [3, 4], ("t", 2): [4, 2]}
+    racked = [BrokerMetadata(2, "a"), BrokerMetadata(3, "a"), BrokerMetadata(4, "b")]
+    for rs in generate(current, racked).values():
+        assert {dict((b.id, b.rack) for b in racked)[r] for r in rs} == {"a", "b"}
+
+
+def test_generate_minimal_movement_moves_only_what_it_must():
+    current = {("t", 0): [1, 2], ("t", 1): [2, 1], ("t", 2): [1, 3]}
+    brokers = [BrokerMetadata(b) for b in (2, 3, 4)]
+    plan = generate_minimal(current, brokers)
+    assert plan[("t", 0)][0] == 2 and plan[("t", 1)][0] == 2  # kept replicas stay first
+    assert plan[("t", 2)][0] == 3
+    assert all(1 not in rs and len(set(rs)) == 2 for rs in plan.values())
+    assert moved_replicas(current, plan) == 3  # one per partition: only broker 1 leaves
+    with pytest.raises(PlanError, match="larger than available brokers"):
+        generate_minimal({("t", 0): [1, 2, 3]}, brokers[:2])
+
+
+def test_verify_and_list_lines_are_kafkas():
+    plan = {("foo", 0): [3, 4], ("foo", 1): [1, 2], ("foo", 2): [3, 4]}
+    current = {("foo", 0): [3, 4, 1, 2], ("foo", 1): [1, 2], ("foo", 2): [1, 2]}
+    running = {("foo", 0): PartitionReassignment("foo", 0, [3, 4, 1, 2], [3, 4], [1, 2])}
+    lines = [verify_line(s) for s in verify_statuses(plan, current, running)]
+    assert lines == [
+        "Reassignment of partition foo-0 is still in progress.",
+        "Reassignment of partition foo-1 is completed.",
+        "There is no active reassignment of partition foo-2, but replica set is 1,2 rather "
+        "than 3,4.",
+    ]
+    assert list_line(running[("foo", 0)]) == (
+        "foo-0: replicas: 3,4,1,2. adding: 3,4. removing: 1,2."
+    )
+
+
+def test_progress_rate_and_eta():
+    before = [ReplicaProgress("t-0", 3, 1000, 5000)]
+    now = [ReplicaProgress("t-0", 3, 3000, 5000)]
+    with_rates(now, before, 2.0)
+    assert now[0].rate == 1000 and now[0].eta_s == 2 and now[0].remaining == 2000
+    assert progress_line(now[0]) == (
+        "t-0 broker 3: copied 3000 of 5000 bytes (60.0%), remaining 2000 bytes, "
+        "rate 1000 B/s, eta 2s"
+    )
+
+
+def run(*args: str):  # type: ignore[no-untyped-def]
+    # an unreachable bootstrap: these must fail before connecting
+    return CliRunner().invoke(cli, ["reassign-partitions", "-b", "127.0.0.1:1", *args])
+
+
+def test_usage_errors_exit_2_in_one_line(tmp_path: Path) -> None:
+    r = run()
+    assert r.exit_code == 2 and "exactly one action" in r.stderr
+    r = run("--execute")
+    assert r.exit_code == 2 and "--reassignment-json-file" in r.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text("{oops")
+    r = run("--execute", "--reassignment-json-file", str(bad))
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1
+    bad.write_text(json.dumps({"version": 3, "partitions": []}))
+    r = run("--verify", "--reassignment-json-file", str(bad))
+    assert r.exit_code == 2 and "Not supported version field value 3" in r.stderr
+    r = run("--execute", "--reassignment-json-file", str(tmp_path / "missing.json"))
+    assert r.exit_code == 2
+
+
+def test_throttle_lists_are_kafkas():
+    current = {("foo", 0): [1, 2], ("foo", 1): [2, 3], ("bar", 0): [1]}
+    plan = {("foo", 0): [3, 2], ("foo", 1): [2, 3], ("bar", 0): [4]}
+    lists, brokers = throttle_lists(current, plan)
+    assert lists == {
+        "bar": {"leader.replication.throttled.replicas": "0:1",
+                "follower.replication.throttled.replicas": "0:4"},
+        "foo": {"leader.replication.throttled.replicas": "0:1,0:2",
+                "follower.replication.throttled.replicas": "0:3"},
+    }  # fmt: skip
+    assert brokers == [1, 2, 3, 4]  # foo-1 does not move: not involved
