@@ -410,11 +410,15 @@ class BrokerConnection:
     async def close(self) -> None:
         """Close the socket; requests still in flight fail with KafkaConnectionError."""
         task, self._read_task = self._read_task, None
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        self._fail_all("connection closed")
+        try:
+            if task is not None and not task.done():
+                task.cancel()
+                # asyncio.wait, not `await task` under suppress(CancelledError): that
+                # would also swallow a cancellation of the caller arriving meanwhile (a
+                # sender being stopped would then carry on as if never cancelled).
+                await asyncio.wait([task])
+        finally:
+            self._fail_all("connection closed")
         if self._writer is not None:
             with contextlib.suppress(Exception):
                 await self._writer.wait_closed()

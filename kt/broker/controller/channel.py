@@ -60,6 +60,8 @@ class _BrokerQueue:
         self.backoff_s = backoff_s
         self.queue: asyncio.Queue[_Queued] = asyncio.Queue()
         self.task: asyncio.Task[None] | None = None
+        # Set by stop(): the retry loop ends even if a cancellation got lost on the way
+        self.stopped = False
 
     def start(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._run())
@@ -82,6 +84,8 @@ class _BrokerQueue:
     async def _send_until_answered(self, item: _Queued) -> Struct:
         failures = 0
         while True:
+            if self.stopped:
+                raise asyncio.CancelledError
             try:
                 return await self.link.send(item.api, item.body)
             except asyncio.CancelledError:
@@ -98,6 +102,7 @@ class _BrokerQueue:
                 await asyncio.sleep(min(self.backoff_s * failures, 5 * self.backoff_s))
 
     async def stop(self) -> None:
+        self.stopped = True
         if self.task is not None:
             self.task.cancel()
             try:

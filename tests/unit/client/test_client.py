@@ -582,3 +582,30 @@ def test_list_partition_reassignments() -> None:
         assert (r.replicas, r.adding_replicas, r.removing_replicas) == ([1, 2, 3, 4], [4], [1])
 
     run(go)
+
+
+def test_close_does_not_swallow_the_callers_cancellation() -> None:
+    """Found by the fault campaign (tests/faults): the controller cancelled a broker's
+    request sender while it was closing its connection; close() suppressed the
+    CancelledError meant for the sender (awaiting the cancelled reader), the sender
+    kept retrying forever, and the controller's event loop waited on it for good."""
+    from kt.client.core import BrokerConnection
+
+    async def t() -> None:
+        conn = BrokerConnection("127.0.0.1", 1, node_id=1)
+
+        async def slow_to_stop() -> None:
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                await asyncio.sleep(0.2)  # a reader still finishing when close() waits
+
+        conn._read_task = asyncio.create_task(slow_to_stop())
+        await asyncio.sleep(0)
+        closer = asyncio.create_task(conn.close())
+        await asyncio.sleep(0.05)
+        closer.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await closer
+
+    asyncio.run(t())

@@ -1,0 +1,337 @@
+"""An independent checker for histories of a Kafka produce/consume workload under faults.
+
+It knows nothing of kt's broker: it reads a history (a list of event dicts, as written
+by `history.History`, one JSON object a line) and decides, like Jepsen's Kafka
+workload, whether what clients were told agrees with what they could read.
+
+Events (every one has `i` (its index), `t` (seconds since the run began) and `proc`):
+
+- `{"f": "send", "type": "invoke", "value": v, "partition": p, "seq": n}`
+- `{"f": "send", "type": "ok", "value": v, "partition": p, "offset": o}` (acknowledged;
+  `offset` null when the client was not told where)
+- `{"f": "send", "type": "fail" | "info", "value": v, "error": "..."}` (not acknowledged:
+  `fail` when the client says nothing was written, `info` when it cannot know)
+- `{"f": "poll", "type": "ok", "records": [[p, o, v], ...]}` (a consumer's reads)
+- `{"f": "final-read", "type": "ok", "records": [...], "end": {p: end_offset}}` (after
+  every fault is healed: each partition read from its start to its end)
+- `{"f": "commit", "type": "ok", "group": g, "offsets": {p: o}}` (a commit the group
+  coordinator acknowledged)
+- `{"f": "committed", "type": "ok", "group": g, "offsets": {p: o}}` (offsets read back)
+- `{"proc": "nemesis", ...}` (faults; only shown in the slices)
+
+Anomaly kinds (`KINDS`), each with the events that show it:
+
+- `lost`: an acknowledged value is not in the final read at its acknowledged offset;
+- `inconsistent-offset`: one (partition, offset) seen holding two different values
+  (acknowledgements and reads alike);
+- `duplicate`: a value seen at two different (partition, offset) positions; the
+  producers are idempotent, so any value (acknowledged or not) must appear at most once;
+- `reorder`: two values of one producer in one partition in the wrong order (by the
+  producer's sequence) among acknowledgements or in the final read;
+- `phantom`: a read value that no producer ever sent;
+- `offset-regression`: a group's committed offset for a partition went backwards (a
+  commit lower than an earlier acknowledged commit, or a read-back lower than the
+  highest commit acknowledged before the read began).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+KINDS = (
+    "lost",
+    "inconsistent-offset",
+    "duplicate",
+    "reorder",
+    "phantom",
+    "offset-regression",
+)
+
+Event = dict[str, Any]
+Position = tuple[int, int]  # (partition, offset)
+
+
+@dataclass
+class Anomaly:
+    """One violation: its kind, a one-line description and the event indices showing it."""
+
+    kind: str
+    message: str
+    events: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Verdict:
+    """The checker's result: counts and every anomaly found."""
+
+    acknowledged: int
+    unacknowledged: int
+    read_values: int
+    anomalies: list[Anomaly]
+
+    @property
+    def valid(self) -> bool:
+        """True when no anomaly was found."""
+        return not self.anomalies
+
+    def by_kind(self) -> dict[str, list[Anomaly]]:
+        """Anomalies grouped by kind (every kind present, possibly empty)."""
+        out: dict[str, list[Anomaly]] = {k: [] for k in KINDS}
+        for a in self.anomalies:
+            out.setdefault(a.kind, []).append(a)
+        return out
+
+
+def _records(ev: Event) -> Iterable[tuple[int, int, str]]:
+    for p, o, v in ev.get("records", ()):
+        yield int(p), int(o), str(v)
+
+
+def check(history: Sequence[Event]) -> Verdict:
+    """Check a history; see the module docstring for what counts as an anomaly."""
+    anomalies: list[Anomaly] = []
+    # who sent what: value -> (proc, seq, index of the invoke)
+    sent: dict[str, tuple[str, int, int]] = {}
+    acked: dict[str, tuple[Position, int]] = {}  # value -> (position, index of the ok)
+    not_acked: dict[str, int] = {}  # value -> index of the fail/info
+    acked_anywhere: dict[str, tuple[int, int]] = {}  # value -> (partition, index of the ok)
+    for ev in history:
+        if ev.get("f") != "send":
+            continue
+        v = str(ev["value"])
+        if ev["type"] == "invoke":
+            sent[v] = (str(ev["proc"]), int(ev.get("seq", 0)), int(ev["i"]))
+        elif ev["type"] == "ok" and ev.get("offset") is None:
+            # acknowledged without an offset (librdkafka does so for a retried batch
+            # the broker calls a duplicate): it must be readable, at some offset
+            acked_anywhere.setdefault(v, (int(ev["partition"]), int(ev["i"])))
+        elif ev["type"] == "ok":
+            pos = (int(ev["partition"]), int(ev["offset"]))
+            if v in acked and acked[v][0] != pos:
+                anomalies.append(
+                    Anomaly(
+                        "duplicate",
+                        f"value {v!r} acknowledged at {acked[v][0]} and at {pos}",
+                        [acked[v][1], int(ev["i"])],
+                    )
+                )
+            acked.setdefault(v, (pos, int(ev["i"])))
+        else:
+            not_acked.setdefault(v, int(ev["i"]))
+
+    # every observation of a position: acknowledgements and reads
+    at: dict[Position, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    where: dict[str, dict[Position, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for v, (pos, i) in acked.items():
+        at[pos][v].append(i)
+        where[v][pos].append(i)
+    final: Event | None = None
+    for ev in history:
+        if ev.get("f") in ("poll", "final-read") and ev.get("type") == "ok":
+            if ev["f"] == "final-read":
+                final = ev
+            for p, o, v in _records(ev):
+                at[(p, o)][v].append(int(ev["i"]))
+                where[v][(p, o)].append(int(ev["i"]))
+
+    for pos, values in sorted(at.items()):
+        if len(values) > 1:
+            shown = ", ".join(f"{v!r}" for v in sorted(values))
+            evs = sorted({i for idx in values.values() for i in idx[:2]})
+            anomalies.append(
+                Anomaly(
+                    "inconsistent-offset", f"partition {pos[0]} offset {pos[1]} holds {shown}", evs
+                )
+            )
+    read_values = 0
+    for v, positions in sorted(where.items()):
+        read_values += 1
+        if v not in sent:
+            evs = sorted({i for idx in positions.values() for i in idx[:1]})
+            anomalies.append(Anomaly("phantom", f"value {v!r} read but never sent", evs))
+        if len(positions) > 1:
+            shown = ", ".join(f"p{p}@{o}" for p, o in sorted(positions))
+            evs = sorted({i for idx in positions.values() for i in idx[:2]})
+            if v in sent:
+                evs = [sent[v][2], *evs]
+            status = "acknowledged" if v in acked else "unacknowledged"
+            anomalies.append(Anomaly("duplicate", f"{status} value {v!r} at {shown}", evs))
+
+    # lost: judged against the final read, taken after every fault healed; an
+    # acknowledged write must survive every fault, so missing there means lost
+    if final is not None:
+        final_at = {(p, o): v for p, o, v in _records(final)}
+        ends = {int(k): int(e) for k, e in final.get("end", {}).items()}
+        for v, (pos, i) in sorted(acked.items(), key=lambda kv: kv[1][0]):
+            got = final_at.get(pos)
+            if got == v:
+                continue
+            p, o = pos
+            if got is not None:
+                why = f"offset holds {got!r}"
+            elif o >= ends.get(p, 0):
+                why = f"the log ends at {ends.get(p, 0)}"
+            else:
+                why = "offset missing from the read"
+            anomalies.append(
+                Anomaly(
+                    "lost",
+                    f"value {v!r} acknowledged at p{p}@{o}: {why}",
+                    [sent[v][2], i, int(final["i"])] if v in sent else [i, int(final["i"])],
+                )
+            )
+
+        read_in: dict[str, set[int]] = defaultdict(set)
+        for p, _o, v in _records(final):
+            read_in[v].add(p)
+        for v, (p, i) in sorted(acked_anywhere.items()):
+            if v not in acked and p not in read_in.get(v, ()):
+                anomalies.append(
+                    Anomaly(
+                        "lost",
+                        f"value {v!r} acknowledged (without an offset) in partition {p}: "
+                        "not in the final read",
+                        [sent[v][2], i, int(final["i"])] if v in sent else [i, int(final["i"])],
+                    )
+                )
+
+    anomalies += _check_order(sent, acked, final)
+    anomalies += _check_commits(history)
+    n_acked = len(set(acked) | set(acked_anywhere))
+    unacked = set(not_acked) - set(acked) - set(acked_anywhere)
+    return Verdict(n_acked, len(unacked), read_values, anomalies)
+
+
+def _check_order(
+    sent: dict[str, tuple[str, int, int]],
+    acked: dict[str, tuple[Position, int]],
+    final: Event | None,
+) -> list[Anomaly]:
+    out: list[Anomaly] = []
+    # by acknowledgement: (proc, partition) -> [(offset, seq, value, index)]
+    streams: dict[tuple[str, int], list[tuple[int, int, str, int]]] = defaultdict(list)
+    for v, ((p, o), i) in acked.items():
+        if v in sent:
+            proc, seq, _ = sent[v]
+            streams[(proc, p)].append((o, seq, v, i))
+    if final is not None:
+        for p, o, v in sorted(_records(final)):
+            if v in sent and v not in acked:
+                proc, seq, _ = sent[v]
+                streams[(proc, p)].append((o, seq, v, int(final["i"])))
+    for (proc, p), entries in sorted(streams.items()):
+        entries.sort()
+        for a, b in itertools.pairwise(entries):
+            if b[1] < a[1]:
+                out.append(
+                    Anomaly(
+                        "reorder",
+                        f"{proc} in partition {p}: seq {b[1]} ({b[2]!r}) at offset {b[0]} "
+                        f"after seq {a[1]} ({a[2]!r}) at offset {a[0]}",
+                        sorted({a[3], b[3], sent[a[2]][2], sent[b[2]][2]}),
+                    )
+                )
+    return out
+
+
+def _check_commits(history: Sequence[Event]) -> list[Anomaly]:
+    out: list[Anomaly] = []
+    # (group, partition) -> (highest acknowledged commit, its event index)
+    high: dict[tuple[str, int], tuple[int, int]] = {}
+    # reads compare against commits acknowledged before the read began: its invoke
+    began: dict[str, dict[tuple[str, int], tuple[int, int]]] = {}
+    for ev in history:
+        if ev.get("f") not in ("commit", "committed"):
+            continue
+        proc = str(ev.get("proc"))
+        if ev["type"] == "invoke" and ev["f"] == "committed":
+            began[proc] = dict(high)
+            continue
+        if ev["type"] != "ok":
+            continue
+        group = str(ev["group"])
+        for k, o in ev.get("offsets", {}).items():
+            key, off = (group, int(k)), int(o)
+            if off < 0:
+                continue  # nothing committed yet
+            if ev["f"] == "commit":
+                prev = high.get(key)
+                if prev is not None and off < prev[0]:
+                    out.append(
+                        Anomaly(
+                            "offset-regression",
+                            f"group {group} partition {k}: commit {off} after commit {prev[0]}",
+                            [prev[1], int(ev["i"])],
+                        )
+                    )
+                if prev is None or off >= prev[0]:
+                    high[key] = (off, int(ev["i"]))
+            else:
+                floor = began.get(proc, high).get(key)
+                if floor is not None and off < floor[0]:
+                    out.append(
+                        Anomaly(
+                            "offset-regression",
+                            f"group {group} partition {k}: read back {off} after commit "
+                            f"{floor[0]} was acknowledged",
+                            [floor[1], int(ev["i"])],
+                        )
+                    )
+    return out
+
+
+def history_slice(
+    history: Sequence[Event], anomaly: Anomaly, *, max_records: int = 3
+) -> list[Event]:
+    """The smallest slice showing an anomaly: its events (reads cut down to the
+    positions concerned and their neighbours) plus the nemesis events between them."""
+    by_index = {int(ev["i"]): ev for ev in history}
+    picked = [by_index[i] for i in anomaly.events if i in by_index]
+    if not picked:
+        return []
+    lo, hi = min(int(e["i"]) for e in picked), max(int(e["i"]) for e in picked)
+    values = set()
+    positions = set()
+    for ev in picked:
+        if "value" in ev:
+            values.add(str(ev["value"]))
+        if ev.get("f") == "send" and ev.get("type") == "ok":
+            positions.add((int(ev["partition"]), int(ev["offset"])))
+    for token in anomaly.message.replace(",", " ").split():
+        if token.startswith("'") and token.endswith("'"):
+            values.add(token.strip("'"))
+    out = []
+    for ev in history:
+        i = int(ev["i"])
+        if i in anomaly.events:
+            if "records" in ev:
+                keep = [
+                    r
+                    for r in ev["records"]
+                    if str(r[2]) in values
+                    or any(r[0] == p and abs(int(r[1]) - o) <= 1 for p, o in positions)
+                ][: max_records * 3]
+                ev = {**ev, "records": keep}
+            out.append(ev)
+        elif ev.get("proc") == "nemesis" and lo <= i <= hi:
+            out.append(ev)
+    return out
+
+
+def format_table(verdict: Verdict) -> str:
+    """The verdict table: one row per anomaly kind, with its count and first example."""
+    rows = [("check", "count", "first example")]
+    for kind, found in verdict.by_kind().items():
+        rows.append((kind, str(len(found)), found[0].message if found else "ok"))
+    w0 = max(len(r[0]) for r in rows)
+    w1 = max(len(r[1]) for r in rows)
+    lines = [f"{a:<{w0}}  {b:>{w1}}  {c}" for a, b, c in rows]
+    lines.append(
+        f"acknowledged {verdict.acknowledged}, unacknowledged {verdict.unacknowledged}, "
+        f"values read {verdict.read_values}: {'VALID' if verdict.valid else 'INVALID'}"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,168 @@
+"""Loopback TCP proxies the fault harness controls, one per link.
+
+All proxies run on one asyncio loop in a daemon thread (the machine is small: no
+thread per connection). Each `Link` listens on 127.0.0.1:<port> and forwards to
+127.0.0.1:<target>; its mode decides what passes:
+
+- `open`: bytes flow both ways;
+- `blackhole`: connections stay up but nothing is forwarded (bytes wait in the
+  buffers, as a network dropping packets makes TCP retransmit), new connections are
+  accepted and hang; healing lets the queued bytes through;
+- `refuse`: existing connections are reset and new ones closed at once (a host that
+  answers with RST).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+from dataclasses import dataclass, field
+
+LOOPBACK = "127.0.0.1"
+MODES = ("open", "blackhole", "refuse")
+
+
+@dataclass
+class Link:
+    """One proxied link: listen_port -> target_port, both on loopback."""
+
+    name: str
+    target_port: int
+    listen_port: int = 0
+    mode: str = "open"
+    _open: asyncio.Event | None = None
+    _writers: set[asyncio.StreamWriter] = field(default_factory=set)
+    _server: asyncio.base_events.Server | None = None
+
+
+class ProxySet:
+    """Proxies on a private event loop; `set_mode` is safe from any thread."""
+
+    def __init__(self) -> None:
+        self.links: dict[str, Link] = {}
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+
+    def _call(self, coro):  # type: ignore[no-untyped-def]
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(10)
+
+    def add(self, name: str, target_port: int, listen_port: int = 0) -> Link:
+        """Start a proxy named `name` to 127.0.0.1:target_port; returns its Link."""
+        link = Link(name, target_port, listen_port)
+        self._call(self._start(link))
+        self.links[name] = link
+        return link
+
+    async def _start(self, link: Link) -> None:
+        link._open = asyncio.Event()
+        link._open.set()
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await self._serve(link, reader, writer)
+
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((LOOPBACK, link.listen_port))
+        link.listen_port = sock.getsockname()[1]
+        link._server = await asyncio.start_server(handle, sock=sock)
+
+    async def _serve(
+        self, link: Link, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        if link.mode == "refuse":
+            _reset(writer)
+            return
+        assert link._open is not None
+        link._writers.add(writer)
+        try:
+            # blackholed: the client's connect succeeded, but nothing reaches the target
+            await link._open.wait()
+            if link.mode == "refuse":
+                return
+            try:
+                up_r, up_w = await asyncio.open_connection(LOOPBACK, link.target_port)
+            except OSError:
+                return
+            link._writers.add(up_w)
+            try:
+                await asyncio.gather(self._pump(link, reader, up_w), self._pump(link, up_r, writer))
+            finally:
+                link._writers.discard(up_w)
+                _close(up_w)
+        finally:
+            link._writers.discard(writer)
+            _close(writer)
+
+    async def _pump(self, link: Link, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        assert link._open is not None
+        try:
+            while True:
+                data = await src.read(65536)
+                if not data:
+                    break
+                # hold the bytes while blackholed; they pass once healed
+                await link._open.wait()
+                dst.write(data)
+                await dst.drain()
+        except (OSError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            _close(dst)
+
+    def set_mode(self, name: str, mode: str) -> None:
+        """Switch a link to open, blackhole or refuse."""
+        if mode not in MODES:
+            raise ValueError(f"unknown proxy mode {mode!r}")
+        link = self.links[name]
+        self._call(self._set_mode(link, mode))
+
+    async def _set_mode(self, link: Link, mode: str) -> None:
+        assert link._open is not None
+        link.mode = mode
+        if mode == "open":
+            link._open.set()
+            return
+        link._open.clear()
+        if mode == "refuse":
+            for w in list(link._writers):
+                _reset(w)
+            link._writers.clear()
+
+    def heal(self) -> None:
+        """Every link open again."""
+        for name in self.links:
+            self.set_mode(name, "open")
+
+    def close(self) -> None:
+        """Stop every proxy and the loop."""
+
+        async def shut() -> None:
+            for link in self.links.values():
+                if link._server is not None:
+                    link._server.close()
+                for w in list(link._writers):
+                    _reset(w)
+
+        with contextlib.suppress(Exception):
+            self._call(shut())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+
+
+def _close(w: asyncio.StreamWriter) -> None:
+    with contextlib.suppress(Exception):
+        w.close()
+
+
+def _reset(w: asyncio.StreamWriter) -> None:
+    # SO_LINGER 0: close() sends RST, as a refused/reset connection would
+    sock = w.get_extra_info("socket")
+    with contextlib.suppress(Exception):
+        if sock is not None:
+            sock.setsockopt(
+                socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
+            )
+    _close(w)
