@@ -455,10 +455,10 @@ class Partition:
             raise NotLeaderOrFollowerError(
                 f"replica {replica_id} is not a follower of {self.tp} led by {self.local_broker_id}"
             )
-        before = rs.log_end_offset
         rs.update_fetch_state(fetch_offset, log_start_offset, fetch_time_ms, leader_end_offset)
-        if rs.log_end_offset == before:
-            return False
+        # As Kafka's maybeIncrementLeaderHW after every follower fetch: the HW can
+        # move even when this follower's LEO did not (another replica left the
+        # maximal ISR since, e.g. a refused expansion was abandoned).
         return self.maybe_increment_high_watermark(now_ms=fetch_time_ms)
 
     def maybe_increment_high_watermark(self, *, now_ms: int | None = None) -> bool:
@@ -562,8 +562,12 @@ class Partition:
 
     def abandon_pending_isr(self) -> None:
         """The proposed ISR was refused or lost: back to the committed one, so the
-        next check may propose again."""
+        next check may propose again. A refused expansion stops holding the HW back
+        (the maximal ISR shrank): the HW may move now, and waiting produces are
+        checked either way."""
         self.pending_isr = None
+        if not self.maybe_increment_high_watermark():
+            self.notify()
 
     # --- leader: serving followers -------------------------------------------
 

@@ -344,3 +344,27 @@ def test_make_leader_from_a_decoded_leader_and_isr_state(tmp_path: Path) -> None
     assert p.make_leader(ps)
     assert (p.leader_epoch, p.partition_epoch, p.isr, p.replicas) == (2, 7, [1, 2], [1, 2, 3])
     assert p.adding_replicas == [3] and set(p.remote_replicas) == {2, 3}
+
+
+def test_refused_expansion_releases_the_high_watermark(tmp_path: Path) -> None:
+    """Found by the cluster tests (SIGTERM under an acks=all producer): a stopping
+    broker still fetching is proposed back into the ISR; while that proposal is
+    pending the HW waits for it; the controller refuses it (INELIGIBLE_REPLICA).
+    The HW must move then, with no further change in any follower's LEO, or the
+    waiting produce (and its connection) never completes."""
+    p = leader_of_three(tmp_path, min_isr=2)
+    assert p.on_isr_committed([1, 2], 1, leader_epoch=p.leader_epoch, now_ms=T)
+    p.append_records(batch(1))
+    p.update_follower_fetch_state(2, 1, T + 10, 1)
+    p.update_follower_fetch_state(3, 1, T + 20, 1)  # the stopping broker, caught up
+    assert p.isr_expand_candidate(3) == [1, 2, 3]  # proposed back into the ISR
+    p.append_records(batch(1))
+    p.update_follower_fetch_state(2, 2, T + 30, 2)  # 2 has everything, 3 does not
+    assert p.high_watermark == 1  # held back by the pending member
+    assert p.is_offset_committed(2) == (False, None)
+    p.abandon_pending_isr()  # the controller refused it; the stopping broker left
+    # Caught up a moment ago, 3 still counts (Kafka's rule) until the lag passes;
+    # then 2's next fetch, at the same offset, must move the HW.
+    p.update_follower_fetch_state(2, 2, T + 30 + 30_001, 2)
+    assert p.high_watermark == 2
+    assert p.is_offset_committed(2) == (True, None)
