@@ -228,6 +228,9 @@ class Partition:
     # Called after the LEO or HW moved (the replica manager completes delayed
     # produces and fetches from it).
     offsets_listener: Callable[[Partition], None] | None = None
+    #: whether a follower may join the ISR (alive per the metadata; Kafka's
+    #: isReplicaIsrEligible); None: every follower may
+    replica_eligible: Callable[[int], bool] | None = None
     # Set and replaced on every append, so waiting fetches wake up (long polling).
     _data_arrived: asyncio.Event | None = None
 
@@ -468,10 +471,18 @@ class Partition:
         leo = self.log.log_end_offset
         now = _now_ms() if now_ms is None else now_ms
         maximal = self.maximal_isr
+        eligible = self.replica_eligible
         new_hw = leo
         for rs in self.remote_replicas.values():
+            # A caught-up follower outside the ISR is waited for only while it can
+            # join (Kafka's shouldWaitForReplicaToJoinIsr): one that just stopped
+            # would otherwise hold the HW for replica.lag.time.max.ms.
             if rs.log_end_offset < new_hw and (
-                rs.replica_id in maximal or rs.is_caught_up(leo, now, self.replica_lag_time_max_ms)
+                rs.replica_id in maximal
+                or (
+                    rs.is_caught_up(leo, now, self.replica_lag_time_max_ms)
+                    and (eligible is None or eligible(rs.replica_id))
+                )
             ):
                 new_hw = rs.log_end_offset
         if new_hw <= self.log.high_watermark:

@@ -494,6 +494,7 @@ class ReplicaManager:
         it leader or follower. Producer state is rebuilt from its log."""
         part = Partition(tp, topic_id, plog, NO_LEADER, -1, [], [], local_broker_id=self.node_id)
         part.offsets_listener = self._offsets_moved
+        part.replica_eligible = self._replica_eligible
         part.replica_lag_time_max_ms = self.replica_lag_time_max_ms
         part.load_producer_state()
         self._partitions[tp] = part
@@ -565,6 +566,12 @@ class ReplicaManager:
         return ErrorCode.NONE
 
     # --- acks=all ------------------------------------------------------------------
+
+    def _replica_eligible(self, broker_id: int) -> bool:
+        # Alive per the controller's last UpdateMetadata; before any (single node,
+        # or a broker just started) nobody is known, so nobody is excluded.
+        cache = self.metadata_cache
+        return cache.is_alive(broker_id) or not cache.alive_brokers()
 
     def _offsets_moved(self, part: Partition) -> None:
         # A partition's LEO, HW, ISR or role changed: waiting produces may complete.

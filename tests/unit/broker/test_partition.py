@@ -113,6 +113,27 @@ def test_hw_waits_for_caught_up_follower_outside_isr(tmp_path: Path) -> None:
     assert p.maximal_isr == {1, 2, 3}
 
 
+def test_hw_does_not_wait_for_caught_up_follower_that_cannot_join(tmp_path: Path) -> None:
+    # A follower caught up when it stopped (controlled shutdown: out of the ISR, gone
+    # from the metadata) must not hold the HW for replica.lag.time.max.ms.
+    p = new_partition(tmp_path, 1)
+    p.make_leader(state(1, 1, [1, 2], [1, 2, 3]), now_ms=T)
+    p.append_records(batch(4), now_ms=T)
+    p.update_follower_fetch_state(3, 4, T + 1, 4)
+    p.update_follower_fetch_state(2, 4, T + 1, 4)
+    alive = {1, 2}
+    p.replica_eligible = alive.__contains__
+    p.append_records(batch(2), now_ms=T + 2)
+    p.update_follower_fetch_state(2, 6, T + 3, 6)
+    assert p.high_watermark == 6
+    # back and eligible again: caught up, it is waited for as before
+    alive.add(3)
+    p.update_follower_fetch_state(3, 6, T + 4, 6)
+    p.append_records(batch(1), now_ms=T + 5)
+    p.update_follower_fetch_state(2, 7, T + 6, 7)
+    assert p.high_watermark == 6
+
+
 def test_hw_does_not_advance_under_min_isr(tmp_path: Path) -> None:
     p = new_partition(tmp_path, 1, min_isr=2)
     p.make_leader(state(1, 1, [1], [1, 2]), now_ms=T)
