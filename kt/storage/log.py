@@ -705,6 +705,12 @@ class PartitionLog:
         if offset < 0:
             raise ValueError(f"cannot truncate to negative offset {offset}")
         if offset >= self.log_end_offset:
+            # Nothing to cut from the log, but (as Kafka) the epoch cache may end with
+            # an epoch started at the log end that wrote nothing (this broker led
+            # briefly): it must go, or a follower keeps claiming that epoch, the
+            # leader keeps answering "diverged", and the follower never catches up.
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)  # persists itself
+            self._epochs_flushed = self.leader_epoch_cache.entries
             return False
         if self._segments[0].base_offset > offset:
             self.truncate_fully_and_start_at(offset, now_ms=now_ms)

@@ -535,6 +535,23 @@ def test_truncate_fully_and_start_at(logdir: Path) -> None:
     log.close()
 
 
+def test_truncate_at_the_log_end_drops_an_epoch_that_wrote_nothing(logdir: Path) -> None:
+    """Found by the cluster tests: a broker that led briefly at epoch 7 and wrote
+    nothing keeps `7 -> LEO` in its epoch cache; as a follower its divergence
+    truncation to its own LEO must still drop that entry (Kafka's truncateTo does),
+    or it keeps fetching as epoch 7, the leader keeps answering "diverged", and it
+    never catches up."""
+    log = PartitionLog.open(logdir)
+    log.append_as_leader(producer_batch(1), 6)
+    log.leader_epoch_cache.assign(7, log.log_end_offset)
+    assert log.leader_epoch_cache.latest_epoch == 7
+    assert log.truncate_to(log.log_end_offset) is False  # nothing cut from the log
+    assert log.leader_epoch_cache.latest_epoch == 6
+    log.close()
+    entries = read_leader_epoch_checkpoint(logdir / "leader-epoch-checkpoint")
+    assert [e.epoch for e in entries] == [6]
+
+
 # --- validation -------------------------------------------------------------------------------
 
 
