@@ -111,6 +111,8 @@ c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": "lat", "fetch.wait.m
               "fetch.min.bytes": 1, "enable.auto.commit": False})
 c.assign([TopicPartition(sys.argv[2], 0, -1)])
 print("ready", flush=True)
+# Seconds without a record after the last one before the reader stops (argv[3]).
+idle_s = float(sys.argv[3]) if len(sys.argv) > 3 else 2.0
 out = []
 idle_since = None
 while True:
@@ -118,7 +120,7 @@ while True:
     if m is None or m.error():
         if out and idle_since is None:
             idle_since = time.monotonic()
-        if idle_since is not None and time.monotonic() - idle_since > 2:
+        if idle_since is not None and time.monotonic() - idle_since > idle_s:
             break
         continue
     idle_since = None

@@ -36,7 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from broker_bench import RECORD, consume, produce  # noqa: E402
+from broker_bench import _LATENCY_READER, RECORD, consume, produce  # noqa: E402
 
 from kt.tools.local_cluster import LocalCluster  # noqa: E402
 
@@ -154,29 +154,6 @@ def produce_rows(
 
 # --- 2. latency ----------------------------------------------------------------------------
 
-_LATENCY_READER = """
-import sys, time
-from confluent_kafka import Consumer, TopicPartition
-c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": "lat", "fetch.wait.max.ms": 100,
-              "fetch.min.bytes": 1, "enable.auto.commit": False})
-c.assign([TopicPartition(sys.argv[2], 0, -1)])
-print("ready", flush=True)
-out = []
-idle_since = None
-while True:
-    m = c.poll(0.1)
-    if m is None or m.error():
-        if out and idle_since is None:
-            idle_since = time.monotonic()
-        if idle_since is not None and time.monotonic() - idle_since > 3:
-            break
-        continue
-    idle_since = None
-    out.append(time.time_ns() - int.from_bytes(m.value()[:8], "big"))
-c.close()
-sys.stdout.write("\\n".join(str(x) for x in out) + "\\n")
-"""
-
 
 def latency(
     bootstrap: str, topic: str, acks: str, rate_mb: float, seconds: float, linger_ms: int = 0
@@ -189,7 +166,9 @@ def latency(
     from confluent_kafka import Producer
 
     reader = subprocess.Popen(
-        [sys.executable, "-c", _LATENCY_READER, bootstrap, topic], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", _LATENCY_READER, bootstrap, topic, "3"],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert reader.stdout is not None
     reader.stdout.readline()
