@@ -17,14 +17,12 @@ BlockSource = Callable[[], Awaitable[ProducerIdBlock]]
 
 
 class ProducerIdManager:
-    """Hands out producer ids, and remembers each idempotent producer's current epoch."""
+    """Hands out producer ids, unique across the cluster."""
 
     def __init__(self) -> None:
         self._source: BlockSource | None = None
         self.next_id = -1
         self.block_end = -1
-        # producer id -> current epoch, for epoch bumps of idempotent producers (KIP-360)
-        self.epochs: dict[int, int] = {}
 
     def attach(self, source: BlockSource) -> None:
         """Where blocks come from (the cluster store, once the broker joined)."""

@@ -177,7 +177,7 @@ class Workload:
         except Exception as exc:  # a client crash is a harness problem, not an anomaly
             self.errors.append(f"{name}: {type(exc).__name__}: {exc}")
 
-    def join(self, timeout: float = 40.0) -> None:
+    def join(self, timeout: float = 75.0) -> None:
         """Stop sending and wait for outstanding acknowledgements."""
         self.stop.set()
         for t in self.threads:
@@ -239,17 +239,21 @@ class Workload:
             max_block_ms=5000,
         )
         seq = 0
+        pending: dict[str, int] = {}  # value -> partition, until the future resolves
         while not self.stop.is_set():
             value = f"{proc}-{seq}"
             part = seq % PARTITIONS
             self.history.record(proc, "send", "invoke", value=value, partition=part, seq=seq)
+            pending[value] = part
 
             def ok(md: Any, value: str = value) -> None:
+                pending.pop(value, None)
                 self.history.record(
                     proc, "send", "ok", value=value, partition=md.partition, offset=md.offset
                 )
 
             def bad(exc: BaseException, value: str = value) -> None:
+                pending.pop(value, None)
                 self.history.record(proc, "send", "info", value=value, error=type(exc).__name__)
 
             try:
@@ -260,7 +264,18 @@ class Workload:
                 self.history.record(proc, "send", "fail", value=value, error=type(exc).__name__)
             seq += 1
             time.sleep(1.0 / rate)
-        p.flush(30)
+        try:
+            p.flush(60)
+        except Exception as exc:
+            # Say which sends never resolved (neither acknowledged nor failed), so a
+            # stuck client can be told from a partition that stopped answering.
+            left = dict(pending)
+            per_partition = {q: sum(1 for v in left.values() if v == q) for q in set(left.values())}
+            raise RuntimeError(
+                f"{type(exc).__name__} after 60 s: {len(left)} sends unresolved "
+                f"(per partition {dict(sorted(per_partition.items()))}; "
+                f"first {sorted(left, key=lambda v: int(v.rsplit('-', 1)[1]))[:3]})"
+            ) from exc
         p.close(5)
 
     def _consumer(self, proc: str, rate: float) -> None:

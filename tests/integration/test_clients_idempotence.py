@@ -234,3 +234,44 @@ def test_kafka_python_default_idempotent_retries_leave_no_duplicates(proxied_bro
     assert proxy.cuts >= 2, f"only {proxy.cuts} connections were cut"
     got = _read_values(broker.bootstrap, topic, 3, total)
     _check_exactly_once_in_order(got, total)
+
+
+def test_init_producer_id_always_hands_out_a_fresh_id(kt_broker) -> None:
+    """An idempotent producer's KIP-360 "bump" (InitProducerId v3+ with its id and
+    epoch) gets a new id at epoch 0, as from Kafka: never an epoch that only the
+    broker which handed out the old id could vouch for."""
+    import asyncio
+
+    from kt.client import KafkaClient
+    from kt.protocol import ErrorCode, apis
+
+    async def go() -> list[tuple[int, int, int]]:
+        client = KafkaClient(kt_broker.bootstrap)
+        await client.start()
+        try:
+            out = []
+            pid, epoch = -1, -1
+            for _ in range(3):
+                body = apis.INIT_PRODUCER_ID.request(
+                    transactional_id=None, transaction_timeout_ms=60000,
+                    producer_id=pid, producer_epoch=epoch,
+                )  # fmt: skip
+                resp = await client.send(apis.INIT_PRODUCER_ID, body)
+                out.append((resp.error_code, resp.producer_id, resp.producer_epoch))
+                pid, epoch = resp.producer_id, resp.producer_epoch
+            # an id this broker never handed out is not refused either
+            body = apis.INIT_PRODUCER_ID.request(
+                transactional_id=None, transaction_timeout_ms=60000,
+                producer_id=pid + 10**9, producer_epoch=7,
+            )  # fmt: skip
+            resp = await client.send(apis.INIT_PRODUCER_ID, body)
+            out.append((resp.error_code, resp.producer_id, resp.producer_epoch))
+            return out
+        finally:
+            await client.close()
+
+    got = asyncio.run(go())
+    assert [e for e, _, _ in got] == [ErrorCode.NONE] * 4
+    assert [ep for _, _, ep in got] == [0] * 4
+    ids = [p for _, p, _ in got]
+    assert len(set(ids)) == 4 and all(p >= 0 for p in ids)

@@ -1,53 +1,47 @@
-"""InitProducerId: producer ids and epochs for idempotent (and, later, transactional) producers.
+"""InitProducerId: producer ids for idempotent (and, later, transactional) producers.
 
 Ids come from the broker's ProducerIdManager (`kt.broker.producer_ids`), which
 reserves them from the cluster metadata in blocks, so a restart never hands out
-an id twice. An idempotent producer that asks with its current id
-and epoch (v3+, KIP-360) gets the same id with the epoch bumped; an unknown or
-stale id/epoch pair is fenced.
+an id twice and no two brokers hand out the same one.
+
+An idempotent producer (no transactional id) always gets a fresh id at epoch 0,
+whatever id and epoch it sends: that is Kafka's TransactionCoordinator for a null
+transactional id, and what a KIP-360 client asking for an "epoch bump" after
+UNKNOWN_PRODUCER_ID or OUT_OF_ORDER_SEQUENCE accepts (Kafka's own Java producer
+and kafka-python both take the new id). Any broker may answer, so nothing here
+may depend on which broker handed out the previous id.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from kt.broker.handlers import RequestContext, handles
+from kt.broker.metadata.store import StoreError
 from kt.protocol import ErrorCode, Struct, apis
 
-MAX_EPOCH = 32767
+log = logging.getLogger(__name__)
+
+
+def _refused(error: int) -> Any:
+    return apis.INIT_PRODUCER_ID.response(
+        throttle_time_ms=0, error_code=error, producer_id=-1, producer_epoch=-1
+    )
 
 
 @handles(apis.INIT_PRODUCER_ID.key, (0, 4))
 async def init_producer_id(ctx: RequestContext, request: Struct) -> Any:
-    """A new producer id (epoch 0), or the caller's id with its epoch bumped."""
-    mgr = ctx.broker.producer_ids
+    """A new producer id at epoch 0 for an idempotent producer."""
     if request.transactional_id is not None:
-        return apis.INIT_PRODUCER_ID.response(
-            throttle_time_ms=0,
-            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            producer_id=-1,
-            producer_epoch=-1,
-        )
-    pid = request.producer_id if ctx.version >= 3 else -1
-    epoch = request.producer_epoch if ctx.version >= 3 else -1
-    if pid >= 0:
-        current = mgr.epochs.get(pid)
-        if current is None or current != epoch:
-            return apis.INIT_PRODUCER_ID.response(
-                throttle_time_ms=0,
-                error_code=ErrorCode.INVALID_PRODUCER_EPOCH,
-                producer_id=-1,
-                producer_epoch=-1,
-            )
-        if epoch < MAX_EPOCH:
-            mgr.epochs[pid] = epoch + 1
-            return apis.INIT_PRODUCER_ID.response(
-                throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=pid,
-                producer_epoch=epoch + 1,
-            )  # fmt: skip
-        # Epoch exhausted: a new id, as Kafka does.
-    new_pid = await mgr.allocate()
-    mgr.epochs[new_pid] = 0
+        return _refused(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    try:
+        pid = await ctx.broker.producer_ids.allocate()
+    except (StoreError, RuntimeError) as exc:
+        # No block could be claimed (the metadata store is unreachable, or the broker
+        # has not joined yet): retriable, the client asks again.
+        log.warning("cannot hand out a producer id: %s", exc)
+        return _refused(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
     return apis.INIT_PRODUCER_ID.response(
-        throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=new_pid, producer_epoch=0
+        throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=pid, producer_epoch=0
     )
