@@ -223,13 +223,29 @@ class Broker:
     async def ensure_internal_topic(
         self, name: str, partitions: int, configs: dict[str, str], replication_factor: int
     ) -> TopicInfo | None:
-        """Create an internal topic (__consumer_offsets) on first use, its replication
-        factor capped by the live brokers (as Kafka did for offsets.topic.replication.
-        factor before 0.11 made it strict; kt keeps a cluster of one usable)."""
+        """Create an internal topic (__consumer_offsets) on first use.
+
+        In a cluster the replication factor is strict, as in Kafka since 0.11: while
+        fewer brokers are alive than it asks for, the topic is not created (callers
+        answer COORDINATOR_NOT_AVAILABLE and clients retry). Capping it instead would
+        create the topic with fewer replicas for good whenever the first consumer
+        arrives while a broker is down. The single-node broker has one broker, ever,
+        so there the factor is 1."""
         info = self.metadata.get(name)
         if info is not None:
             return info
-        factor = max(1, min(replication_factor, len(self.metadata.cache.alive_brokers())))
+        alive = len(self.metadata.cache.alive_brokers())
+        if self.membership is None:
+            factor = 1
+        elif alive < replication_factor:
+            log.warning(
+                "not creating %s yet: %d live brokers do not meet its replication factor %d "
+                "(offsets.topic.replication.factor); this is expected while a cluster starts",
+                name, alive, replication_factor,
+            )  # fmt: skip
+            return None
+        else:
+            factor = replication_factor
         try:
             return await self.admin.create_topic(
                 name, partitions, factor, configs, timeout_s=10.0, internal=True

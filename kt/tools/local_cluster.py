@@ -407,7 +407,10 @@ class LocalCluster:
             rack = racks[(n - 1) % len(racks)] if racks else None
             members.append(LocalBroker(n, port, root / f"broker-{n}", rack))
         zk = LocalZooKeeper(root / "zookeeper", zookeeper_port)
-        return cls(root, members, zk, chroot.rstrip("/"), dict(overrides or {}))
+        # The offsets topic's replication factor is strict in a cluster (as in Kafka):
+        # a cluster smaller than the default 3 gets one it can meet.
+        props = {"offsets.topic.replication.factor": str(min(3, brokers)), **(overrides or {})}
+        return cls(root, members, zk, chroot.rstrip("/"), props)
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str]) -> LocalCluster:

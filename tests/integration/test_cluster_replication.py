@@ -167,15 +167,6 @@ def _java_hash(s: str) -> int:
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "open bug (issue 10): after test_cluster_unclean leaves __consumer_offsets with an "
-        "ISR of one and that broker stops, the controller's own broker never rejoins the "
-        "__consumer_offsets ISRs once the leader returns (the other follower does); the "
-        "test then times out waiting for ISR [1, 2, 3]. Passes when run alone."
-    ),
-)
 def test_committed_offsets_survive_coordinator_failover(cluster: LocalCluster) -> None:
     from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient

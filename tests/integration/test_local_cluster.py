@@ -130,6 +130,12 @@ def test_cli_up_status_down(tmp_path: Path) -> None:
         procs = json.loads(st.stdout)
         assert st.exit_code == 0 and [p["role"] for p in procs] == ["zookeeper", "broker", "broker"]
         assert [p["rack"] for p in procs[1:]] == ["r1", "r2"] and all(p["running"] for p in procs)
+        # a cluster of two gets an offsets topic it can create (replication factor 2)
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        desc = admin.describe_consumer_groups(["g2"])["g2"].result(timeout=60)
+        assert desc.coordinator.id in (1, 2)
     finally:
         down = kt("cluster", "down", "--dir", d)
     assert down.exit_code == 0, down.stderr
@@ -250,3 +256,47 @@ def test_topic_describe_replicated_and_filters(three_brokers: LocalCluster) -> N
         c.start_broker(3)
     wait_for(lambda: on(c, "topic", "describe", "--topic", "rf3",
                         "--under-replicated-partitions").stdout == "")  # fmt: skip
+
+
+@pytest.mark.cluster
+def test_offsets_topic_waits_for_its_replication_factor(three_brokers: LocalCluster) -> None:
+    """__consumer_offsets is not created with fewer replicas than
+    offsets.topic.replication.factor while a broker is down (Kafka since 0.11):
+    FindCoordinator answers COORDINATOR_NOT_AVAILABLE until all three are back, and
+    then the topic has three replicas per partition."""
+    import asyncio
+
+    from kt.client import KafkaClient
+    from kt.protocol import ErrorCode, apis
+
+    c = three_brokers
+
+    async def find() -> int:
+        client = KafkaClient(c.bootstrap_servers)
+        await client.start()
+        try:
+            body = apis.FIND_COORDINATOR.request(key="g-rf", key_type=0, coordinator_keys=["g-rf"])
+            resp = await client.send(apis.FIND_COORDINATOR, body)
+            return int(resp.coordinators[0].error_code if resp.coordinators else resp.error_code)
+        finally:
+            await client.close()
+
+    def offsets_assignment() -> dict[str, list[int]] | None:
+        r = kt("topic", "describe", "--topic", "__consumer_offsets", "--json",
+               "-b", c.bootstrap_servers)  # fmt: skip
+        if r.exit_code != 0:
+            return None
+        doc = json.loads(r.stdout.splitlines()[0])
+        return {str(p["partition"]): p["replicas"] for p in doc["partitions"]}
+
+    assert offsets_assignment() is None, "another test created __consumer_offsets first"
+    c.stop_broker(3)
+    try:
+        assert asyncio.run(find()) == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert offsets_assignment() is None
+    finally:
+        c.start_broker(3)
+    c.wait_registered(30.0)
+    wait_for(lambda: asyncio.run(find()) == ErrorCode.NONE)
+    assignment = offsets_assignment()
+    assert assignment and all(sorted(r) == [1, 2, 3] for r in assignment.values())

@@ -341,9 +341,20 @@ class KafkaController:
 
         def callback(children: list[str]) -> None:
             if self.active and self._term == term:
-                self.submit(lambda: fn(children))
+                self.submit(self._in_term(term, lambda: fn(children)))
 
         return callback
+
+    def _in_term(self, term: int, fn: Callable[[], Awaitable[None]]) -> Event:
+        """An event that runs only if the term it was queued in still lasts: one
+        queued just before a resignation (a session expiry, another controller)
+        must not act on the emptied view of a controller that is no longer active."""
+
+        async def event() -> None:
+            if self.active and self._term == term:
+                await fn()
+
+        return event
 
     async def _on_failover(self) -> None:
         """Kafka's onControllerFailover, in its order."""
@@ -470,7 +481,7 @@ class KafkaController:
 
         def callback(data: bytes | None) -> None:
             if data is not None and self.active and self._term == term:
-                self.submit(lambda: self._on_partitions_modified(name))
+                self.submit(self._in_term(term, lambda: self._on_partitions_modified(name)))
 
         return callback
 

@@ -851,3 +851,24 @@ def test_failover_takes_dead_brokers_out_of_the_isrs():
         await c.shutdown()
 
     run(go)
+
+
+def test_an_event_queued_before_resigning_does_not_run_after_it(caplog: Any):
+    """A broker change queued just before the controller resigned (another broker
+    took /controller) must not run on the emptied view of the old term: it used to
+    fail on the closed channel with a logged traceback."""
+
+    async def go() -> None:
+        zk = three_brokers()
+        c, rec = await started(zk)
+        sent = len(rec.sent)
+        zk.steal_controller(2)  # queues the controller change (it resigns)...
+        zk.remove_broker(3)  # ...then a broker change from the same, ending term
+        await settle()
+        assert not c.active and c.channel is None
+        assert len(rec.sent) == sent
+        await c.shutdown()
+
+    with caplog.at_level("ERROR"):
+        run(go)
+    assert "event failed" not in caplog.text
