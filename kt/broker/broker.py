@@ -235,7 +235,7 @@ class Broker:
         if info is not None:
             return info
         alive = len(self.metadata.cache.alive_brokers())
-        if self.membership is None:
+        if self.config.zookeeper_connect is None:
             factor = 1
         elif alive < replication_factor:
             log.warning(
