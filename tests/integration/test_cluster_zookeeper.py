@@ -141,6 +141,8 @@ def test_zookeeper_down_at_start_fails_in_one_line(tmp_path: Path) -> None:
     lines = _error_lines(err)
     assert len(lines) == 1, lines
     assert "zookeeper" in lines[0].lower() and dead.split("/")[0] in lines[0]
+    # and nothing before it: no retry chatter from the ZooKeeper client
+    assert [ln for ln in err.decode().splitlines() if ln.strip()] == lines
     assert elapsed >= 3.0  # it waited zookeeper.connection.timeout.ms first
 
 

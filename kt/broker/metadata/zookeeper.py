@@ -51,6 +51,20 @@ from .store import (
 
 log = logging.getLogger(__name__)
 
+
+class _UntilConnected(logging.Filter):
+    """Drops kazoo's chatter (each refused connect, each retry) below ERROR until the
+    first session is established: a broker that cannot reach ZooKeeper at start says
+    so in one line when `zookeeper.connection.timeout.ms` runs out. Once connected,
+    kazoo's reconnect messages are kept: they are what an operator reads in an outage."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.connected = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.connected or record.levelno >= logging.ERROR
+
 DEFAULT_SESSION_TIMEOUT_MS = 18000  # Kafka's zookeeper.session.timeout.ms
 
 _ERRORS: dict[type[Exception], type[StoreError]] = {
@@ -142,11 +156,17 @@ class ZooKeeperStore(CoordinationStore):
         self._closing = False
         # Reconnect quickly after an outage: fault tests and failovers wait on it.
         retry = KazooRetry(max_tries=-1, delay=0.1, backoff=1.5, max_delay=1.0)
+        # One unregistered logger per store (the manager would keep each forever),
+        # its records handed on to this module's logger and so to the root's handlers.
+        kazoo_log = logging.Logger(f"{__name__}.kazoo")
+        kazoo_log.parent = log
+        quiet = _UntilConnected()
+        kazoo_log.addFilter(quiet)
         client = KazooClient(
             hosts=self.hosts,
             timeout=self.session_timeout_s,
             connection_retry=retry,
-            logger=log,
+            logger=kazoo_log,
         )
         self._client = client
         try:
@@ -156,6 +176,7 @@ class ZooKeeperStore(CoordinationStore):
             raise StoreUnavailableError(
                 f"cannot connect to ZooKeeper at {self.connect} within {timeout_s:g} s"
             ) from None
+        quiet.connected = True
         self._session_id = client.client_id[0]
         if self.chroot:
             # Created without the chroot in effect, then switched on, as Kafka does.
