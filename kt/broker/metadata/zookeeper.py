@@ -65,6 +65,7 @@ class _UntilConnected(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         return self.connected or record.levelno >= logging.ERROR
 
+
 DEFAULT_SESSION_TIMEOUT_MS = 18000  # Kafka's zookeeper.session.timeout.ms
 
 _ERRORS: dict[type[Exception], type[StoreError]] = {
