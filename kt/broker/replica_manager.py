@@ -131,6 +131,10 @@ class ReplicaManager:
         ) = None
         # Told after an ISR change was committed (e.g. produces waiting on the ISR).
         self.isr_listeners: list[Callable[[Partition], None]] = []
+        # (partition, follower) whose expansion the controller refused as ineligible
+        # (shutting down, or not live to it) -> the metadata version then: not proposed
+        # again until the metadata changes, instead of after every fetch.
+        self._ineligible: dict[tuple[TopicPartition, int], int] = {}
 
     # --- the hosted partitions -------------------------------------------------
 
@@ -607,7 +611,13 @@ class ReplicaManager:
                 self._propose_isr(part, new_isr)
 
     def maybe_expand_isr(self, part: Partition, replica_id: int) -> None:
-        """After a follower's fetch: propose it back into the ISR once it caught up."""
+        """After a follower's fetch: propose it back into the ISR once it caught up
+        (unless the controller refused it as ineligible and nothing changed since)."""
+        refused_at = self._ineligible.get((part.tp, replica_id))
+        if refused_at is not None:
+            if refused_at == self.metadata_cache.version:
+                return
+            del self._ineligible[(part.tp, replica_id)]
         new_isr = part.isr_expand_candidate(replica_id)
         if new_isr is not None:
             log.info("%s: expanding ISR from %s to %s", _name(part.tp), part.isr, new_isr)
@@ -620,6 +630,7 @@ class ReplicaManager:
             return
         proposal = IsrProposal(part.tp, part.topic_id, part.leader_epoch, tuple(new_isr),
                                part.partition_epoch)  # fmt: skip
+        added = [r for r in new_isr if r not in part.isr]
 
         def answered(result: IsrResult) -> None:
             if result.error == ErrorCode.NONE:
@@ -632,6 +643,9 @@ class ReplicaManager:
                     part.abandon_pending_isr()
             else:
                 part.abandon_pending_isr()
+                if result.error == ErrorCode.INELIGIBLE_REPLICA:
+                    for r in added:
+                        self._ineligible[(part.tp, r)] = self.metadata_cache.version
                 log.info("%s: ISR change to %s refused (error %d)", _name(part.tp),
                          new_isr, result.error)  # fmt: skip
 

@@ -198,3 +198,32 @@ def test_fetch_offset_for_timestamp(rm: ReplicaManager) -> None:
         rm.fetch_offset_for_timestamp("t", 0, -2)
     # The debugging replica id may ask a follower.
     assert rm.fetch_offset_for_timestamp("t", 0, -2, require_leader=False)[0] == 0
+
+
+def test_a_refused_ineligible_follower_waits_for_new_metadata(rm: ReplicaManager) -> None:
+    """The controller refuses to add a shutting-down follower to the ISR
+    (INELIGIBLE_REPLICA): its leader does not propose it again after every fetch,
+    only once the metadata changed (Kafka's leaders re-check eligibility then)."""
+    from replication_helpers import state
+
+    from kt.broker.alter_partition import IsrProposal, IsrResult
+
+    part = rm.get(TopicPartition("t", 0))
+    assert part is not None
+    assert part.make_leader(state(1, 5, [1], [1, 2]), now_ms=1000)
+    proposals: list[IsrProposal] = []
+
+    def submit(p: IsrProposal, answer: object) -> bool:
+        proposals.append(p)
+        answer(IsrResult(ErrorCode.INELIGIBLE_REPLICA))  # type: ignore[operator]
+        return True
+
+    rm.submit_isr_change = submit
+    for now in (1001, 1002, 1003):
+        part.update_follower_fetch_state(2, 0, now, 0)
+        rm.maybe_expand_isr(part, 2)
+    assert [p.new_isr for p in proposals] == [(1, 2)]
+    rm.metadata_cache.version += 1  # an UpdateMetadata arrived
+    part.update_follower_fetch_state(2, 0, 1004, 0)
+    rm.maybe_expand_isr(part, 2)
+    assert len(proposals) == 2 and part.isr == [1]
