@@ -406,11 +406,10 @@ class Partition:
                 )
             if not verdict.ok:
                 raise ProducerStateError(verdict.error_code, verdict.message)
-        segments_before = len(self.log.segments)
         result = self.log.append_as_leader(data, self.leader_epoch, now_ms=now_ms)
         if psm is not None:
             psm.on_append(headers, result.first_offset, result.log_append_time)
-            if len(self.log.segments) != segments_before:
+            if result.rolled:
                 # A roll: snapshot so a restart replays only the new segment.
                 psm.take_snapshot(self.log.log_end_offset)
         if not self.maybe_increment_high_watermark(now_ms=now_ms):
@@ -643,7 +642,6 @@ class Partition:
             # Our empty log starts inside the leader's first batch (DeleteRecords moved
             # its log start mid-batch): restart at the batch, as Kafka's follower does.
             self.truncate_fully_and_start_at(headers[0].base_offset)
-        segments_before = len(self.log.segments)
         result = self.log.append_as_follower(buf)
         psm = self.producer_state
         if psm is not None and result.batches:
@@ -653,7 +651,7 @@ class Partition:
                 size = header.size_in_bytes
                 psm.replay(LogBatch(pos, view[pos : pos + size], header, None))
                 pos += size
-            if len(self.log.segments) != segments_before:
+            if result.rolled:
                 psm.take_snapshot(self.log.log_end_offset)
         self.notify()
         return result

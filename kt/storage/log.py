@@ -91,6 +91,8 @@ class AppendResult:
     log_start_offset: int
     batches: int
     bytes: int
+    # The append rolled a new segment first (its callers snapshot producer state then).
+    rolled: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,7 +333,7 @@ class PartitionLog:
             offset = last + 1
             pos += size
         first = self.log_end_offset
-        self._append(buf, patched, leader_epoch, first, now)
+        rolled = self._append(buf, patched, leader_epoch, first, now)
         return AppendResult(
             first_offset=first,
             last_offset=offset - 1,
@@ -341,6 +343,7 @@ class PartitionLog:
             log_start_offset=self.log_start_offset,
             batches=len(patched),
             bytes=len(buf),
+            rolled=rolled,
         )
 
     def append_as_follower(self, data: bytes | bytearray) -> AppendResult:
@@ -362,7 +365,7 @@ class PartitionLog:
         infos = [BatchInfo(h.last_offset, h.max_timestamp, h.size_in_bytes) for h in headers]
         epoch = headers[0].partition_leader_epoch if headers else -1
         first = headers[0].base_offset if headers else self.log_end_offset
-        self._append(buf, infos, epoch, first, int(time.time() * 1000))
+        rolled = self._append(buf, infos, epoch, first, int(time.time() * 1000))
         for h in headers:
             if h.partition_leader_epoch >= 0:
                 self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
@@ -370,7 +373,7 @@ class PartitionLog:
         last = infos[-1].last_offset if infos else self.log_end_offset - 1
         max_ts = max((i.max_timestamp for i in infos), default=v2.NO_TIMESTAMP)
         return AppendResult(
-            first, last, max_ts, last, -1, self.log_start_offset, len(infos), len(buf)
+            first, last, max_ts, last, -1, self.log_start_offset, len(infos), len(buf), rolled
         )
 
     def validate_batches(
@@ -480,9 +483,10 @@ class PartitionLog:
         leader_epoch: int,
         first_offset: int,
         now: int,
-    ) -> None:
+    ) -> bool:
+        """Write batches whose offsets are assigned; True if a new segment was rolled."""
         if not infos:
-            return
+            return False
         size = len(buf)
         if size > self.config.segment_bytes:
             raise RecordBatchTooLargeError(
@@ -491,6 +495,7 @@ class PartitionLog:
                 f"{self.config.segment_bytes}."
             )
         max_ts = max(i.max_timestamp for i in infos)
+        before = self.active_segment
         segment = self._maybe_roll(size, max_ts, infos[-1].last_offset, first_offset, now)
         if leader_epoch >= 0 and self.leader_epoch_cache.assign(leader_epoch, first_offset):
             self._epochs_flushed = self.leader_epoch_cache.entries  # assign persisted it
@@ -499,6 +504,7 @@ class PartitionLog:
         self.unflushed_messages += infos[-1].last_offset - first_offset + 1
         if self.unflushed_messages >= self.config.flush_messages:
             self.flush()
+        return segment is not before
 
     # --- rolling ---------------------------------------------------------
 

@@ -232,10 +232,12 @@ def test_roll_on_segment_bytes(logdir: Path) -> None:
     current = 0
     for i in range(40):
         data = producer_batch(1 + i % 3, value_size=20 + (i * 13) % 60)
-        if current > cfg.segment_bytes - len(data):
+        rolls = current > cfg.segment_bytes - len(data)
+        if rolls:
             expected_bases.append(log.log_end_offset)
             current = 0
-        log.append_as_leader(data, 0)
+        # the append says whether it rolled (callers snapshot producer state then)
+        assert log.append_as_leader(data, 0).rolled is rolls
         current += len(data)
         sizes.append(len(data))
     assert [s.base_offset for s in log.segments] == expected_bases
@@ -296,6 +298,7 @@ def test_roll_on_relative_offset_overflow_as_follower(logdir: Path) -> None:
         build_batch([RecordSpec(b"k", b"v")] * 2, base_offset=far, partition_leader_epoch=2)
     )
     assert (res.first_offset, res.last_offset) == (far, far + 1)
+    assert res.rolled
     assert [s.base_offset for s in log.segments] == [0, far]
     assert log.log_end_offset == far + 2
     assert log.leader_epoch_cache.entries == [EpochEntry(1, 0), EpochEntry(2, far)]
