@@ -47,6 +47,7 @@ from kt.protocol import ErrorCode
 from kt.storage.checkpoint import TopicPartition
 from kt.storage.errors import OffsetOutOfRangeError, StorageError
 from kt.storage.log import AppendResult, FetchSlice, PartitionLog
+from kt.storage.txn_index import AbortedTxn
 
 log = logging.getLogger("kt.broker.replica_manager")
 
@@ -373,6 +374,19 @@ class ReplicaManager:
             )
         except OffsetOutOfRangeError:
             raise
+        except (StorageError, OSError) as exc:
+            self.on_storage_error(part, exc)
+            raise KafkaStorageError(str(exc)) from exc
+
+    def aborted_transactions(
+        self, part: Partition, fetch_offset: int, upper_bound: int
+    ) -> list[AbortedTxn]:
+        """The aborted transactions a READ_COMMITTED fetch of `part` from
+        `fetch_offset` (bounded by `upper_bound`, the LSO) reports, from the
+        `.txnindex` files. KafkaStorageError after taking the log offline when
+        they cannot be read."""
+        try:
+            return part.aborted_transactions(fetch_offset, upper_bound)
         except (StorageError, OSError) as exc:
             self.on_storage_error(part, exc)
             raise KafkaStorageError(str(exc)) from exc
