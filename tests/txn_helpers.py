@@ -118,19 +118,22 @@ async def end_txn(
         assert codes == [ErrorCode.NONE] * len(parts), resp
 
 
-async def list_offset(client: KafkaClient, topic: str, partition: int, committed: bool) -> int:
-    """ListOffsets LATEST at the given isolation level."""
+async def list_offset(
+    client: KafkaClient, topic: str, partition: int, committed: bool, node: int | None = None
+) -> int:
+    """ListOffsets LATEST at the given isolation level, from the leader or (as the
+    debugging replica id -2, which may read a follower) from broker `node`."""
     leader = (await client.topic(topic, refresh=True)).partitions[partition].leader
     resp: Any = await client.send(
         apis.LIST_OFFSETS,
         apis.LIST_OFFSETS.request(
-            replica_id=-1,
+            replica_id=-1 if node is None else -2,
             isolation_level=1 if committed else 0,
             topics=[
                 {"name": topic, "partitions": [{"partition_index": partition, "timestamp": -1}]}
             ],
         ),
-        leader,
+        leader if node is None else node,
     )
     p = resp.topics[0].partitions[0]
     assert p.error_code == ErrorCode.NONE, p
