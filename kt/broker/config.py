@@ -33,6 +33,8 @@ DEFAULTS: dict[str, str] = {
     "group.max.session.timeout.ms": "1800000",
     "group.max.size": str(2**31 - 1),
     "transaction.max.timeout.ms": "900000",
+    # How long a WriteTxnMarkers append waits for the ISR (Kafka's request.timeout.ms).
+    "request.timeout.ms": "30000",
     "delete.topic.enable": "true",
     "log.flush.offset.checkpoint.interval.ms": "60000",
     "log.flush.start.offset.checkpoint.interval.ms": "60000",

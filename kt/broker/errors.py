@@ -99,6 +99,16 @@ class InvalidTxnStateError(ProducerError):
     """A batch that contradicts its producer's transaction state."""
 
 
+class TransactionCoordinatorFencedError(ProducerError):
+    """A transaction marker from a coordinator epoch older than the last marker's
+    (a zombie coordinator)."""
+
+
+class TransactionalIdAuthorizationFailedError(BrokerError):
+    """A produce of transactional batches without a transactional id (Kafka refuses
+    the whole request so; with an authorizer also an unauthorized id)."""
+
+
 # The one mapping from exception classes to Kafka error codes. `error_code_for`
 # looks an exception's classes up most-derived first, so the storage core's
 # subclasses of CorruptRecordError get their specific codes and any other
@@ -124,6 +134,8 @@ ERROR_CODES: dict[type[BaseException], ErrorCode] = {
     InvalidProducerEpochError: ErrorCode.INVALID_PRODUCER_EPOCH,
     UnknownProducerIdError: ErrorCode.UNKNOWN_PRODUCER_ID,
     InvalidTxnStateError: ErrorCode.INVALID_TXN_STATE,
+    TransactionCoordinatorFencedError: ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+    TransactionalIdAuthorizationFailedError: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
     # The storage core's errors.
     storage_log.RecordTooLargeError: ErrorCode.MESSAGE_TOO_LARGE,
     storage_log.RecordBatchTooLargeError: ErrorCode.RECORD_LIST_TOO_LARGE,

@@ -49,8 +49,9 @@ from kt.storage.checkpoint import TopicPartition
 from kt.storage.errors import CorruptRecordError, OffsetOutOfRangeError
 from kt.storage.file_records import LogBatch
 from kt.storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-from kt.storage.log import AppendResult, FetchSlice, PartitionLog
+from kt.storage.log import AppendOrigin, AppendResult, FetchSlice, PartitionLog
 from kt.storage.producer_state import CheckOutcome, ProducerStateManager
+from kt.storage.txn_index import AbortedTxn
 
 UNKNOWN_OFFSET = -1
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
@@ -260,8 +261,25 @@ class Partition:
         return self.log.log_end_offset
 
     def last_stable_offset(self) -> int:
-        """The upper bound for read_committed consumers (no transactions yet: the HW)."""
-        return self.log.high_watermark
+        """The upper bound for read_committed consumers: the high watermark, or the
+        first offset of the earliest transaction still open (or whose marker is not
+        replicated yet) when that is lower, never below the log start (Kafka's
+        UnifiedLog.lastStableOffset). Followers compute it the same way from the
+        state they rebuilt from the leader's batches."""
+        hw = self.log.high_watermark
+        psm = self.producer_state
+        first_unstable = None if psm is None else psm.first_unstable_offset(hw)
+        if first_unstable is None:
+            return hw
+        return min(max(first_unstable, self.log.log_start_offset), hw)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions a READ_COMMITTED fetch from `fetch_offset` must
+        report (their records are to be dropped): those overlapping the records one
+        read can return, i.e. below `upper_bound` (the LSO) and the end of the
+        segment holding `fetch_offset`."""
+        bound = min(upper_bound, self.log.next_segment_base(fetch_offset))
+        return self.log.collect_aborted_txns(fetch_offset, bound)
 
     @property
     def is_leader(self) -> bool:
@@ -414,6 +432,63 @@ class Partition:
                 psm.take_snapshot(self.log.log_end_offset)
         if not self.maybe_increment_high_watermark(now_ms=now_ms):
             # Followers long-poll on the LEO even when the HW stays.
+            self.notify()
+        return result
+
+    def append_txn_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        now_ms: int | None = None,
+    ) -> AppendResult:
+        """Write a COMMIT/ABORT marker for `producer_id` as leader (WriteTxnMarkers;
+        Kafka's appendRecordsToLeader with COORDINATOR origin). The producer's open
+        transaction ends here: an aborted one gets its `.txnindex` entry (first
+        offset, the marker's offset, the last stable offset right after it), and the
+        last stable offset may move once the marker is replicated. Raises
+        NotLeaderOrFollowerError, ProducerStateError (INVALID_PRODUCER_EPOCH for an
+        older producer epoch, TRANSACTION_COORDINATOR_FENCED for an older coordinator
+        epoch), and the storage core's errors."""
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(
+                f"broker {self.local_broker_id} is not the leader of {self.tp}"
+            )
+        now = _now_ms() if now_ms is None else now_ms
+        psm = self.producer_state
+        if psm is not None:
+            verdict = psm.check_end_txn_marker(producer_id, producer_epoch, coordinator_epoch)
+            if not verdict.ok:
+                raise ProducerStateError(verdict.error_code, verdict.message)
+        marker = v2.build_end_txn_marker(
+            commit=commit,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch,
+            timestamp=now,
+        )
+        segments_before = len(self.log.segments)
+        result = self.log.append_as_leader(
+            bytearray(marker), self.leader_epoch, now_ms=now, origin=AppendOrigin.COORDINATOR
+        )
+        if psm is not None:
+            completed = psm.apply_end_txn_marker(
+                producer_id,
+                producer_epoch,
+                coordinator_epoch,
+                result.first_offset,
+                result.max_timestamp,
+                commit=commit,
+            )
+            if completed is not None and completed.is_aborted:
+                lso = psm.last_stable_offset(completed)
+                self.log.record_aborted_txn(
+                    AbortedTxn(producer_id, completed.first_offset, completed.last_offset, lso)
+                )
+            if len(self.log.segments) != segments_before:
+                psm.take_snapshot(self.log.log_end_offset)
+        if not self.maybe_increment_high_watermark(now_ms=now):
             self.notify()
         return result
 
@@ -649,7 +724,13 @@ class Partition:
             pos = 0
             for header in headers:
                 size = header.size_in_bytes
-                psm.replay(LogBatch(pos, view[pos : pos + size], header, None))
+                done = psm.replay(LogBatch(pos, view[pos : pos + size], header, None))
+                if done is not None and done[0].is_aborted:
+                    # The leader's `.txnindex` entry, rebuilt: same transaction, same LSO.
+                    txn, lso = done
+                    self.log.record_aborted_txn(
+                        AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
+                    )
                 pos += size
             if result.rolled:
                 psm.take_snapshot(self.log.log_end_offset)

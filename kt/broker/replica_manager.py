@@ -35,6 +35,7 @@ from kt.broker.errors import (
     UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
     broker_error,
+    error_code_for,
     is_storage_failure,
 )
 from kt.broker.log_manager import LogManager
@@ -46,10 +47,12 @@ from kt.protocol import ErrorCode
 from kt.storage.checkpoint import TopicPartition
 from kt.storage.errors import OffsetOutOfRangeError, StorageError
 from kt.storage.log import AppendResult, FetchSlice, PartitionLog
+from kt.storage.txn_index import AbortedTxn
 
 log = logging.getLogger("kt.broker.replica_manager")
 
 NO_LEADER = -1
+CONSUMER_OFFSETS = "__consumer_offsets"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +91,24 @@ class StopReplicaChange:
     leader_epoch: int
     delete: bool
 
+
+@dataclass(frozen=True, slots=True)
+class TxnMarker:
+    """One marker of a WriteTxnMarkers request: end `producer_id`'s transaction on
+    `partitions` (commit or abort), as transaction coordinator epoch
+    `coordinator_epoch` decided."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    commit: bool
+    partitions: tuple[TopicPartition, ...]
+
+
+#: Told, after a marker was written and replicated on a `__consumer_offsets`
+#: partition, (that partition, the producer id, whether it committed): the group
+#: coordinator materialises (or drops) the producer's transactional offset commits.
+TxnCompletionListener = Callable[[TopicPartition, int, bool], None]
 
 LeadershipListener = Callable[[list[Partition], list[Partition], dict[int, tuple[str, int]]], None]
 
@@ -135,6 +156,9 @@ class ReplicaManager:
         # (shutting down, or not live to it) -> the metadata version then: not proposed
         # again until the metadata changes, instead of after every fetch.
         self._ineligible: dict[tuple[TopicPartition, int], int] = {}
+        # Told of transactions ended on __consumer_offsets partitions (see
+        # TxnCompletionListener and write_txn_markers).
+        self.offsets_txn_listeners: list[TxnCompletionListener] = []
 
     # --- the hosted partitions -------------------------------------------------
 
@@ -263,6 +287,79 @@ class ReplicaManager:
             self._maybe_fail(part, exc)
             raise
 
+    async def write_txn_markers(
+        self, markers: list[TxnMarker], timeout_ms: int
+    ) -> list[dict[TopicPartition, ErrorCode]]:
+        """WriteTxnMarkers (Kafka's KafkaApis.handleWriteTxnMarkersRequest): for each
+        marker and partition, append a COMMIT/ABORT control batch as leader
+        (COORDINATOR origin), then wait, as an acks=all produce, for the ISR to have
+        it. Per marker, each partition's error: UNKNOWN_TOPIC_OR_PARTITION when not
+        hosted here or offline, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
+        INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, CORRUPT_MESSAGE or
+        KAFKA_STORAGE_ERROR, REQUEST_TIMED_OUT. Once a marker is replicated on a
+        `__consumer_offsets` partition, `offsets_txn_listeners` are told; a listener
+        failing turns that partition's answer into UNKNOWN_SERVER_ERROR, as Kafka."""
+        now = int(time.time() * 1000)
+        results: list[dict[TopicPartition, ErrorCode]] = []
+        required: dict[TopicPartition, int] = {}
+        for marker in markers:
+            out: dict[TopicPartition, ErrorCode] = {}
+            for tp in marker.partitions:
+                code, next_offset = self._append_marker(marker, tp, now)
+                out[tp] = code
+                if next_offset is not None:
+                    required[tp] = max(required.get(tp, 0), next_offset)
+            results.append(out)
+        waited = await self.wait_for_replication(required, timeout_ms) if required else {}
+        for marker, out in zip(markers, results, strict=True):
+            for tp, code in out.items():
+                if code != ErrorCode.NONE or tp not in waited:
+                    continue
+                err = waited[tp]
+                if err is not None:
+                    out[tp] = error_code_for(err)
+                elif tp.topic == CONSUMER_OFFSETS:
+                    out[tp] = self._tell_offsets_txn_listeners(tp, marker)
+        return results
+
+    def _append_marker(
+        self, marker: TxnMarker, tp: TopicPartition, now_ms: int
+    ) -> tuple[ErrorCode, int | None]:
+        """One partition's marker append: (error code, offset after the marker)."""
+        part = self._partitions.get(tp)
+        if part is None or part.offline:
+            # Kafka's onlinePartition: neither hosted nor online is "unknown" here.
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        refusal = part.check_enough_replicas_for_append(-1)
+        if refusal is not None:
+            return error_code_for(refusal), None
+        try:
+            result = part.append_txn_marker(
+                marker.producer_id,
+                marker.producer_epoch,
+                marker.coordinator_epoch,
+                marker.commit,
+                now_ms=now_ms,
+            )
+        except ProducerStateError as exc:
+            log.info("%s: refused %s marker of producer %d: %s", _name(tp),
+                     "COMMIT" if marker.commit else "ABORT", marker.producer_id,
+                     exc.message)  # fmt: skip
+            return ErrorCode(exc.error_code), None
+        except (BrokerError, StorageError, OSError) as exc:
+            self._maybe_fail(part, exc)
+            return error_code_for(exc), None
+        return ErrorCode.NONE, result.last_offset + 1
+
+    def _tell_offsets_txn_listeners(self, tp: TopicPartition, marker: TxnMarker) -> ErrorCode:
+        for listener in self.offsets_txn_listeners:
+            try:
+                listener(tp, marker.producer_id, marker.commit)
+            except Exception:
+                log.exception("%s: offsets transaction listener failed", _name(tp))
+                return ErrorCode.UNKNOWN_SERVER_ERROR
+        return ErrorCode.NONE
+
     def read(
         self,
         part: Partition,
@@ -281,6 +378,19 @@ class ReplicaManager:
             )
         except OffsetOutOfRangeError:
             raise
+        except (StorageError, OSError) as exc:
+            self.on_storage_error(part, exc)
+            raise KafkaStorageError(str(exc)) from exc
+
+    def aborted_transactions(
+        self, part: Partition, fetch_offset: int, upper_bound: int
+    ) -> list[AbortedTxn]:
+        """The aborted transactions a READ_COMMITTED fetch of `part` from
+        `fetch_offset` (bounded by `upper_bound`, the LSO) reports, from the
+        `.txnindex` files. KafkaStorageError after taking the log offline when
+        they cannot be read."""
+        try:
+            return part.aborted_transactions(fetch_offset, upper_bound)
         except (StorageError, OSError) as exc:
             self.on_storage_error(part, exc)
             raise KafkaStorageError(str(exc)) from exc

@@ -58,6 +58,7 @@ from kt.storage.retention import (
     select_deletable,
 )
 from kt.storage.segment import BatchInfo, LogSegment, RecoveryResult
+from kt.storage.txn_index import AbortedTxn
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 # Codec ids 0-4 are none, gzip, snappy, lz4 and zstd; 5-7 are not defined.
@@ -651,6 +652,33 @@ class PartitionLog:
                     break
                 if item.last_offset >= start:
                     yield item
+
+    # --- transactions ------------------------------------------------------
+
+    def record_aborted_txn(self, txn: AbortedTxn) -> None:
+        """Add an aborted transaction to the `.txnindex` of the active segment, the one
+        holding its ABORT marker just appended (Kafka's segment.updateTxnIndex)."""
+        self.active_segment.append_aborted_txn(txn)
+
+    def collect_aborted_txns(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [start_offset, upper_bound_offset), for a
+        READ_COMMITTED fetch (Kafka's collectAbortedTransactions): the `.txnindex`
+        files from the segment holding `start_offset` on, until an entry's last
+        stable offset reaches the bound (a marker may sit segments after its data)."""
+        found: list[AbortedTxn] = []
+        for seg in self._segments[self._floor_segment_index(start_offset) :]:
+            result = seg.txn_index.collect_aborted(start_offset, upper_bound_offset)
+            found.extend(result.aborted)
+            if result.is_complete:
+                break
+        return found
+
+    def next_segment_base(self, offset: int) -> int:
+        """The base offset of the segment after the one holding `offset`, or the log
+        end offset when that is the active one (an upper bound of what one read from
+        `offset` returns)."""
+        idx = self._floor_segment_index(offset) + 1
+        return self._segments[idx].base_offset if idx < len(self._segments) else self.log_end_offset
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= `timestamp`."""

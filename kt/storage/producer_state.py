@@ -57,6 +57,7 @@ NONE = 0
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
 INVALID_TXN_STATE = 48
+TRANSACTION_COORDINATOR_FENCED = 52
 INVALID_RECORD = 87
 
 
@@ -201,6 +202,17 @@ class ProducerStateEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a COMMIT/ABORT marker closed (Kafka's CompletedTxn): its first
+    data offset, the marker's offset, and whether it was aborted."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
+@dataclass(frozen=True, slots=True)
 class ProducerDescription:
     """One active producer as DescribeProducers reports it."""
 
@@ -221,6 +233,7 @@ class CheckOutcome(enum.Enum):
     OUT_OF_ORDER_SEQUENCE = "out_of_order_sequence"
     INVALID_TXN_STATE = "invalid_txn_state"
     INVALID_RECORD = "invalid_record"
+    COORDINATOR_FENCED = "coordinator_fenced"
 
 
 _ERROR_CODES = {
@@ -230,6 +243,7 @@ _ERROR_CODES = {
     CheckOutcome.OUT_OF_ORDER_SEQUENCE: OUT_OF_ORDER_SEQUENCE_NUMBER,
     CheckOutcome.INVALID_TXN_STATE: INVALID_TXN_STATE,
     CheckOutcome.INVALID_RECORD: INVALID_RECORD,
+    CheckOutcome.COORDINATOR_FENCED: TRANSACTION_COORDINATOR_FENCED,
 }
 
 
@@ -293,6 +307,11 @@ class ProducerStateManager:
         self.dir = Path(directory)
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._producers: dict[int, ProducerStateEntry] = {}
+        # Transactions whose marker is written but maybe not yet replicated (Kafka's
+        # unreplicatedTxns): they hold the first unstable offset until the high
+        # watermark passes their marker, so a read_committed consumer never sees a
+        # transaction's records before its outcome is safe from a leader change.
+        self._unreplicated: list[CompletedTxn] = []
         self._map_end_offset = 0
         self._last_snap_offset = 0
         self._snapshots: dict[int, Path] = self._scan_snapshots()
@@ -330,6 +349,57 @@ class ProducerStateManager:
     def snapshot_entries(self) -> list[ProducerSnapshotEntry]:
         """What a snapshot taken now would hold, by producer id."""
         return [e.to_snapshot_entry() for _, e in sorted(self._producers.items())]
+
+    # --- transactions ----------------------------------------------------------
+
+    def ongoing_txns(self) -> dict[int, int]:
+        """Open transactions: producer id -> the first offset of its transaction."""
+        return {
+            pid: e.current_txn_first_offset
+            for pid, e in self._producers.items()
+            if e.current_txn_first_offset is not None
+        }
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The smallest first offset of the open transactions and of the completed
+        ones whose marker is not below `high_watermark` yet; None when there is none
+        (Kafka's firstUnstableOffset). Completed transactions whose marker the high
+        watermark passed are forgotten here."""
+        self._unreplicated = [t for t in self._unreplicated if t.last_offset >= high_watermark]
+        firsts = [t.first_offset for t in self._unreplicated]
+        firsts.extend(self.ongoing_txns().values())
+        return min(firsts, default=None)
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """The last stable offset right after `completed` ends, as its `.txnindex`
+        entry records it: the first offset of the earliest other open transaction,
+        else the offset after the marker (Kafka's lastStableOffset(CompletedTxn))."""
+        others = [o for p, o in self.ongoing_txns().items() if p != completed.producer_id]
+        return min(others) if others else completed.last_offset + 1
+
+    def check_end_txn_marker(
+        self, producer_id: int, producer_epoch: int, coordinator_epoch: int
+    ) -> CheckResult:
+        """Validate a COMMIT/ABORT marker the transaction coordinator asks the leader
+        to write (Kafka's ProducerAppendInfo.appendEndTxnMarker, COORDINATOR origin):
+        an epoch below the producer's is INVALID_PRODUCER_EPOCH, a coordinator epoch
+        below the last marker's TRANSACTION_COORDINATOR_FENCED. Changes nothing."""
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            return _OK
+        if producer_epoch < entry.producer_epoch:
+            return CheckResult(
+                CheckOutcome.INVALID_PRODUCER_EPOCH,
+                f"epoch of producer {producer_id} is {producer_epoch}, which is smaller "
+                f"than the last seen epoch {entry.producer_epoch}",
+            )
+        if entry.coordinator_epoch > coordinator_epoch:
+            return CheckResult(
+                CheckOutcome.COORDINATOR_FENCED,
+                f"invalid coordinator epoch for producerId {producer_id}: "
+                f"{coordinator_epoch} (zombie), {entry.coordinator_epoch} (current)",
+            )
+        return _OK
 
     # --- the produce path ----------------------------------------------------
 
@@ -434,9 +504,12 @@ class ProducerStateManager:
         coordinator_epoch: int,
         offset: int,
         timestamp: int,
-    ) -> int | None:
-        """Apply a COMMIT/ABORT marker written at `offset` (no validation); returns the
-        first offset of the transaction it closed, None when none was open."""
+        *,
+        commit: bool = True,
+    ) -> CompletedTxn | None:
+        """Apply a COMMIT/ABORT marker written at `offset` (no validation); returns
+        the transaction it closed, None when none was open (an empty transaction:
+        nothing for the `.txnindex` and the last stable offset)."""
         entry = self._entry(producer_id)
         first = entry.current_txn_first_offset
         entry.maybe_update_epoch(producer_epoch)
@@ -444,7 +517,11 @@ class ProducerStateManager:
         entry.current_txn_first_offset = None
         entry.last_timestamp = timestamp
         self.update_map_end_offset(max(self._map_end_offset, offset + 1))
-        return first
+        if first is None:
+            return None
+        completed = CompletedTxn(producer_id, first, offset, not commit)
+        self._unreplicated.append(completed)
+        return completed
 
     def update_map_end_offset(self, offset: int) -> None:
         """Declare the state current up to `offset` (exclusive), e.g. after appends of
@@ -453,14 +530,16 @@ class ProducerStateManager:
 
     # --- rebuilding --------------------------------------------------------
 
-    def replay(self, batch: LogBatch) -> None:
-        """Apply a batch read back from the log, without validation (Kafka's
-        loadProducersFromRecords: REPLICATION origin). Control batches close the
-        producer's transaction."""
+    def replay(self, batch: LogBatch) -> tuple[CompletedTxn, int] | None:
+        """Apply a batch read back from the log or copied from the leader, without
+        validation (Kafka's REPLICATION origin). A control batch closes the producer's
+        transaction: returned then with the last stable offset its `.txnindex`
+        entry would record (the caller writes it when the batch is new to the log)."""
         header = batch.header
+        done = None
         if header is not None and header.producer_id >= 0:
             if header.is_control:
-                self._replay_control(header, batch.data)
+                done = self._replay_control(header, batch.data)
             else:
                 self._apply_data_batch(
                     header.producer_id,
@@ -472,6 +551,7 @@ class ProducerStateManager:
                     header.is_transactional,
                 )
         self._map_end_offset = max(self._map_end_offset, batch.next_offset)
+        return done
 
     def replay_all(self, batches: Iterable[LogBatch], end_offset: int | None = None) -> None:
         """Replay `batches` (stopping at the first one at or after `end_offset`), then
@@ -583,7 +663,9 @@ class ProducerStateManager:
 
     def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
         """The log start moved (retention, DeleteRecords). As Kafka, producer entries
-        stay in memory; only the bookkeeping offsets move."""
+        stay in memory; only the bookkeeping offsets move, and completed transactions
+        wholly below the new start are forgotten."""
+        self._unreplicated = [t for t in self._unreplicated if t.last_offset >= log_start_offset]
         self._map_end_offset = max(self._map_end_offset, log_start_offset)
         latest = self.latest_snapshot_offset()
         self._last_snap_offset = log_start_offset if latest is None else latest
@@ -611,27 +693,40 @@ class ProducerStateManager:
         if transactional and entry.current_txn_first_offset is None:
             entry.current_txn_first_offset = first_offset
 
-    def _replay_control(self, header: v2.BatchHeader, data: bytes | memoryview) -> None:
+    def _replay_control(
+        self, header: v2.BatchHeader, data: bytes | memoryview
+    ) -> tuple[CompletedTxn, int] | None:
         # An empty control batch: the cleaner removed its transaction entirely.
         for rec in v2.iter_records(header, data):
             _, type_id = v2.parse_control_key(rec.key)
             if type_id not in (v2.CONTROL_ABORT, v2.CONTROL_COMMIT):
-                return
+                return None
             try:
                 _, coordinator_epoch = v2.parse_end_txn_marker(rec.value)
             except CorruptRecordError:
-                return
-            self.apply_end_txn_marker(
+                return None
+            entry = self._producers.get(header.producer_id)
+            pending = None if entry is None else entry.current_txn_first_offset
+            lso = 0
+            if pending is not None:
+                # Computed before the transaction leaves the open ones.
+                lso = self.last_stable_offset(
+                    CompletedTxn(header.producer_id, pending, header.base_offset, False)
+                )
+            completed = self.apply_end_txn_marker(
                 header.producer_id,
                 header.producer_epoch,
                 coordinator_epoch,
                 header.base_offset,
                 rec.timestamp,
+                commit=type_id == v2.CONTROL_COMMIT,
             )
-            return
+            return None if completed is None else (completed, lso)
+        return None
 
     def _clear(self) -> None:
         self._producers.clear()
+        self._unreplicated.clear()
 
     def _scan_snapshots(self) -> dict[int, Path]:
         found: dict[int, Path] = {}

@@ -168,6 +168,9 @@ class TransactionIndex:
             if self._fh is None:
                 self._fh = open(self.path, "ab")  # noqa: SIM115 - kept open across calls
             self._fh.write(txn.encode())
+            # Into the OS at once, as Kafka's channel write (not fsynced): a reader of
+            # the file (kt dump-log-segments on a live broker) sees the entry.
+            self._fh.flush()
 
     def truncate_to(self, offset: int) -> None:
         """Remove the entries from the first whose lastOffset >= ``offset`` onward."""

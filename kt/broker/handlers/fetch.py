@@ -130,6 +130,16 @@ def _read_all(
             watched.append(part)
             if sl is None or sl.length == 0:
                 continue
+            if committed:
+                # The aborted transactions among these records: the consumer drops them.
+                try:
+                    aborted = replicas.aborted_transactions(part, p.fetch_offset, upper)
+                except BrokerError as exc:
+                    entry["error_code"] = error_code_for(exc)
+                    continue
+                entry["aborted_transactions"] = [
+                    {"producer_id": t.producer_id, "first_offset": t.first_offset} for t in aborted
+                ]
             entry["records"] = ExternalRecords(sl.length, (sl.segment.fd, sl.position))
             total += sl.length
             budget -= sl.length
@@ -164,7 +174,7 @@ def _read_for_follower(
     except (BrokerError, OffsetOutOfRangeError) as exc:
         entry["error_code"] = error_code_for(exc)
         return 0
-    entry.update(high_watermark=read.high_watermark, last_stable_offset=read.high_watermark,
+    entry.update(high_watermark=read.high_watermark, last_stable_offset=part.last_stable_offset(),
                  log_start_offset=read.log_start_offset)  # fmt: skip
     if read.diverging_epoch is not None:
         epoch, end = read.diverging_epoch

@@ -39,6 +39,10 @@ _MAGIC_AT = 16
 async def produce(ctx: RequestContext, request: Struct) -> Any:
     """Append each partition's batches; acks=0 gets no response at all."""
     version = ctx.version
+    if version >= MIN_VERSION and request.transactional_id is None and _has_transactional(request):
+        # Kafka's KafkaApis: transactional batches need a transactional id (the one
+        # an authorizer would check); the whole request is refused.
+        return _refuse_all(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     responses = []
     # acks=all: the offset each appended partition's high watermark must reach.
     required: dict[TopicPartition, tuple[int, dict[str, Any]]] = {}
@@ -73,6 +77,40 @@ async def produce(ctx: RequestContext, request: Struct) -> Any:
         for tp, error in errors.items():
             if error is not None:
                 required[tp][1]["error_code"] = error_code_for(error)
+    return apis.PRODUCE.response(responses=responses, throttle_time_ms=0)
+
+
+def _has_transactional(request: Struct) -> bool:
+    """Whether any partition's first batch is transactional (Kafka's
+    ProduceRequest.hasTransactionalRecords reads the batch headers' flags)."""
+    for topic in request.topic_data:
+        for pdata in topic.partition_data:
+            records = pdata.records
+            if records is None or len(records) < v2.ATTRIBUTES_OFFSET + 2:
+                continue
+            (attributes,) = _ATTRIBUTES.unpack_from(memoryview(records), v2.ATTRIBUTES_OFFSET)
+            if attributes & v2.TRANSACTIONAL_MASK and records[_MAGIC_AT] == v2.MAGIC_V2:
+                return True
+    return False
+
+
+def _refuse_all(request: Struct, code: ErrorCode) -> Any:
+    """The same error for every partition of the request (nothing written)."""
+    if request.acks == 0:
+        from kt.broker.network import CloseConnection
+
+        raise CloseConnection(f"produce refused: {code.name}")
+    responses = [
+        {
+            "name": topic.name,
+            "partition_responses": [
+                {"index": p.index, "error_code": code, "base_offset": -1,
+                 "log_append_time_ms": -1, "log_start_offset": -1}
+                for p in topic.partition_data
+            ],
+        }
+        for topic in request.topic_data
+    ]  # fmt: skip
     return apis.PRODUCE.response(responses=responses, throttle_time_ms=0)
 
 

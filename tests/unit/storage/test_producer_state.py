@@ -31,6 +31,7 @@ from kt.storage.producer_state import (
     INT32_MAX,
     BatchMetadata,
     CheckOutcome,
+    CompletedTxn,
     ProducerDescription,
     ProducerStateManager,
     decrement_sequence,
@@ -283,7 +284,8 @@ def test_transaction_state(psm: ProducerStateManager) -> None:
     r = psm.check(hdr(seq=2))
     assert r.outcome is CheckOutcome.INVALID_TXN_STATE and r.error_code == 48
     assert psm.describe_producers() == [ProducerDescription(PID, 0, 1, T0, -1, 20)]
-    assert psm.apply_end_txn_marker(PID, 0, 7, offset=22, timestamp=T0 + 5) == 20
+    done = psm.apply_end_txn_marker(PID, 0, 7, offset=22, timestamp=T0 + 5)
+    assert done == CompletedTxn(PID, 20, 22, is_aborted=False)
     assert psm.describe_producers() == [ProducerDescription(PID, 0, 1, T0 + 5, 7, -1)]
     assert psm.check(hdr(seq=2)).ok
     assert psm.map_end_offset == 23
