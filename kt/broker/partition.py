@@ -468,7 +468,6 @@ class Partition:
             coordinator_epoch=coordinator_epoch,
             timestamp=now,
         )
-        segments_before = len(self.log.segments)
         result = self.log.append_as_leader(
             bytearray(marker), self.leader_epoch, now_ms=now, origin=AppendOrigin.COORDINATOR
         )
@@ -486,7 +485,7 @@ class Partition:
                 self.log.record_aborted_txn(
                     AbortedTxn(producer_id, completed.first_offset, completed.last_offset, lso)
                 )
-            if len(self.log.segments) != segments_before:
+            if result.rolled:
                 psm.take_snapshot(self.log.log_end_offset)
         if not self.maybe_increment_high_watermark(now_ms=now):
             self.notify()
