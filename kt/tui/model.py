@@ -366,17 +366,25 @@ class History:
             out.append(max(0.0, (_committed_sum(b) - _committed_sum(a)) / dt))
         return out
 
-    def reassignment_progress(self) -> list[ReplicaProgress]:
-        """The newest snapshot's adding replicas, with rate and ETA from the
-        snapshot before it (as `kt reassign-partitions --progress` computes them)."""
-        ok = [s for s in self._items if s.error is None]
+    def reassignment_progress(self, window: int = 10) -> list[ReplicaProgress]:
+        """The newest snapshot's adding replicas, with rate and ETA computed as `kt
+        reassign-partitions --progress` computes them, against the oldest of the last
+        `window` snapshots that has the replica: a throttled follower copies in bursts
+        of up to replica.fetch.max.bytes, so a rate over two refreshes alone would
+        jump between 0 and a burst."""
+        ok = [s for s in self._items if s.error is None][-(window + 1) :]
         if not ok:
             return []
-        now = list(ok[-1].reassignment_progress)
-        if len(ok) < 2:
-            return now
-        before = ok[-2]
-        return with_rates(now, before.reassignment_progress, ok[-1].taken_at - before.taken_at)
+        latest, earlier = ok[-1], ok[:-1]
+        out = []
+        for x in latest.reassignment_progress:
+            for before in earlier:
+                rows = before.reassignment_progress
+                if any(b.partition == x.partition and b.broker == x.broker for b in rows):
+                    x = with_rates([x], rows, latest.taken_at - before.taken_at)[0]
+                    break
+            out.append(x)
+        return out
 
     def group_lag_series(self, group_id: str) -> list[int]:
         """A group's total lag at each snapshot (its trend)."""

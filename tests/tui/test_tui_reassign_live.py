@@ -108,7 +108,7 @@ async def test_start_and_cancel_a_throttled_reassignment(cluster: Any, tmp_path:
                 "the throttle in the summary",
                 timeout=15,
             )
-            # two refreshes later the copy has a rate (the CLI's numbers)
+            # a refresh later the copy has a rate (the CLI's numbers)
             await _until(pilot, lambda: _rows(moving)[0][5] != "-", "a copy rate", timeout=15)
             snap = app.history.latest_ok
             assert snap is not None and snap.reassignments[0].target == (2,)

@@ -1,10 +1,11 @@
 """The reassignments and preferred-leaders view on the fake cluster: what it lists, the
-progress numbers (rate and ETA from two refreshes), the confirmations of its actions,
+progress numbers (rate and ETA from successive refreshes), the confirmations of its actions,
 and a bad plan file that starts nothing."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import tui_fakes as fakes
@@ -56,6 +57,19 @@ def test_rate_and_eta_come_from_the_last_two_snapshots() -> None:
     # a failed refresh in between does not count as a sample
     h.add(fakes.down_snapshot(5))
     assert h.reassignment_progress() == [e0, e1]
+
+
+def test_rate_spans_the_window_so_bursts_do_not_read_as_a_stall() -> None:
+    # a throttled follower: 1 MB in one fetch, then nothing for a while
+    h = History()
+    for i, copied in enumerate((0, 1_000_000, 1_000_000)):
+        snap = fakes.reassigning_snapshot(i)
+        row = replace(snap.reassignment_progress[0], copied=copied)
+        h.add(replace(snap, reassignment_progress=(row,)))
+    [over_window] = h.reassignment_progress()
+    assert over_window.rate == 250_000 and over_window.eta_s == 49_000_000 / 250_000
+    [last_pair] = h.reassignment_progress(window=1)
+    assert last_pair.rate == 0 and last_pair.eta_s is None
 
 
 def test_partition_progress_sums_adding_replicas() -> None:

@@ -2,9 +2,9 @@
 
 - Every partition being reassigned: its replicas, those being added and removed, how
   many bytes the adding replicas hold against the leader's (a progress bar), the copy
-  rate between the last two refreshes and the ETA: the numbers of `kt
-  reassign-partitions --progress`, summed over a partition's adding replicas; and the
-  replication throttles in force.
+  rate over the last refreshes and the ETA: the numbers of `kt reassign-partitions
+  --progress`, summed over a partition's adding replicas; and the replication
+  throttles in force.
 - Preferred-leader imbalance per broker, measured as the controller's auto leader
   rebalance measures it (kt.broker.controller.rebalance), and every partition not led
   by its preferred replica, with whether an election could move it back.
@@ -104,7 +104,7 @@ class ReassignmentsScreen(DashboardScreen):
     ]
 
     def nav_detail(self) -> str:
-        return "reassignments & leaders"
+        return "reassignments"
 
     def body(self) -> ComposeResult:
         yield Static(id="reassign-summary")
