@@ -3,7 +3,8 @@
 Kafka's actions and exact output lines (runbooks grep them), Kafka's JSON files,
 plus `--progress` (bytes copied per adding replica, rate, ETA) and
 `--generate --minimal-movement`. The JSON formats and plan checks are in
-`kt.tools.reassign_plan`.
+`kt.tools.reassign_plan`; progress and throttles (shared with `kt tui`) in
+`kt.tools.reassignment`.
 """
 
 from __future__ import annotations
@@ -18,14 +19,7 @@ from typing import TYPE_CHECKING
 import click
 
 from kt.broker.controller.assignment import BrokerMetadata
-from kt.client import (
-    OP_DELETE,
-    OP_SET,
-    RESOURCE_BROKER,
-    RESOURCE_TOPIC,
-    KafkaClient,
-    PartitionReassignment,
-)
+from kt.client import KafkaClient, PartitionReassignment
 from kt.tools.console import emit_json, fail, handle_errors, stdout_is_terminal, usage_error
 from kt.tools.reassign_plan import (
     Plan,
@@ -38,7 +32,14 @@ from kt.tools.reassign_plan import (
     parse_plan,
     parse_topics,
     plan_doc,
-    throttle_lists,
+)
+from kt.tools.reassignment import (
+    ReplicaProgress,
+    clear_throttles,
+    eta_text,
+    sample_progress,
+    set_throttles,
+    with_rates,
 )
 from kt.tools.wire import Wire, wire_options
 
@@ -281,35 +282,6 @@ THROTTLE_WARNING = (
     "Warning: You must run --verify periodically, until the reassignment completes, to "
     "ensure the throttle is removed."
 )
-RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
-LISTS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
-
-
-async def set_throttles(c: KafkaClient, current: Plan, plan: Plan, rate: int) -> None:
-    """Kafka's --throttle: the topics' throttled-replica lists, then both rates on
-    every broker involved."""
-    lists, brokers = throttle_lists(current, plan)
-    for topic, configs in sorted(lists.items()):
-        await c.incremental_alter_configs(
-            RESOURCE_TOPIC, topic, [(k, OP_SET, v) for k, v in configs.items()]
-        )
-    for b in brokers:
-        await c.incremental_alter_configs(
-            RESOURCE_BROKER, str(b), [(k, OP_SET, str(rate)) for k in RATES]
-        )
-
-
-async def clear_throttles(c: KafkaClient, topics: list[str]) -> list[int]:
-    """Kafka's --verify once done: the rates off every broker, the lists off the
-    plan's topics. Returns the brokers."""
-    brokers = sorted(c.metadata.brokers)
-    for b in brokers:
-        await c.incremental_alter_configs(
-            RESOURCE_BROKER, str(b), [(k, OP_DELETE, None) for k in RATES]
-        )
-    for t in topics:
-        await c.incremental_alter_configs(RESOURCE_TOPIC, t, [(k, OP_DELETE, None) for k in LISTS])
-    return brokers
 
 
 def check_plan_or_exit(
@@ -445,78 +417,13 @@ def _list(wire: Wire, as_json: bool) -> None:
 # --- --progress (beyond Kafka) ---------------------------------------------------------
 
 
-@dataclass
-class ReplicaProgress:
-    """How far one adding replica has copied its partition."""
-
-    partition: str
-    broker: int
-    copied: int  # bytes in the adding replica
-    total: int  # bytes in the leader's replica
-    rate: float | None = None  # bytes/s since the previous sample
-    eta_s: float | None = None
-
-    @property
-    def remaining(self) -> int:
-        """Bytes still to copy."""
-        return max(0, self.total - self.copied)
-
-
-async def sample_progress(c: KafkaClient, plan: Plan | None) -> list[ReplicaProgress]:
-    """The adding replicas of the reassignments in progress (of the plan's
-    partitions, or all), with their size and the leader's (DescribeLogDirs)."""
-    running = await c.list_partition_reassignments()
-    if plan is not None:
-        running = {tp: r for tp, r in running.items() if tp in plan}
-    if not running:
-        return []
-    topics = sorted({t for t, _ in running})
-    infos = await c.describe_topics(topics)
-    wanted = {t: sorted(p for tt, p in running if tt == t) for t in topics}
-    brokers = sorted({b for r in running.values() for b in r.replicas} & set(c.metadata.brokers))
-    sizes: dict[tuple[str, int, int], int] = {}
-    for d in await c.describe_log_dirs(brokers, wanted):
-        for lp in d.partitions:
-            if not lp.is_future:
-                key = (lp.topic, lp.partition, d.broker)
-                sizes[key] = max(sizes.get(key, 0), lp.size)
-    out = []
-    for (t, p), r in sorted(running.items()):
-        leader = infos[t].partitions[p].leader if t in infos and p in infos[t].partitions else -1
-        total = sizes.get((t, p, leader), 0)
-        for b in r.adding_replicas:
-            out.append(ReplicaProgress(_tp(t, p), b, sizes.get((t, p, b), 0), total))
-    return out
-
-
-def with_rates(now: list[ReplicaProgress], before: list[ReplicaProgress], dt: float) -> None:
-    """Fill rate and ETA from the previous sample `dt` seconds earlier."""
-    prev = {(x.partition, x.broker): x.copied for x in before}
-    for x in now:
-        if (x.partition, x.broker) in prev and dt > 0:
-            x.rate = max(0.0, (x.copied - prev[(x.partition, x.broker)]) / dt)
-            if x.remaining == 0:
-                x.eta_s = 0.0
-            elif x.rate > 0:
-                x.eta_s = x.remaining / x.rate
-
-
-def _eta(s: float | None) -> str:
-    if s is None:
-        return "-"
-    s = int(s)
-    return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s" if s >= 3600 else (
-        f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
-    )  # fmt: skip
-
-
 def progress_line(x: ReplicaProgress) -> str:
     """The plain (piped) line of one adding replica."""
-    pct = 100.0 if x.total == 0 else min(100.0, 100.0 * x.copied / x.total)
+    pct = 100.0 * x.fraction
     rate = "-" if x.rate is None else f"{x.rate:.0f} B/s"
     return (
         f"{x.partition} broker {x.broker}: copied {x.copied} of {x.total} bytes ({pct:.1f}%), "
-        f"remaining {x.remaining} bytes, rate {rate}, eta {_eta(x.eta_s)}"
+        f"remaining {x.remaining} bytes, rate {rate}, eta {eta_text(x.eta_s)}"
     )
 
 
@@ -532,7 +439,7 @@ def _render(rows: list[ReplicaProgress]) -> Table:
             x.partition, str(x.broker), ProgressBar(total=max(x.total, 1), completed=x.copied,
                                                     width=30),
             str(x.copied), str(x.remaining), "-" if x.rate is None else f"{x.rate:.0f} B/s",
-            _eta(x.eta_s),
+            eta_text(x.eta_s),
         )  # fmt: skip
     if not rows:
         table.caption = "No partition reassignments in progress."
@@ -566,7 +473,7 @@ def _progress(wire: Wire, plan: Plan | None, watch: bool, interval: float, as_js
                 await asyncio.sleep(interval)
                 rows = await sample_progress(c, plan)
                 t1 = time.monotonic()
-                with_rates(rows, before, t1 - t0)
+                rows = with_rates(rows, before, t1 - t0)
                 if live is not None:
                     live.update(_render(rows), refresh=True)
                 show(rows)

@@ -11,7 +11,10 @@ Every call opens its own short-lived client, so actions work from any event loop
 and never reuse a connection a broker restart left dead. Offsets are reset like
 Kafka's `kafka-consumer-groups.sh --reset-offsets`: only for inactive groups
 (state Empty or Dead), with new offsets clamped to each partition's log start
-and end.
+and end. Reassignments are started like `kafka-reassign-partitions.sh --execute`
+(the same plan checks, refused while others run, optional throttle) and cancelled
+like its `--cancel` (the throttles are cleared once nothing is left in progress);
+preferred elections like `kafka-leader-election.sh --election-type PREFERRED`.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import TypeVar
 
 from kt.client import (
     EARLIEST,
+    ELECTION_PREFERRED,
     INACTIVE_STATES,
     LATEST,
     OP_DELETE,
@@ -38,9 +42,13 @@ from kt.client import (
     TopicInfo,
 )
 from kt.protocol.errors import ErrorCode
+from kt.tools.reassign_plan import PlanError, check_plan
+from kt.tools.reassignment import clear_throttles, set_throttles
 
 T = TypeVar("T")
 TopicPartition = tuple[str, int]
+#: a reassignment plan: target replicas per partition (kt.tools.reassign_plan.Plan)
+PlanMap = Mapping[TopicPartition, Sequence[int]]
 
 #: reset targets
 RESET_TARGETS = ("earliest", "latest", "offset", "timestamp")
@@ -308,8 +316,254 @@ class ClusterActions:
 
         return await self._result(go)
 
+    # --- reassignments -------------------------------------------------------------
+
+    async def describe_start_reassignment(
+        self, plan: PlanMap, throttle: int = -1, source: str = ""
+    ) -> ActionResult:
+        """What starting the plan moves, checked against the cluster as `kt
+        reassign-partitions --execute` checks it (nothing is sent on a bad plan)."""
+
+        async def go(c: KafkaClient) -> str:
+            current = await _checked_plan(c, plan)
+            moves = [(tp, current[tp], list(rs)) for tp, rs in sorted(plan.items())]
+            moved = sum(len(set(rs) - set(cur)) for _, cur, rs in moves)
+            lines = [
+                f"Reassign {_n(len(moves), 'partition')}"
+                + (f" from {source}" if source else "")
+                + f" ({_n(moved, 'replica')} to copy):"
+            ]
+            for (t, p), cur, rs in moves[:20]:
+                same = " (unchanged)" if cur == rs else ""
+                lines.append(f"  {t}-{p}: {_ids(cur)} -> {_ids(rs)}{same}")
+            if len(moves) > 20:
+                lines.append(f"  ... and {len(moves) - 20} more")
+            if throttle >= 0:
+                lines.append(
+                    f"Replication throttled to {throttle:,} B/s on the brokers involved "
+                    "(cancelling here, or kt reassign-partitions --verify once done, "
+                    "clears it)."
+                )
+            else:
+                lines.append("Not throttled: the new replicas copy at full speed.")
+            return "\n".join(lines)
+
+        return await self._result(go)
+
+    async def start_reassignment(
+        self, plan: PlanMap, throttle: int = -1, source: str = ""
+    ) -> ActionResult:
+        """Start the plan's reassignments (AlterPartitionReassignments), after
+        setting the throttle when `throttle` >= 0 (bytes/s)."""
+
+        async def go(c: KafkaClient) -> str:
+            current = await _checked_plan(c, plan)
+            target = {tp: list(rs) for tp, rs in plan.items()}
+            if throttle >= 0:
+                await set_throttles(c, current, target, throttle)
+            errors = await c.alter_partition_reassignments(target)
+            failed = {tp: e for tp, e in errors.items() if e is not None}
+            started = [tp for tp in sorted(plan) if tp not in failed]
+            if failed:
+                raise _Refused(
+                    f"started {_tps(started) or 'nothing'}; refused: "
+                    + "; ".join(f"{t}-{p}: {_kafka_message(e)}" for (t, p), e in failed.items())
+                )
+            limit = f", throttled to {throttle:,} B/s" if throttle >= 0 else ""
+            return f"Started the reassignment of {_tps(started)}{limit}."
+
+        return await self._result(go)
+
+    async def describe_cancel_reassignments(
+        self, partitions: Sequence[TopicPartition] | None = None
+    ) -> ActionResult:
+        """What cancelling the reassignments of `partitions` (None: all in progress)
+        puts back."""
+
+        async def go(c: KafkaClient) -> str:
+            running = await c.list_partition_reassignments()
+            active = _active(running, partitions)
+            lines = [f"Cancel {_n(len(active), 'reassignment')}; each partition goes back:"]
+            for tp in active[:20]:
+                r = running[tp]
+                original = [b for b in r.replicas if b not in r.adding_replicas]
+                dropped = f" (the copy on {_ids(r.adding_replicas)} is dropped)"
+                lines.append(
+                    f"  {tp[0]}-{tp[1]}: to {_ids(original)}"
+                    + (dropped if r.adding_replicas else "")
+                )
+            if len(active) > 20:
+                lines.append(f"  ... and {len(active) - 20} more")
+            if len(active) == len(running):
+                lines.append(
+                    "Nothing is left in progress then: the replication throttles are "
+                    "cleared (as kafka-reassign-partitions.sh --cancel does)."
+                )
+            else:
+                left = len(running) - len(active)
+                lines.append(f"{_n(left, 'other reassignment')} go on; the throttles stay.")
+            return "\n".join(lines)
+
+        return await self._result(go)
+
+    async def cancel_reassignments(
+        self, partitions: Sequence[TopicPartition] | None = None
+    ) -> ActionResult:
+        """Cancel reassignments in progress (None: all); clears the throttles when
+        none is left."""
+
+        async def go(c: KafkaClient) -> str:
+            active = _active(await c.list_partition_reassignments(), partitions)
+            errors = await c.alter_partition_reassignments({tp: None for tp in active})
+            failed = {tp: e for tp, e in errors.items() if e is not None}
+            done = [tp for tp in active if tp not in failed]
+            if failed:
+                raise _Refused(
+                    f"cancelled {_tps(done) or 'nothing'}; failed: "
+                    + "; ".join(f"{t}-{p}: {_kafka_message(e)}" for (t, p), e in failed.items())
+                )
+            text = f"Cancelled the reassignment of {_tps(done)}."
+            if not await c.list_partition_reassignments():
+                topics = sorted({t for t, _ in done})
+                brokers = await clear_throttles(c, topics)
+                text += f" Throttles cleared on brokers {_ids(brokers)}."
+            return text
+
+        return await self._result(go)
+
+    # --- preferred leader election -----------------------------------------------------
+
+    async def describe_elect_preferred_leaders(
+        self, partitions: Sequence[TopicPartition] | None = None
+    ) -> ActionResult:
+        """Which partitions (of `partitions`, None: all) a preferred election moves,
+        and which it cannot (preferred replica out of the ISR)."""
+
+        async def go(c: KafkaClient) -> str:
+            moves, stuck = await _election(c, partitions)
+            lines = [
+                f"Move leadership back to the preferred replica on {_n(len(moves), 'partition')}:"
+            ]
+            for (t, p), old, new in moves[:20]:
+                lines.append(f"  {t}-{p}: leader {old} -> {new}")
+            if len(moves) > 20:
+                lines.append(f"  ... and {len(moves) - 20} more")
+            if stuck:
+                lines.append(
+                    f"Not possible on {_n(len(stuck), 'partition')} (preferred replica "
+                    "not in the ISR): " + ", ".join(f"{t}-{p}" for t, p in stuck[:10])
+                )
+            return "\n".join(lines)
+
+        return await self._result(go)
+
+    async def elect_preferred_leaders(
+        self, partitions: Sequence[TopicPartition] | None = None
+    ) -> ActionResult:
+        """Run a preferred leader election (ElectLeaders) on `partitions` (None: the
+        controller's answer covers every partition that needed one)."""
+
+        async def go(c: KafkaClient) -> str:
+            wanted = None if partitions is None else [(t, p) for t, p in partitions]
+            results = await c.elect_leaders(ELECTION_PREFERRED, wanted)
+            elected = sorted(tp for tp, e in results.items() if e is None)
+            failed = {
+                tp: e
+                for tp, e in sorted(results.items())
+                if e is not None and e.code != ErrorCode.ELECTION_NOT_NEEDED
+            }
+            if failed:
+                raise _Refused(
+                    f"elected {_n(len(elected), 'preferred leader')}; failed: "
+                    + "; ".join(f"{t}-{p}: {_kafka_message(e)}" for (t, p), e in failed.items())
+                )
+            if not elected:
+                return "Every partition was already led by its preferred replica."
+            return f"Elected the preferred leader of {_tps(elected)}."
+
+        return await self._result(go)
+
 
 # --- helpers ------------------------------------------------------------------------
+
+
+async def _checked_plan(c: KafkaClient, plan: PlanMap) -> dict[TopicPartition, list[int]]:
+    """The plan's partitions' current replicas, after `kt reassign-partitions
+    --execute`'s checks (partitions and brokers exist, nothing else in progress)."""
+    if not plan:
+        raise _Refused("the plan has no partitions")
+    topics = await c.list_topics()
+    try:
+        check_plan(
+            {tp: list(rs) for tp, rs in plan.items()},
+            {t: list(i.partitions) for t, i in topics.items()},
+            c.metadata.brokers,
+        )
+    except PlanError as exc:
+        raise _Refused(str(exc)) from None
+    running = await c.list_partition_reassignments()
+    if running:
+        raise _Refused(
+            f"{_n(len(running), 'reassignment')} in progress ({_tps(sorted(running))}): "
+            "cancel them or wait (kt reassign-partitions --execute --additional adds to them)"
+        )
+    return {(t, p): list(topics[t].partitions[p].replicas) for t, p in plan}
+
+
+def _active(
+    running: Mapping[TopicPartition, object], partitions: Sequence[TopicPartition] | None
+) -> list[TopicPartition]:
+    if not running:
+        raise _Refused("no partition reassignment is in progress")
+    if partitions is None:
+        return sorted(running)
+    wanted = [(t, p) for t, p in partitions]
+    active = [tp for tp in wanted if tp in running]
+    if not active:
+        raise _Refused(f"{_tps(wanted)}: no reassignment in progress")
+    return active
+
+
+async def _election(
+    c: KafkaClient, partitions: Sequence[TopicPartition] | None
+) -> tuple[list[tuple[TopicPartition, int, int]], list[TopicPartition]]:
+    """(partition, leader, preferred) where a preferred election moves the leader,
+    and the partitions whose preferred replica cannot take over (not in the ISR)."""
+    topics = await c.list_topics()
+    infos = {(t, p): i for t, ti in topics.items() for p, i in ti.partitions.items()}
+    if partitions is None:
+        wanted = sorted(infos)
+    else:
+        wanted = [(t, p) for t, p in partitions]
+        missing = [tp for tp in wanted if tp not in infos]
+        if missing:
+            raise _Refused(f"{_tps(missing)}: no such partition")
+    moves, stuck = [], []
+    for tp in wanted:
+        info = infos[tp]
+        if not info.replicas or info.leader == info.replicas[0]:
+            continue
+        if info.replicas[0] in info.isr:
+            moves.append((tp, info.leader, info.replicas[0]))
+        else:
+            stuck.append(tp)
+    if not moves:
+        what = "every partition" if partitions is None else _tps(wanted)
+        if stuck:
+            raise _Refused(
+                f"no election possible: the preferred replica of {_tps(stuck)} is not in the ISR"
+            )
+        raise _Refused(f"{what}: already led by the preferred replica, nothing to elect")
+    return moves, stuck
+
+
+def _tps(tps: Sequence[TopicPartition]) -> str:
+    shown = ", ".join(f"{t}-{p}" for t, p in tps[:10])
+    return shown + (f" and {len(tps) - 10} more" if len(tps) > 10 else "")
+
+
+def _ids(brokers: Sequence[int]) -> str:
+    return ",".join(map(str, brokers)) or "-"
 
 
 async def _existing_topic(c: KafkaClient, name: str) -> TopicInfo:

@@ -10,7 +10,8 @@ the screens keep the last good data, and the next tick tries again (the
 sampler reconnects from the bootstrap list on its own).
 
 Actions (create/delete topic, add partitions, alter a config, reset a group's
-offsets) go form -> confirmation showing what will happen -> worker.
+offsets, start or cancel a reassignment, elect preferred leaders) go form (when
+they need input) -> confirmation showing what will happen -> worker.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from kt.tui.screens.dialogs import (
     ConfirmScreen,
     CreateTopicForm,
     ResetOffsetsForm,
+    StartReassignmentForm,
 )
 from kt.tui.screens.group_detail import GroupDetailScreen
 from kt.tui.screens.groups import GroupsScreen
@@ -43,6 +45,7 @@ from kt.tui.screens.help import HelpScreen
 from kt.tui.screens.logdirs import LogDirsScreen
 from kt.tui.screens.messages import MessagesScreen
 from kt.tui.screens.overview import OverviewScreen
+from kt.tui.screens.reassignments import ReassignmentsScreen
 from kt.tui.screens.topic_detail import TopicDetailScreen
 from kt.tui.screens.topics import TopicsScreen
 
@@ -52,7 +55,7 @@ if TYPE_CHECKING:
 #: refresh intervals the +/- keys step through (seconds)
 INTERVAL_STEPS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 #: actions that destroy something: their confirmation is styled as dangerous
-DANGEROUS = frozenset({"delete_topic", "reset_offsets"})
+DANGEROUS = frozenset({"delete_topic", "reset_offsets", "cancel_reassignments"})
 
 
 class Sampler(Protocol):
@@ -256,6 +259,12 @@ class KtApp(App[None]):
         self.switch_mode("groups")
         self.push_screen(GroupDetailScreen(group_id))
 
+    def open_reassignments(self) -> None:
+        """Brokers screen, then reassignments and preferred leaders."""
+        self.switch_mode("brokers")
+        if not isinstance(self.screen, ReassignmentsScreen):
+            self.push_screen(ReassignmentsScreen())
+
     # --- actions -------------------------------------------------------------------------
 
     def start_create_topic(self) -> None:
@@ -284,6 +293,22 @@ class KtApp(App[None]):
         g = snap.group(group_id) if snap else None
         topics = sorted({pl.topic for pl in g.lags}) if g else []
         self._ask(ResetOffsetsForm(group_id, topics))
+
+    def start_reassignment(self) -> None:
+        """Form (plan file, throttle; checked there), confirmation, then start."""
+        snap = self.history.latest_ok
+        topics = snap.topics if snap else ()
+        partitions = {t.name: [p.partition for p in t.partitions] for t in topics}
+        brokers = [b.node_id for b in snap.brokers] if snap else []
+        self._ask(StartReassignmentForm(partitions, brokers))
+
+    def start_cancel_reassignments(self, partitions: list[tuple[str, int]] | None) -> None:
+        """Confirmation, then cancel those reassignments (None: all in progress)."""
+        self.confirm(ActionRequest("cancel_reassignments", {"partitions": partitions}))
+
+    def start_elect_preferred_leaders(self, partitions: list[tuple[str, int]] | None) -> None:
+        """Confirmation, then a preferred leader election (None: every partition)."""
+        self.confirm(ActionRequest("elect_preferred_leaders", {"partitions": partitions}))
 
     def _ask(self, form: Screen[ActionRequest | None]) -> None:
         def done(request: ActionRequest | None) -> None:
@@ -357,6 +382,14 @@ class KtApp(App[None]):
         )
         yield SystemCommand("Refresh now", "Sample the cluster at once", self.refresh_now)
         yield SystemCommand("Create topic", "Create a topic (asks first)", self.start_create_topic)
+        yield SystemCommand(
+            "Reassignments and preferred leaders",
+            "Reassignments in progress, throttles, leader imbalance per broker",
+            self.open_reassignments,
+        )
+        yield SystemCommand(
+            "Start a reassignment", "From a plan file (asks first)", self.start_reassignment
+        )
         snap = self.history.latest_ok
         if snap is not None:
             for t in snap.topics:

@@ -15,6 +15,11 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from kt.broker.controller.election import LeaderAndIsr
+from kt.broker.controller.rebalance import LeaderImbalance, preferred_replica_imbalance
+from kt.storage.checkpoint import TopicPartition
+from kt.tools.reassignment import LISTS, ReplicaProgress, with_rates
+
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
@@ -175,6 +180,36 @@ class BrokerLoad:
 
 
 @dataclass(frozen=True, slots=True)
+class ReassignmentInfo:
+    """A partition reassignment in progress (ListPartitionReassignments)."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]  # the full set while it runs
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+
+    @property
+    def original(self) -> tuple[int, ...]:
+        """The replicas before it started: what a cancellation goes back to."""
+        return tuple(r for r in self.replicas if r not in self.adding)
+
+    @property
+    def target(self) -> tuple[int, ...]:
+        """The replicas once it completes."""
+        return tuple(r for r in self.replicas if r not in self.removing)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerThrottle:
+    """A broker's replication throttle rates in bytes/s (None: not set)."""
+
+    broker: int
+    leader_rate: int | None
+    follower_rate: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterSnapshot:
     """Everything one refresh learned, at one instant."""
 
@@ -191,6 +226,13 @@ class ClusterSnapshot:
     error: str | None = None  # set when the cluster could not be reached
     # requests of the refresh that failed while others worked (their fields are -1)
     warnings: tuple[str, ...] = ()
+    reassignments: tuple[ReassignmentInfo, ...] = ()
+    #: each adding replica's bytes against its leader's (rate and ETA unset: they
+    #: need two snapshots, see History.reassignment_progress)
+    reassignment_progress: tuple[ReplicaProgress, ...] = ()
+    #: brokers with a replication throttle rate set (asked only while reassignments
+    #: are in progress or throttles were seen)
+    throttles: tuple[BrokerThrottle, ...] = ()
 
     def topic(self, name: str) -> TopicInfo | None:
         """The topic of that name, if any."""
@@ -227,6 +269,25 @@ class ClusterSnapshot:
             if p.leader >= 0:
                 counts.setdefault(p.leader, [0, 0, 0, 0, 0])[0] += 1
         return {n: BrokerLoad(*c) for n, c in sorted(counts.items())}
+
+    def leader_imbalance(self) -> dict[int, LeaderImbalance]:
+        """Per preferred replica: its partitions and those another broker leads, as
+        the controller's auto leader rebalance measures them (an offline partition
+        counts as not led, as in Kafka, whose controller keeps its state)."""
+        parts = {TopicPartition(p.topic, p.partition): p for p in self.partitions}
+        leadership = {
+            tp: LeaderAndIsr(p.leader, p.leader_epoch, p.isr, -1, -1) for tp, p in parts.items()
+        }
+        return preferred_replica_imbalance(parts, lambda tp: parts[tp].replicas, leadership)
+
+    def throttled_replicas(self) -> dict[str, tuple[str, str]]:
+        """Per topic with throttled-replica lists: (leader list, follower list)."""
+        out = {}
+        for t in self.topics:
+            leader, follower = (t.overridden_configs.get(k, "") for k in LISTS)
+            if leader or follower:
+                out[t.name] = (leader, follower)
+        return out
 
 
 class History:
@@ -303,6 +364,26 @@ class History:
             if dt <= 0:
                 continue
             out.append(max(0.0, (_committed_sum(b) - _committed_sum(a)) / dt))
+        return out
+
+    def reassignment_progress(self, window: int = 10) -> list[ReplicaProgress]:
+        """The newest snapshot's adding replicas, with rate and ETA computed as `kt
+        reassign-partitions --progress` computes them, against the oldest of the last
+        `window` snapshots that has the replica: a throttled follower copies in bursts
+        of up to replica.fetch.max.bytes, so a rate over two refreshes alone would
+        jump between 0 and a burst."""
+        ok = [s for s in self._items if s.error is None][-(window + 1) :]
+        if not ok:
+            return []
+        latest, earlier = ok[-1], ok[:-1]
+        out = []
+        for x in latest.reassignment_progress:
+            for before in earlier:
+                rows = before.reassignment_progress
+                if any(b.partition == x.partition and b.broker == x.broker for b in rows):
+                    x = with_rates([x], rows, latest.taken_at - before.taken_at)[0]
+                    break
+            out.append(x)
         return out
 
     def group_lag_series(self, group_id: str) -> list[int]:

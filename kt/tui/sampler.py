@@ -9,7 +9,11 @@ A refresh is two round trips deep, everything else runs side by side:
   broker DescribeLogDirs, and one DescribeConfigs for every topic;
 - at the same time, per broker (known from the previous refresh), ListGroups, then
   DescribeGroups for all of that broker's groups and one OffsetFetch v8 carrying
-  all of them (one request per group on brokers older than v8).
+  all of them (one request per group on brokers older than v8);
+- one ListPartitionReassignments to the controller. The progress of the adding
+  replicas comes from the DescribeLogDirs above (no request of its own); only while
+  reassignments are in progress, or replication throttles are set, a third round
+  trip asks each broker for its throttle rates (DescribeConfigs).
 
 The sampler runs its client on a private event loop in a thread of its own:
 `sample()` may be awaited from any event loop (a Textual worker's included),
@@ -36,19 +40,22 @@ from typing import Any, TypeVar
 
 from kt.client import BrokerInfo as ClientBroker
 from kt.client import KafkaClient, KafkaConnectionError, KafkaError, KafkaTimeoutError
-from kt.client.admin import RESOURCE_TOPIC
+from kt.client.admin import RESOURCE_BROKER, RESOURCE_TOPIC
 from kt.protocol import apis
 from kt.protocol.consumer_protocol import decode_assignment
 from kt.protocol.errors import DecodeError, ErrorCode, error_for_code
 from kt.protocol.schema import Struct
+from kt.tools.reassignment import LISTS, RATES, replica_progress
 from kt.tui.model import (
     BrokerInfo,
+    BrokerThrottle,
     ClusterSnapshot,
     GroupInfo,
     GroupMemberInfo,
     GroupPartitionLag,
     LogDirInfo,
     PartitionInfo,
+    ReassignmentInfo,
     TopicInfo,
 )
 
@@ -83,6 +90,10 @@ class _Raw:
     configs: dict[str, Struct] = field(default_factory=dict)
     #: group id -> (coordinator, DescribeGroups entry, OffsetFetch topics or None)
     groups: dict[str, tuple[int, Struct, list[Struct] | None]] = field(default_factory=dict)
+    #: ListPartitionReassignments topics
+    reassignments: list[Struct] = field(default_factory=list)
+    #: node id -> its throttle rates (config name -> value), when asked
+    throttles: dict[int, dict[str, str]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     transport_failed: bool = False
 
@@ -118,6 +129,8 @@ class ClusterSampler:
         self._closed = False
         #: broker ids of the last successful Metadata (to start ListGroups early)
         self._known_brokers: list[int] = []
+        #: whether the last refresh found throttle rates (keep asking until they go)
+        self._throttles_seen = False
         #: the last refresh's timings: wall seconds per request kind (the slowest
         #: request of that kind), "build" and "client_cpu"
         self.last_timings: dict[str, float] = {}
@@ -299,8 +312,59 @@ class ClusterSampler:
         names = [t.name for t in raw.topics if t.error_code == ErrorCode.NONE]
         if names:
             jobs.append(self._configs(client, names, raw))
+        if raw.controller_id >= 0:
+            jobs.append(self._reassignments(client, raw.controller_id, raw))
         jobs.extend(group_tasks.values())
         await asyncio.gather(*jobs)
+        throttled_lists = any(
+            c.name in _THROTTLED_LISTS and c.value
+            for cfg in raw.configs.values()
+            for c in cfg.configs
+        )
+        if raw.reassignments or throttled_lists or self._throttles_seen:
+            await asyncio.gather(*(self._throttle_rates(client, n, raw) for n in nodes))
+        self._throttles_seen = any(raw.throttles.values())
+
+    async def _reassignments(self, client: KafkaClient, node: int, raw: _Raw) -> None:
+        async def go() -> None:
+            if not await client.supports(apis.LIST_PARTITION_REASSIGNMENTS, node):
+                return
+            resp = await self._timed(
+                "list_partition_reassignments",
+                client.send(apis.LIST_PARTITION_REASSIGNMENTS, _REASSIGNMENTS_ALL, node),
+            )
+            if resp.error_code:
+                raise KafkaError(resp.error_code, "list partition reassignments")
+            raw.reassignments = list(resp.topics)
+
+        await self._guard(raw, f"broker {node}: ListPartitionReassignments", go())
+
+    async def _throttle_rates(self, client: KafkaClient, node: int, raw: _Raw) -> None:
+        # Broker configs are answered by that broker only (Kafka refuses another id).
+        body = apis.DESCRIBE_CONFIGS.request(
+            resources=[
+                {
+                    "resource_type": RESOURCE_BROKER,
+                    "resource_name": str(node),
+                    "configuration_keys": list(RATES),
+                }
+            ],
+            include_synonyms=False,
+            include_documentation=False,
+        )
+
+        async def go() -> None:
+            resp = await self._timed(
+                "describe_broker_configs", client.send(apis.DESCRIBE_CONFIGS, body, node)
+            )
+            for r in resp.results:
+                if r.error_code:
+                    raise KafkaError(r.error_code, f"configs of broker {node}")
+                raw.throttles[node] = {
+                    c.name: c.value for c in r.configs if c.name in RATES and c.value
+                }
+
+        await self._guard(raw, f"broker {node}: throttle rates", go())
 
     async def _guard(self, raw: _Raw, what: str, aw: Awaitable[None]) -> None:
         """Run one request of the refresh; a failure becomes a warning."""
@@ -456,6 +520,8 @@ class ClusterSampler:
 _METADATA_ALL = apis.METADATA.request(topics=None, allow_auto_topic_creation=False)
 _LOG_DIRS_ALL = apis.DESCRIBE_LOG_DIRS.request(topics=None)
 _LIST_GROUPS = apis.LIST_GROUPS.request()
+_REASSIGNMENTS_ALL = apis.LIST_PARTITION_REASSIGNMENTS.request(timeout_ms=5000, topics=None)
+_THROTTLED_LISTS = frozenset(LISTS)
 
 
 def _update_client_metadata(client: KafkaClient, md: Struct) -> None:
@@ -515,7 +581,8 @@ def build_snapshot(
                 for p in t.partitions:
                     if p.is_future_key:
                         continue
-                    sizes[(t.name, p.partition_index, node)] = p.partition_size
+                    key = (t.name, p.partition_index, node)
+                    sizes[key] = max(sizes.get(key, 0), p.partition_size)
                     size_sum += p.partition_size
                     count += 1
             err = None if r.error_code == 0 else error_for_code(r.error_code).name
@@ -606,6 +673,31 @@ def build_snapshot(
     groups = tuple(
         _group_info(g, committed, raw.latest) for _, (_, g, committed) in sorted(raw.groups.items())
     )
+    reassignments = tuple(
+        sorted(
+            (
+                ReassignmentInfo(
+                    t.name,
+                    p.partition_index,
+                    tuple(p.replicas),
+                    tuple(p.adding_replicas),
+                    tuple(p.removing_replicas),
+                )
+                for t in raw.reassignments
+                for p in t.partitions
+            ),
+            key=lambda r: (r.topic, r.partition),
+        )
+    )
+    leaders = {(p.topic, p.partition): p.leader for t in topics for p in t.partitions}
+    progress = replica_progress(
+        {(r.topic, r.partition): r.adding for r in reassignments}, leaders, sizes
+    )
+    throttles = tuple(
+        BrokerThrottle(node, _rate(rates.get(RATES[0])), _rate(rates.get(RATES[1])))
+        for node, rates in sorted(raw.throttles.items())
+        if rates
+    )
     return ClusterSnapshot(
         taken_at=taken_at,
         wall_time=wall,
@@ -619,7 +711,17 @@ def build_snapshot(
         refresh_seconds=refresh_seconds,
         error=None,
         warnings=tuple(raw.warnings),
+        reassignments=reassignments,
+        reassignment_progress=tuple(progress),
+        throttles=throttles,
     )
+
+
+def _rate(value: str | None) -> int | None:
+    try:
+        return int(value) if value else None
+    except ValueError:
+        return None
 
 
 def _group_info(

@@ -1,12 +1,15 @@
 """Regenerate the README's screenshots of `kt tui` that come from a REAL cluster:
-docs/screenshots/overview.svg, topic-detail.svg and brokers.svg.
+docs/screenshots/overview.svg, topic-detail.svg, brokers.svg and reassignments.svg.
 
 `.venv/bin/python tests/tui/make_cluster_screenshots.py` starts a local three-broker
 cluster (ZooKeeper plus `kt broker start` x3, racks az-a/az-b/az-c, in a temporary
 directory), creates a few replicated topics, produces to them and commits consumer
 offsets in the background, then SIGKILLs one broker that is not the controller and
 waits until the TUI shows it gone and its partitions under-replicated with shrunk
-ISRs. The three screenshots are taken in that state; then everything is stopped.
+ISRs. Three screenshots are taken in that state; then the TUI's action starts a
+throttled reassignment of topic `archive` (8 MB on the controller, moving to another
+live broker at 100 kB/s) and the reassignments view is taken while it copies, beside the
+leader imbalance the kill left behind; then everything is stopped.
 Needs java and Debian's zookeeper (scripts/setup). The other screenshots come from
 the fake cluster: tests/tui/make_screenshots.py.
 """
@@ -43,6 +46,8 @@ TOPICS = {
 }
 #: group -> (topic, fraction of the produced records it has committed)
 GROUPS = {"billing": ("payments", 0.9), "fraud-check": ("orders", 0.6)}
+#: the topic the reassignment screenshot moves: one partition, this many 1 kB records
+ARCHIVE, ARCHIVE_RECORDS, THROTTLE = "archive", 8000, 100_000
 OVERRIDES = {
     "zookeeper.session.timeout.ms": "6000",
     "replica.lag.time.max.ms": "3000",
@@ -99,6 +104,15 @@ async def shoot(c: LocalCluster) -> None:
     async with KafkaClient(bs) as admin:
         await admin.create_topics([NewTopic(t, n, rf) for t, (n, rf, _) in TOPICS.items()])
         controller = await admin.controller()
+        await admin.create_topics([NewTopic(ARCHIVE, assignments={0: [controller]})])
+        for _ in range(100):
+            try:
+                for _ in range(ARCHIVE_RECORDS // 100):
+                    batch = [RecordSpec(None, b"a" * 1000) for _ in range(100)]
+                    await admin.produce(ARCHIVE, 0, batch, acks=-1)
+                break
+            except Exception:  # no leader yet
+                await asyncio.sleep(0.2)
     stop = asyncio.Event()
     producer = asyncio.create_task(traffic(bs, stop))
     app = KtApp(
@@ -143,6 +157,22 @@ async def shoot(c: LocalCluster) -> None:
             await pilot.press("6")
             await pilot.pause(1.0)
             app.save_screenshot("brokers.svg", path=str(OUT))
+
+            target = min(n for n in (1, 2, 3) if n not in (controller, victim))
+            started = await ClusterActions(bs).start_reassignment(
+                {(ARCHIVE, 0): [target]}, THROTTLE
+            )
+            if not started.ok:
+                raise SystemExit(f"cannot start the reassignment: {started.message}")
+            await pilot.press("r")
+
+            def copying() -> bool:
+                rows = app.history.reassignment_progress()
+                return bool(rows) and rows[0].rate is not None and rows[0].copied > 0
+
+            await until(pilot, copying, "the reassignment copying")
+            await pilot.pause(12.0)  # a rate over the last 10 refreshes
+            app.save_screenshot("reassignments.svg", path=str(OUT))
             await app.close_sampler()
     finally:
         stop.set()
@@ -167,7 +197,7 @@ def main() -> None:
             asyncio.run(shoot(c))
         finally:
             c.stop(kill=True)
-    print(f"wrote overview.svg, topic-detail.svg, brokers.svg in {OUT}")
+    print(f"wrote overview.svg, topic-detail.svg, brokers.svg, reassignments.svg in {OUT}")
 
 
 if __name__ == "__main__":

@@ -88,3 +88,14 @@ def test_overview_large_terminal(snap_compare) -> None:  # type: ignore[no-untyp
 def test_cluster_unreachable(snap_compare) -> None:  # type: ignore[no-untyped-def]
     # the last refresh failed: the status line says so, the data is the last good one
     assert snap_compare(fakes.fake_app(down=True), run_before=_keys(), terminal_size=(80, 24))
+
+
+def test_reassignments(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    # topic events moving to broker 3 under a 2 MiB/s throttle; leaders not preferred
+    app = fakes.reassigning_app()
+    assert snap_compare(app, run_before=_keys("6", "r"), terminal_size=(80, 24))
+
+
+def test_reassignments_cancel_confirmation(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    app = fakes.reassigning_app()
+    assert snap_compare(app, run_before=_keys("6", "r", "C"), terminal_size=(80, 24))

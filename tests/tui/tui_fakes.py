@@ -316,3 +316,71 @@ def run_async(fn: Callable[..., Awaitable[None]]) -> Callable[..., None]:
         asyncio.run(fn(*args, **kwargs))
 
     return wrapper
+
+
+#: the fake reassignment: partition -> (replicas while moving, adding, removing,
+#: leader's bytes, bytes the adding replica gains per refresh)
+MOVES = {
+    ("events", 0): ((2, 3, 1), (3,), (1,), 50_000_000, 3_000_000),
+    ("events", 1): ((3, 1, 2), (3,), (2,), 20_000_000, 1_000_000),
+}
+THROTTLE = 2 * 2**20
+
+
+def reassigning_snapshot(i: int) -> ClusterSnapshot:
+    """The i-th refresh of the fake cluster while topic `events` moves to broker 3
+    under a 2 MiB/s throttle (copied bytes grow with i)."""
+    from kt.tools.reassignment import LISTS, ReplicaProgress
+    from kt.tui.model import BrokerThrottle, ReassignmentInfo
+
+    base = make_snapshot(i)
+    parts = []
+    for (t, p), (replicas, adding, _, total, _) in MOVES.items():
+        original = tuple(r for r in replicas if r not in adding)
+        parts.append(PartitionInfo(t, p, original[0], 5, replicas, original, (), 0, 90_000, total))
+    events = TopicInfo(
+        "events",
+        "ZXZlbnRz",
+        False,
+        tuple(parts),
+        2,
+        1,
+        {LISTS[0]: "0:2,0:1,1:1,1:2", LISTS[1]: "0:3,1:3"},
+    )
+    moves = tuple(
+        ReassignmentInfo(t, p, replicas, adding, removing)
+        for (t, p), (replicas, adding, removing, _, _) in MOVES.items()
+    )
+    progress = tuple(
+        ReplicaProgress(f"{t}-{p}", adding[0], min(total, step * i), total)
+        for (t, p), (_, adding, _, total, step) in MOVES.items()
+    )
+    return ClusterSnapshot(
+        taken_at=base.taken_at,
+        wall_time=base.wall_time,
+        bootstrap=base.bootstrap,
+        cluster_id=base.cluster_id,
+        controller_id=base.controller_id,
+        brokers=base.brokers,
+        topics=(*base.topics[:2], events, *base.topics[2:]),
+        groups=base.groups,
+        log_dirs=base.log_dirs,
+        refresh_seconds=base.refresh_seconds,
+        reassignments=moves,
+        reassignment_progress=progress,
+        throttles=tuple(BrokerThrottle(n, THROTTLE, THROTTLE) for n in (1, 2, 3)),
+    )
+
+
+def reassigning_app(*, actions: FakeActions | None = None, n: int = 14) -> KtApp:
+    """The app on the fake cluster while `events` is being reassigned."""
+    h = History()
+    for i in range(n):
+        h.add(reassigning_snapshot(i))
+    return KtApp(
+        FakeSampler([reassigning_snapshot(n)]),
+        bootstrap=BOOTSTRAP,
+        interval=3600,
+        history=h,
+        actions=actions if actions is not None else FakeActions(),
+    )

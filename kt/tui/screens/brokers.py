@@ -1,5 +1,6 @@
 """Brokers: who is live, on which rack, which one is the controller, what each leads and
-hosts; and the partitions that are under-replicated or offline, highlighted.
+hosts; and the partitions that are under-replicated or offline, highlighted. `r` opens
+the reassignments and preferred leaders (kt/tui/screens/reassignments.py).
 
 Each refresh's Metadata carries the replicas, ISR and offline replicas of every
 partition, so ISR shrinks and expansions show up here as they happen.
@@ -7,7 +8,10 @@ partition, so ISR shrinks and expansions show up here as they happen.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
 from kt.tui.model import BrokerInfo, PartitionInfo
@@ -20,6 +24,13 @@ class BrokersScreen(DashboardScreen):
 
     TITLE_TEXT = "Brokers"
     MODE = "brokers"
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("r", "reassignments", "Reassignments & leaders"),
+    ]
+
+    def action_reassignments(self) -> None:
+        self.kt.open_reassignments()
 
     def body(self) -> ComposeResult:
         yield Static(id="brokers-summary")
@@ -100,6 +111,10 @@ class BrokersScreen(DashboardScreen):
                 self.app, [("Under-replicated", under, "error"), ("Offline", offline, "error")]
             )
         )
+        if snap.reassignments:
+            # the detail is one key away (r)
+            text.append("   Reassigning ")
+            text.append_text(tone(self.app, str(len(snap.reassignments)), "warning"))
         summary.update(text)
 
         rows = []

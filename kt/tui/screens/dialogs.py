@@ -4,8 +4,10 @@ before anything is sent to the cluster."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any, ClassVar
 
 from textual import on
@@ -15,6 +17,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
+from kt.tools.reassign_plan import PlanError, check_plan, parse_plan
 from kt.tui.widgets.format import plain
 
 
@@ -299,4 +302,55 @@ class ResetOffsetsForm(FormScreen):
         return ActionRequest(
             "reset_offsets",
             {"group_id": self.group_id, "to": target, "value": value, "topics": topics or None},
+        )
+
+
+class StartReassignmentForm(FormScreen):
+    """A reassignment plan file (kafka-reassign-partitions.sh's JSON) and an optional
+    throttle. The file is read and checked here, with the CLI's parser and checks
+    against the last refresh; a bad file keeps the dialog open with the error."""
+
+    title_text = "Start a reassignment"
+    hint = (
+        'A plan file: {"version":1,"partitions":[{"topic":...,"partition":...,'
+        '"replicas":[...]}]}\n(kt reassign-partitions --generate writes one.) '
+        "Empty throttle: none."
+    )
+
+    def __init__(self, partitions: Mapping[str, Iterable[int]], brokers: Iterable[int]) -> None:
+        super().__init__()
+        self.partitions = {t: list(ps) for t, ps in partitions.items()}
+        self.brokers = list(brokers)
+
+    def fields(self) -> ComposeResult:
+        yield from _labelled("plan file", Input(id="f-path", placeholder="plan.json"))
+        yield from _labelled("throttle B/s", Input(id="f-throttle", placeholder="none"))
+
+    def build(self) -> ActionRequest:
+        path = self.value("f-path")
+        if not path:
+            raise ValueError("plan file: required")
+        file = Path(path).expanduser()
+        try:
+            text = file.read_text()
+        except OSError as exc:
+            raise ValueError(f"plan file: {exc.strerror or exc}: {path}") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"plan file: not a text file: {path}") from None
+        try:
+            plan = parse_plan(text)
+            check_plan(plan, self.partitions, self.brokers)
+        except PlanError as exc:
+            raise ValueError(str(exc)) from None
+        raw = self.value("f-throttle")
+        throttle = -1
+        if raw:
+            try:
+                throttle = int(raw)
+            except ValueError:
+                raise ValueError("throttle: bytes per second, a whole number") from None
+            if throttle < 1:
+                raise ValueError("throttle: at least 1 B/s (empty: no throttle)")
+        return ActionRequest(
+            "start_reassignment", {"plan": plan, "throttle": throttle, "source": path}
         )

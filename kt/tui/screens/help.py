@@ -56,9 +56,11 @@ class HelpScreen(DashboardScreen):
 
     def refresh_view(self) -> None:
         from kt.tui.app import KtApp
+        from kt.tui.screens.brokers import BrokersScreen
         from kt.tui.screens.group_detail import GroupDetailScreen
         from kt.tui.screens.groups import GroupsScreen
         from kt.tui.screens.messages import MessagesScreen
+        from kt.tui.screens.reassignments import ReassignmentsScreen
         from kt.tui.screens.topic_detail import TopicDetailScreen
         from kt.tui.screens.topics import TopicsScreen
 
@@ -69,6 +71,8 @@ class HelpScreen(DashboardScreen):
             ("Consumer groups", GroupsScreen),
             ("Group detail", GroupDetailScreen),
             ("Messages", MessagesScreen),
+            ("Brokers", BrokersScreen),
+            ("Reassignments & leaders", ReassignmentsScreen),
         ]
         text = plain("")
         for title, cls in sections:

@@ -16,12 +16,10 @@ from kt.broker.controller.assignment import BrokerMetadata
 from kt.cli import cli
 from kt.client import PartitionReassignment
 from kt.tools.reassign_cmd import (
-    ReplicaProgress,
     list_line,
     progress_line,
     verify_line,
     verify_statuses,
-    with_rates,
 )
 from kt.tools.reassign_plan import (
     PlanError,
@@ -34,6 +32,7 @@ from kt.tools.reassign_plan import (
     parse_topics,
     throttle_lists,
 )
+from kt.tools.reassignment import ReplicaProgress, with_rates
 
 
 def test_plan_format_is_kafkas_single_line_sorted_with_log_dirs():
@@ -146,7 +145,7 @@ def test_verify_and_list_lines_are_kafkas():
 def test_progress_rate_and_eta():
     before = [ReplicaProgress("t-0", 3, 1000, 5000)]
     now = [ReplicaProgress("t-0", 3, 3000, 5000)]
-    with_rates(now, before, 2.0)
+    now = with_rates(now, before, 2.0)
     assert now[0].rate == 1000 and now[0].eta_s == 2 and now[0].remaining == 2000
     assert progress_line(now[0]) == (
         "t-0 broker 3: copied 3000 of 5000 bytes (60.0%), remaining 2000 bytes, "
