@@ -37,7 +37,10 @@ def test_state_round_trip(tmp_path: Path) -> None:
     c.save()
     again = LocalCluster.load(tmp_path)
     assert again.bootstrap_servers == c.bootstrap_servers
-    assert again.overrides == {"num.partitions": "3"}
+    # a cluster of two gets an offsets topic replication factor it can meet
+    assert again.overrides == {"num.partitions": "3", "offsets.topic.replication.factor": "2"}
+    mine = LocalCluster.create(tmp_path, 5, overrides={"offsets.topic.replication.factor": "4"})
+    assert mine.overrides == {"offsets.topic.replication.factor": "4"}
     assert not again.running  # pids 0: nothing runs
     with pytest.raises(ClusterError, match="no cluster here"):
         LocalCluster.load(tmp_path / "elsewhere")
