@@ -175,18 +175,22 @@ def _guess_type(key: str, value: str) -> ConfigType:
 
 def _broker_defaults() -> tuple[dict[str, str], dict[str, ConfigType]]:
     """The DEFAULT_CONFIG layer (kt's server defaults and the broker synonyms of the
-    topic configs with Kafka's defaults) and the types known for broker keys."""
+    topic configs with Kafka's defaults) and the types known for broker keys.
+
+    Where a setting has synonyms in other units Kafka's default sits on the last
+    one (log.retention.hours=168, log.roll.hours=168, ...) and the others have no
+    default, so they are described with a null value unless set."""
     values = dict(DEFAULTS)
     types: dict[str, ConfigType] = {key: ConfigType.LONG for key in dyn.QUOTA_KEYS}
     for spec in TOPIC_CONFIGS.values():
         if not spec.synonyms:
             continue
-        primary, factor = spec.synonyms[0]
-        types[primary] = spec.type
+        types[spec.synonyms[0][0]] = spec.type
         for key, unit in spec.synonyms:
             types.setdefault(key, ConfigType.INT if unit != 1 else spec.type)
+        key, factor = spec.synonyms[-1]
         default = spec.default if factor == 1 else str(int(spec.default) // factor)
-        values.setdefault(primary, default)
+        values.setdefault(key, default)
     return values, types
 
 
@@ -241,7 +245,8 @@ def _describe_broker(ctx: RequestContext) -> list[DescribedConfig]:
         (cfg.given(), ConfigSource.STATIC_BROKER_CONFIG),
         (defaults, ConfigSource.DEFAULT_CONFIG),
     ]
-    names = set().union(*(layer for layer, _ in layers))
+    names = set(types).union(*(layer for layer, _ in layers))
+    names -= {k for k in dyn.QUOTA_KEYS if not any(k in layer for layer, _ in layers)}
     return [_broker_entry(name, layers, types) for name in sorted(names)]
 
 
