@@ -169,9 +169,10 @@ class Broker:
                 cfg.effective_log_config(), lambda t: self.metadata.configs.get(t, {})
             )
         if self.controller is not None:
-            self.controller.settings.unclean_leader_election_default = (
-                cfg.unclean_leader_election_enable
-            )
+            unclean = cfg.unclean_leader_election_enable
+            if unclean and not self.controller.settings.unclean_leader_election_default:
+                self.controller.enable_default_unclean_leader_election()
+            self.controller.settings.unclean_leader_election_default = unclean
         if changed:
             log.info("dynamic broker configs changed: %s", sorted(changed))
 

@@ -133,3 +133,44 @@ def test_broker_configs_are_stored_as_kafka_and_applied_by_every_broker(
     assert zk_get(c, "/config/brokers/<default>") == b'{"version":1,"config":{}}'
     for b in (1, 2, 3):
         assert wait_until(lambda b=b: described(port[b], "") == {})
+
+
+def test_unclean_election_default_turned_on_elects_offline_partitions(
+    cluster: LocalCluster,
+) -> None:
+    """As Kafka's controller on UncleanLeaderElectionEnable: a partition left with only
+    an out-of-sync replica alive gets it as leader once the cluster-wide default allows
+    unclean elections, without any broker change."""
+    from cluster_harness import (
+        create_topic,
+        partition_state,
+        wait_controller,
+        wait_for,
+        wait_for_isr,
+        wait_unregistered,
+        wait_zk_leader,
+    )
+
+    c = cluster
+    topic = "dyn-unclean"
+    ctl = wait_controller(c)
+    lead, follow = (b for b in (1, 2, 3) if b != ctl)
+    create_topic(c, topic, "--replica-assignment", f"{lead}:{follow}")
+    wait_for_isr(c, topic, 0, [lead, follow])
+    c.stop_broker(follow, kill=True)
+    wait_for_isr(c, topic, 0, [lead])
+    c.stop_broker(lead, kill=True)
+    wait_unregistered(c, lead)
+    wait_for(lambda: partition_state(c, topic, 0)["leader"] == -1, "the partition offline")
+    c.start_broker(follow)
+    try:
+        # the default forbids it: the out-of-sync replica does not lead
+        time.sleep(2)
+        assert partition_state(c, topic, 0)["leader"] == -1
+        port = c.broker(ctl).port
+        assert legacy_alter(port, "", {"unclean.leader.election.enable": "true"}) == (0, None)
+        assert wait_zk_leader(c, topic, 0) == follow
+        assert partition_state(c, topic, 0)["isr"] == [follow]
+    finally:
+        wait_until(lambda: legacy_alter(c.broker(ctl).port, "", {}) == (0, None))
+        AdminClient({"bootstrap.servers": c.bootstrap_servers}).delete_topics([topic])
