@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kt.broker import faults
-from kt.broker.config import DEFAULTS, BrokerConfig, Listener
+from kt.broker.config import BrokerConfig, Listener
 from kt.broker.controller.controller import KafkaController
 from kt.broker.groups import GroupCoordinator
 from kt.broker.log_cleaner import LogCleaner
@@ -155,13 +155,32 @@ class Broker:
 
     def config_given(self) -> dict[str, str]:
         """Server settings set explicitly (config file or overrides), not kt's defaults."""
-        return {k: v for k, v in self.config.props.items() if DEFAULTS.get(k) != v}
+        return self.config.given()
+
+    def apply_dynamic_configs(self, defaults: dict[str, str], own: dict[str, str]) -> None:
+        """The dynamic broker configs (/config/brokers/<default>, /config/brokers/<id>)
+        were read or changed: apply them live (Kafka's BrokerConfigHandler)."""
+        changed = self.config.apply_dynamic(defaults, own)
+        cfg = self.config
+        throttles = self.replication_throttles
+        throttles.apply_broker_configs(cfg.dynamic_defaults, cfg.dynamic_own)
+        if changed:
+            self.logs.reconfigure_defaults(
+                cfg.effective_log_config(), lambda t: self.metadata.configs.get(t, {})
+            )
+        if self.controller is not None:
+            unclean = cfg.unclean_leader_election_enable
+            if unclean and not self.controller.settings.unclean_leader_election_default:
+                self.controller.enable_default_unclean_leader_election()
+            self.controller.settings.unclean_leader_election_default = unclean
+        if changed:
+            log.info("dynamic broker configs changed: %s", sorted(changed))
 
     # --- topics ----------------------------------------------------------
 
     def topic_log_config(self, name: str) -> LogConfig:
         """The effective log config of a topic."""
-        return self.config.log_config.with_overrides(self.metadata.configs.get(name, {}))
+        return self.logs.default_config.with_overrides(self.metadata.configs.get(name, {}))
 
     @property
     def admin(self) -> TopicAdmin:

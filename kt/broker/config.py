@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kt.storage.log_config import LogConfig
+from kt.broker import dynamic_config as dyn
+from kt.storage.log_config import LONG_MAX, LogConfig
 
 DEFAULTS: dict[str, str] = {
     "node.id": "1",
@@ -96,6 +97,10 @@ class BrokerConfig:
     advertised: list[Listener]
     log_config: LogConfig
     unknown_keys: list[str] = field(default_factory=list)
+    # The dynamic layers (/config/brokers/<default> and /config/brokers/<id>) as this
+    # broker applies them; set through apply_dynamic only.
+    dynamic_defaults: dict[str, str] = field(default_factory=dict)
+    dynamic_own: dict[str, str] = field(default_factory=dict)
 
     def get_int(self, key: str) -> int:
         """An integer setting (ConfigError when malformed)."""
@@ -107,6 +112,61 @@ class BrokerConfig:
         if value not in ("true", "false"):
             raise ConfigError(f"{key}={self.props[key]!r} is not true or false")
         return value == "true"
+
+    def given(self) -> dict[str, str]:
+        """Settings set explicitly (config file or overrides), not kt's defaults."""
+        return {k: v for k, v in self.props.items() if DEFAULTS.get(k) != v}
+
+    def apply_dynamic(self, defaults: Mapping[str, str], own: Mapping[str, str]) -> set[str]:
+        """Take new dynamic layers (unusable entries dropped, as Kafka does); returns
+        the keys whose effective value changed."""
+        before = self.effective_props()
+        self.dynamic_defaults = dyn.usable(defaults, False, "default cluster")
+        self.dynamic_own = dyn.usable(own, True, f"broker {self.node_id}")
+        after = self.effective_props()
+        return {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+
+    def effective_props(self) -> dict[str, str]:
+        """Every setting with the dynamic layers applied: this broker's dynamic config
+        over the cluster default over the static config over the built-in defaults
+        (a key set in a layer hides its synonyms below, e.g. log.retention.hours)."""
+        props = dict(DEFAULTS)
+        dyn.overlay(props, self.given())
+        dyn.overlay(props, self.dynamic_defaults)
+        dyn.overlay(props, self.dynamic_own)
+        return props
+
+    def effective_log_config(self) -> LogConfig:
+        """The log defaults topics inherit, with the dynamic layers applied."""
+        return LogConfig.from_properties(log_properties(self.effective_props()))
+
+    def _dynamic_long(self, key: str) -> int:
+        value = self.dynamic_own.get(key, self.dynamic_defaults.get(key))
+        if value is None:
+            value = self.props.get(key)
+        return LONG_MAX if value is None else int(dyn.parse_value(key, value))
+
+    @property
+    def leader_replication_throttled_rate(self) -> int:
+        """leader.replication.throttled.rate in bytes/s (Long.MaxValue: unlimited)."""
+        return self._dynamic_long(dyn.LEADER_RATE)
+
+    @property
+    def follower_replication_throttled_rate(self) -> int:
+        """follower.replication.throttled.rate in bytes/s (Long.MaxValue: unlimited)."""
+        return self._dynamic_long(dyn.FOLLOWER_RATE)
+
+    @property
+    def replica_alter_log_dirs_io_max_bytes_per_second(self) -> int:
+        """replica.alter.log.dirs.io.max.bytes.per.second, the rate of log-dir moves
+        (AlterReplicaLogDirs), in bytes/s; Long.MaxValue (Kafka's default) means
+        unlimited. Read it each time: it changes at runtime."""
+        return self._dynamic_long(dyn.ALTER_LOG_DIRS_RATE)
+
+    @property
+    def unclean_leader_election_enable(self) -> bool:
+        """The cluster-wide unclean.leader.election.enable default, dynamic layers applied."""
+        return self.effective_log_config().unclean_leader_election_enable
 
     @property
     def zookeeper_connect(self) -> str | None:
@@ -189,7 +249,7 @@ def load_config(
         if props.get("advertised.listeners")
         else [_advertise(lst) for lst in listeners]
     )
-    log_props = _log_properties(props)
+    log_props = log_properties(props)
     try:
         log_config = LogConfig.from_properties(log_props)
     except Exception as exc:  # StorageError from a malformed value
@@ -203,7 +263,7 @@ def load_config(
     return cfg
 
 
-def _log_properties(props: Mapping[str, str]) -> dict[str, str]:
+def log_properties(props: Mapping[str, str]) -> dict[str, str]:
     """Broker `log.*` keys as LogConfig understands them, hours/minutes resolved."""
     out = dict(props)
     for unit_key, ms_key, factor in (

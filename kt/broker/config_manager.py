@@ -56,7 +56,7 @@ class ConfigManager:
         self._last_seen = max((_sequence(n) for n in pending), default=-1)
         for topic, configs in (await self.cluster.get_all_entity_configs("topics")).items():
             self.apply_topic(topic, configs)
-        await self._apply_broker()
+        await self.apply_broker_configs()
         self._watch = self.cluster.store.watch_children(CONFIG_CHANGES, self._on_children)
 
     def _on_children(self, children: list[str]) -> None:
@@ -74,7 +74,7 @@ class ConfigManager:
                     change = await self.cluster.read_config_change(name)
                     if change is not None and change[0] == "brokers":
                         if change[1] in (DEFAULT_BROKER, str(self.broker_id)):
-                            await self._apply_broker()
+                            await self.apply_broker_configs()
                         continue
                     if change is None or change[0] != "topics":
                         continue
@@ -84,7 +84,7 @@ class ConfigManager:
                 except Exception:
                     log.exception("cannot apply config change %s", name)
 
-    async def _apply_broker(self) -> None:
+    async def apply_broker_configs(self) -> None:
         """Kafka's BrokerConfigHandler: this broker's dynamic configs over the
         cluster-wide <default> ones."""
         if self.apply_broker is None or self.broker_id is None:

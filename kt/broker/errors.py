@@ -79,6 +79,14 @@ class PolicyViolationError(BrokerError):
     """The request contradicts the topic's policy (e.g. DeleteRecords on a compacted topic)."""
 
 
+class InvalidRequestError(BrokerError):
+    """A well-formed request Kafka refuses as invalid (INVALID_REQUEST)."""
+
+
+class InvalidConfigurationError(BrokerError):
+    """A config value or operation Kafka refuses (INVALID_CONFIG)."""
+
+
 class ProducerError(BrokerError):
     """A produce refused by the idempotent/transactional producer rules."""
 
@@ -129,6 +137,8 @@ ERROR_CODES: dict[type[BaseException], ErrorCode] = {
     InvalidRecordError: ErrorCode.INVALID_RECORD,
     InvalidRequiredAcksError: ErrorCode.INVALID_REQUIRED_ACKS,
     PolicyViolationError: ErrorCode.POLICY_VIOLATION,
+    InvalidRequestError: ErrorCode.INVALID_REQUEST,
+    InvalidConfigurationError: ErrorCode.INVALID_CONFIG,
     # Producer-state errors.
     OutOfOrderSequenceError: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
     InvalidProducerEpochError: ErrorCode.INVALID_PRODUCER_EPOCH,

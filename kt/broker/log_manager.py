@@ -435,6 +435,15 @@ class LogManager:
         for path in paths:
             shutil.rmtree(path, ignore_errors=True)
 
+    def reconfigure_defaults(
+        self, default_config: LogConfig, topic_configs: Callable[[str], dict[str, str]]
+    ) -> None:
+        """New broker-wide log defaults (a dynamic broker config changed): every open
+        log gets them under its topic's own overrides (Kafka's DynamicLogConfig)."""
+        self.default_config = default_config
+        for tp, plog in self.logs.items():
+            plog.config = default_config.with_overrides(topic_configs(tp.topic))
+
     def update_config(self, topic: str, overrides: dict[str, str]) -> None:
         """Apply a topic's new config overrides to its open logs."""
         cfg = self.default_config.with_overrides(overrides)

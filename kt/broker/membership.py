@@ -74,6 +74,20 @@ class ClusterMembership:
         await self.cluster.ensure_persistent_paths()
         return await self.cluster.get_or_create_cluster_id(candidate_cluster_id)
 
+    async def load_dynamic_broker_configs(self) -> None:
+        """Read and apply this broker's dynamic configs before its logs open, so they
+        open with them (Kafka's DynamicBrokerConfig.initialize)."""
+        await self._config_manager().apply_broker_configs()
+
+    def _config_manager(self) -> ConfigManager:
+        # Created on first use; join starts it following the change notifications.
+        if self.config_manager is None:
+            b = self.broker
+            self.config_manager = ConfigManager(
+                self.cluster, b.on_topic_config, b.node_id, b.apply_dynamic_configs
+            )
+        return self.config_manager
+
     async def topic_configs(self) -> dict[str, dict[str, str]]:
         """Every topic's config overrides."""
         return await self.cluster.get_all_entity_configs("topics")
@@ -103,9 +117,7 @@ class ClusterMembership:
         rm.fetch_topic_configs = fetch_configs
         b._admin = TopicAdmin(self.cluster, rm.metadata_cache, b.metadata, rm.metadata_changed)
         b.producer_ids.attach(lambda: self.cluster.allocate_producer_id_block(b.node_id))
-        self.config_manager = ConfigManager(
-            self.cluster, b.on_topic_config, b.node_id, b.replication_throttles.apply_broker_configs
-        )
+        self.config_manager = self._config_manager()
         await self.config_manager.start()
         self.controller_link = ControllerLink(
             self._find_controller, client_id=f"broker-{b.node_id}"
@@ -116,7 +128,7 @@ class ClusterMembership:
         self.alter_partitions.start()
         rm.submit_isr_change = self.alter_partitions.submit
         settings = ControllerSettings(
-            unclean_leader_election_default=b.config.get_bool("unclean.leader.election.enable"),
+            unclean_leader_election_default=b.config.unclean_leader_election_enable,
             listener=b.listener_name,
             auto_leader_rebalance=b.config.get_bool("auto.leader.rebalance.enable"),
             leader_imbalance_percentage=b.config.get_int("leader.imbalance.per.broker.percentage"),

@@ -105,6 +105,7 @@ class RunningBroker:
             # directories are validated and locked before it is opened.
             candidate = broker.lock_dirs(candidate)
         cluster_id = await membership.connect(candidate)
+        await membership.load_dynamic_broker_configs()
         broker.open(cluster_id, await membership.topic_configs())
         self._opened = True
         if config.zookeeper_connect is None:

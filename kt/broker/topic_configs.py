@@ -374,19 +374,21 @@ class DescribedConfig:
     documentation: str | None = None
 
 
-def _broker_value(spec: TopicConfigKey, given: Mapping[str, str]) -> tuple[str, str, int] | None:
-    """The highest-precedence broker synonym set in the server config: (key, raw, factor)."""
-    for key, factor in spec.synonyms:
-        if key in given:
-            return key, given[key], factor
-    return None
-
-
 def describe_topic(
-    overrides: Mapping[str, str], broker_given: Mapping[str, str]
+    overrides: Mapping[str, str],
+    broker_given: Mapping[str, str],
+    dynamic_defaults: Mapping[str, str] | None = None,
+    dynamic_own: Mapping[str, str] | None = None,
 ) -> list[DescribedConfig]:
-    """Every topic config key of a topic: its override, else the broker's static
-    setting (log.* etc.), else Kafka's default; synonyms highest precedence first."""
+    """Every topic config key of a topic: its override, else the broker's setting of
+    a synonym (log.* etc.: this broker's dynamic config, the cluster-wide dynamic
+    default, the static config, highest first), else Kafka's default; synonyms
+    highest precedence first."""
+    layers = (
+        (dynamic_own or {}, ConfigSource.DYNAMIC_BROKER_CONFIG),
+        (dynamic_defaults or {}, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        (broker_given, ConfigSource.STATIC_BROKER_CONFIG),
+    )
     out = []
     for name in sorted(TOPIC_CONFIGS):
         spec = TOPIC_CONFIGS[name]
@@ -395,12 +397,12 @@ def describe_topic(
         if name in overrides:
             value = _display(name, overrides[name])
             synonyms.append((name, value, ConfigSource.DYNAMIC_TOPIC_CONFIG))
-        static = _broker_value(spec, broker_given)
-        if static is not None:
-            key, raw, factor = static
-            synonyms.append((key, raw, ConfigSource.STATIC_BROKER_CONFIG))
-            if value is None:
-                value = _scaled(name, raw, factor)
+        for layer, source in layers:
+            for key, factor in spec.synonyms:
+                if key in layer:
+                    synonyms.append((key, layer[key], source))
+                    if value is None:
+                        value = _scaled(name, layer[key], factor)
         if spec.synonyms:
             primary, factor = spec.synonyms[0]
             default = spec.default if factor == 1 else str(int(spec.default) // factor)

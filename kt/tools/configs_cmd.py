@@ -11,7 +11,9 @@ from kt.client import (
     RESOURCE_TOPIC,
     ConfigEntry,
     KafkaClient,
+    KafkaError,
 )
+from kt.protocol import ErrorCode
 from kt.tools.console import emit_json, handle_errors, usage_error
 from kt.tools.wire import Wire, wire_options
 
@@ -31,6 +33,13 @@ def configs() -> None:
       kt configs alter --entity-type topics --entity-name orders \\
           --add-config retention.ms=86400000,cleanup.policy=[compact,delete]
       kt configs alter --entity-type topics --entity-name orders --delete-config retention.ms
+      kt configs alter --entity-type brokers --entity-default \\
+          --add-config log.retention.ms=3600000,follower.replication.throttled.rate=1048576
+      kt configs alter --entity-type brokers --entity-name 2 --delete-config message.max.bytes
+
+    Broker configs change live: --entity-name ID is that broker's own, --entity-default
+    the cluster-wide default; precedence: per broker > cluster default >
+    server.properties > built-in default.
 
     Exit codes: 0 ok, 1 the operation failed (unknown topic, invalid config,
     unreachable cluster), 2 usage error.
@@ -39,7 +48,9 @@ def configs() -> None:
 
 def split_config_list(text: str) -> list[str]:
     """Split 'a=1,b=[x,y],c' on the commas outside square brackets."""
-    items, depth, cur = [], 0, []
+    items: list[str] = []
+    depth = 0
+    cur: list[str] = []
     for ch in text:
         if ch == "[":
             depth += 1
@@ -76,6 +87,11 @@ def _entity(entity_type: str, entity_name: str | None, entity_default: bool) -> 
             usage_error("--entity-name and --entity-default exclude each other")
         return RESOURCE_BROKER, ""
     return ENTITY_TYPES[entity_type], entity_name or ""
+
+
+def _broker_id(text: str) -> None:
+    if not text.strip().isdigit():
+        usage_error(f"The entity name for brokers must be a valid integer broker id, found: {text}")
 
 
 def _label(entity_type: str, name: str) -> str:
@@ -119,21 +135,28 @@ def describe(
       retention.ms=86400000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=86400000}
 
     Without --all only the entity's own overrides are shown. Sensitive values
-    print as null.
+    print as null. Brokers without --entity-name or --entity-default: every
+    broker, then the cluster-wide default.
     """
     rtype, name = _entity(entity_type, entity_name, entity_default)
-    if entity_type == "brokers" and not name and not entity_default:
-        usage_error("--entity-type brokers needs --entity-name ID or --entity-default")
+    if entity_type == "brokers" and entity_name is not None:
+        _broker_id(entity_name)
 
     async def go(c: KafkaClient) -> list[tuple[str, list[ConfigEntry]]]:
-        names = [name] if name or entity_type == "brokers" else sorted(await c.list_topics())
+        if name or entity_default:
+            names = [name]
+        elif entity_type == "brokers":
+            cluster = await c.describe_cluster()
+            names = [str(b.node_id) for b in cluster.brokers] + [""]
+        else:
+            names = sorted(await c.list_topics())
         if entity_type == "topics" and name:
             await c.topic(name)  # an unknown topic is an error, not an empty list
         return [(n, await c.describe_configs(rtype, n)) for n in names]
 
     results = wire.run(go)
-    key = "broker-default" if entity_default else entity_type
     for n, entries in results:
+        key = "broker-default" if entity_type == "brokers" and not n else entity_type
         shown = entries if show_all else [e for e in entries if e.source == _DYNAMIC_SOURCE[key]]
         shown.sort(key=lambda e: e.name)
         if as_json:
@@ -157,8 +180,11 @@ def describe(
                 }
             )
             continue
-        kind = "All" if show_all else ("Default" if entity_default else "Dynamic")
-        click.echo(f"{kind} configs for {_label(entity_type, n)} are:")
+        if key == "broker-default":
+            click.echo("Default configs for brokers in the cluster are:")
+        else:
+            kind = "All" if show_all else "Dynamic"
+            click.echo(f"{kind} configs for {_label(entity_type, n)} are:")
         for e in shown:
             value = "null" if e.is_sensitive or e.value is None else e.value
             click.echo(
@@ -201,9 +227,24 @@ def alter(
     ops: list[tuple[str, int, str | None]] = [(k, OP_SET, v) for k, v in sets]
     ops += [(k, OP_DELETE, None) for k in dels]
 
+    if entity_type == "brokers" and entity_name is not None:
+        _broker_id(entity_name)
+
     async def go(c: KafkaClient) -> None:
         if entity_type == "topics":
             await c.topic(name)
+        else:
+            # As kafka-configs.sh: deleting a config the broker entity does not have
+            # is an error, not a silent no-op.
+            source = _DYNAMIC_SOURCE["brokers" if name else "broker-default"]
+            current = {e.name for e in await c.describe_configs(rtype, name) if e.source == source}
+            missing = [k for k in dels if k not in current]
+            if missing:
+                raise KafkaError(
+                    ErrorCode.INVALID_CONFIG,
+                    _label(entity_type, name),
+                    f"Invalid config(s): {','.join(missing)}",
+                )
         await c.incremental_alter_configs(rtype, name, ops)
 
     wire.run(go)

@@ -594,6 +594,21 @@ class KafkaController:
         self._send_leader_and_isr(list(created), is_new=True)
         self._send_update_metadata(list(v.live), list(created))
 
+    def enable_default_unclean_leader_election(self) -> None:
+        """unclean.leader.election.enable became true in this broker's dynamic config:
+        if this broker is the controller, elect leaders for the offline partitions
+        now (Kafka's UncleanLeaderElectionEnable event)."""
+        self.settings.unclean_leader_election_default = True
+        self.submit(self._unclean_enabled_event)
+
+    async def _unclean_enabled_event(self) -> None:
+        if not self.active:
+            return
+        v = self.view
+        offline = [tp for tp, lead in v.leadership.items() if lead.leader not in v.live]
+        if offline:
+            await self._elect_offline(offline)
+
     async def _elect_offline(self, tps: list[TopicPartition]) -> None:
         """OfflinePartition -> OnlinePartition: the first live in-ISR replica in
         assignment order; else, when the topic allows it, the first live replica

@@ -7,11 +7,15 @@ STATIC_BROKER_CONFIG, anything else DEFAULT_CONFIG. Alterations are validated
 as a whole, then persisted in the cluster metadata and applied live to the
 topic's partition logs.
 
-Broker resources (type 4, named by the node id, or "" for the cluster-wide
-dynamic defaults) are described from the server config; every broker config is
-read-only because kt has no dynamic broker configs: altering one is answered
-with INVALID_REQUEST saying so. Broker loggers (type 8) are described from
-Python's logging levels and are read-only too.
+Broker resources (type 4) are named by the node id (that broker's config, every
+key with its source: DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
+STATIC_BROKER_CONFIG or DEFAULT_CONFIG) or "" (the cluster-wide dynamic defaults
+alone). A node id must be the id of the broker the request was sent to, as in
+Kafka. Alterations are checked as Kafka 3.x's ConfigAdminManager preprocesses
+them (INVALID_REQUEST for a refused key or value), then written to
+/config/brokers/<id> or /config/brokers/<default> with a change notification;
+every broker concerned applies them live (kt.broker.dynamic_config). Broker
+loggers (type 8) are described from Python's logging levels and are read-only.
 """
 
 from __future__ import annotations
@@ -20,11 +24,15 @@ import logging
 from collections import Counter
 from typing import Any
 
-from kt.broker.config import DEFAULTS
-from kt.broker.config_manager import DEFAULT_BROKER
+from kt.broker import dynamic_config as dyn
+from kt.broker.config import DEFAULTS, log_properties
+from kt.broker.errors import (
+    BrokerError,
+    InvalidRequestError,
+    error_code_for,
+)
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.metadata_store import topic_name_problem
-from kt.broker.replication.quota import DYNAMIC_BROKER_CONFIGS
 from kt.broker.topic_admin import TopicError
 from kt.broker.topic_configs import (
     LIST_KEYS,
@@ -38,6 +46,9 @@ from kt.broker.topic_configs import (
     validate_topic_configs,
 )
 from kt.protocol import ErrorCode, Struct, apis
+from kt.storage.log_config import LogConfig
+
+log = logging.getLogger("kt.broker.handlers.configs")
 
 TOPIC = 2
 BROKER = 4
@@ -45,11 +56,6 @@ BROKER_LOGGER = 8
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
-
-NO_DYNAMIC_BROKER_CONFIGS = (
-    "kt supports only the replication throttle rates as dynamic broker configs; set the "
-    "others in server.properties or with --override and restart the broker"
-)
 
 
 class ResourceError(Exception):
@@ -113,10 +119,11 @@ def _describe(ctx: RequestContext, rtype: int, name: str) -> list[DescribedConfi
     broker = ctx.broker
     if rtype == TOPIC:
         info = _topic(ctx, name)
-        return describe_topic(info.configs, broker.config_given())
+        cfg = broker.config
+        return describe_topic(info.configs, cfg.given(), cfg.dynamic_defaults, cfg.dynamic_own)
     if rtype == BROKER:
         if not name:
-            return []  # no dynamic cluster-wide defaults exist
+            return _describe_broker_defaults(ctx)
         _check_broker_id(ctx, name)
         return _describe_broker(ctx)
     if rtype == BROKER_LOGGER:
@@ -166,58 +173,93 @@ def _guess_type(key: str, value: str) -> ConfigType:
     return ConfigType.LONG if key.endswith((".ms", ".bytes")) else ConfigType.INT
 
 
-def _describe_broker(ctx: RequestContext) -> list[DescribedConfig]:
-    """The server config: every key kt has a value for, plus the broker-side
-    synonyms of the topic configs with their defaults."""
-    broker = ctx.broker
-    given = broker.config_given()
-    values: dict[str, tuple[str, ConfigSource]] = {}
-    for key, value in broker.config.props.items():
-        src = ConfigSource.STATIC_BROKER_CONFIG if key in given else ConfigSource.DEFAULT_CONFIG
-        values[key] = (value, src)
-    types: dict[str, ConfigType] = {}
+def _broker_defaults() -> tuple[dict[str, str], dict[str, ConfigType]]:
+    """The DEFAULT_CONFIG layer (kt's server defaults and the broker synonyms of the
+    topic configs with Kafka's defaults) and the types known for broker keys.
+
+    Where a setting has synonyms in other units Kafka's default sits on the last
+    one (log.retention.hours=168, log.roll.hours=168, ...) and the others have no
+    default, so they are described with a null value unless set."""
+    values = dict(DEFAULTS)
+    types: dict[str, ConfigType] = {key: ConfigType.LONG for key in dyn.QUOTA_KEYS}
     for spec in TOPIC_CONFIGS.values():
         if not spec.synonyms:
             continue
-        primary, factor = spec.synonyms[0]
-        types[primary] = spec.type
+        types[spec.synonyms[0][0]] = spec.type
         for key, unit in spec.synonyms:
             types.setdefault(key, ConfigType.INT if unit != 1 else spec.type)
-        if primary not in values:
-            default = spec.default if factor == 1 else str(int(spec.default) // factor)
-            values[primary] = (default, ConfigSource.DEFAULT_CONFIG)
-    throttles = broker.replication_throttles
-    for key in DYNAMIC_BROKER_CONFIGS:
-        if key in throttles.dynamic_own:
-            values[key] = (throttles.dynamic_own[key], ConfigSource.DYNAMIC_BROKER_CONFIG)
-        elif key in throttles.dynamic_defaults:
-            values[key] = (
-                throttles.dynamic_defaults[key],
-                ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
-            )
-    out = []
-    for key in sorted(values):
-        value, src = values[key]
-        sensitive = _sensitive(key)
-        shown = None if sensitive else value
-        syn: list[tuple[str, str | None, ConfigSource]] = [(key, shown, src)]
-        if src == ConfigSource.STATIC_BROKER_CONFIG and key in DEFAULTS:
-            syn.append((key, DEFAULTS[key], ConfigSource.DEFAULT_CONFIG))
-        out.append(
-            DescribedConfig(
-                key,
-                shown,
-                src,
-                read_only=key not in DYNAMIC_BROKER_CONFIGS,
-                is_sensitive=sensitive,
-                synonyms=tuple(syn),
-                config_type=ConfigType.PASSWORD
-                if sensitive
-                else types.get(key, _guess_type(key, value)),
-                documentation=None,
-            )
-        )
-    return out
+        key, factor = spec.synonyms[-1]
+        default = spec.default if factor == 1 else str(int(spec.default) // factor)
+        values.setdefault(key, default)
+    return values, types
+
+
+def _broker_entry(
+    name: str,
+    layers: list[tuple[dict[str, str], ConfigSource]],
+    types: dict[str, ConfigType],
+    value: str | None = None,
+) -> DescribedConfig:
+    """One broker config as Kafka's ConfigHelper.createBrokerConfigEntry describes it:
+    its synonyms source by source (highest precedence first), from the first one
+    with its own name on; the first is the source. Keys of no known type are custom
+    configs, which Kafka reports as sensitive."""
+    known = name in types or name in DEFAULTS or dyn.is_kafka_key(name)
+    sensitive = _sensitive(name) or not known
+    synonyms: list[tuple[str, str | None, ConfigSource]] = []
+    for layer, source in layers:
+        for key in dyn.broker_synonyms(name):
+            if key in layer:
+                synonyms.append((key, None if sensitive else layer[key], source))
+    while synonyms and synonyms[0][0] != name:
+        synonyms.pop(0)
+    if value is None and synonyms:
+        value = next(layer[name] for layer, src in layers if src == synonyms[0][2])
+    if sensitive:
+        value = None
+    if not known:
+        config_type = ConfigType.UNKNOWN
+    elif sensitive:
+        config_type = ConfigType.PASSWORD
+    else:
+        config_type = types.get(name) or _guess_type(name, value or "")
+    return DescribedConfig(
+        name,
+        value,
+        synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG,
+        read_only=not (name in dyn.KAFKA_ALL_DYNAMIC or name.startswith("listener.name.")),
+        is_sensitive=sensitive,
+        synonyms=tuple(synonyms),
+        config_type=config_type,
+    )
+
+
+def _describe_broker(ctx: RequestContext) -> list[DescribedConfig]:
+    """This broker's config: every key kt knows or has a value for, each with its
+    effective value and where it comes from."""
+    cfg = ctx.broker.config
+    defaults, types = _broker_defaults()
+    layers = [
+        (cfg.dynamic_own, ConfigSource.DYNAMIC_BROKER_CONFIG),
+        (cfg.dynamic_defaults, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        (cfg.given(), ConfigSource.STATIC_BROKER_CONFIG),
+        (defaults, ConfigSource.DEFAULT_CONFIG),
+    ]
+    names = set(types).union(*(layer for layer, _ in layers))
+    names -= {k for k in dyn.QUOTA_KEYS if not any(k in layer for layer, _ in layers)}
+    return [_broker_entry(name, layers, types) for name in sorted(names)]
+
+
+def _describe_broker_defaults(ctx: RequestContext) -> list[DescribedConfig]:
+    """The cluster-wide dynamic defaults alone, as this broker applies them (Kafka
+    describes the "" resource from currentDynamicDefaultConfigs)."""
+    cfg = ctx.broker.config
+    _, types = _broker_defaults()
+    layers = [(cfg.dynamic_defaults, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
+    return [
+        _broker_entry(name, layers, types, cfg.dynamic_defaults[name])
+        for name in sorted(cfg.dynamic_defaults)
+    ]
 
 
 def _describe_loggers() -> list[DescribedConfig]:
@@ -251,16 +293,18 @@ def _duplicates(resources: Any) -> set[tuple[int, str]]:
 async def alter_configs(ctx: RequestContext, request: Struct) -> Any:
     """Replace each resource's overrides with the given set (the legacy API)."""
     dups = _duplicates(request.resources)
+    validate_only = bool(request.validate_only)
     responses = []
     for res in request.resources:
         code, message = ErrorCode.NONE, None
         try:
             if (res.resource_type, res.resource_name) in dups:
-                raise ResourceError(ErrorCode.INVALID_REQUEST, "Duplicate resource.")
-            new = {c.name: c.value for c in res.configs}
-            await _alter(
-                ctx, res.resource_type, res.resource_name, new, bool(request.validate_only)
-            )
+                raise ResourceError(ErrorCode.INVALID_REQUEST, DUPLICATE_RESOURCE)
+            if res.resource_type == BROKER:
+                await _alter_broker_legacy(ctx, res, validate_only)
+            else:
+                new = {c.name: c.value for c in res.configs}
+                await _alter(ctx, res.resource_type, res.resource_name, new, validate_only)
         except ResourceError as exc:
             code, message = exc.code, exc.message
         responses.append({"error_code": code, "error_message": message,
@@ -273,15 +317,22 @@ async def alter_configs(ctx: RequestContext, request: Struct) -> Any:
 async def incremental_alter_configs(ctx: RequestContext, request: Struct) -> Any:
     """Apply SET / DELETE / APPEND / SUBTRACT operations to each resource's overrides."""
     dups = _duplicates(request.resources)
+    validate_only = bool(request.validate_only)
     responses = []
     for res in request.resources:
         code, message = ErrorCode.NONE, None
         try:
             if (res.resource_type, res.resource_name) in dups:
-                raise ResourceError(ErrorCode.INVALID_REQUEST, "Duplicate resource.")
+                raise ResourceError(ErrorCode.INVALID_REQUEST, DUPLICATE_RESOURCE)
             keys = Counter(c.name for c in res.configs)
             if any(n > 1 for n in keys.values()):
                 raise ResourceError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+            if res.resource_type == BROKER:
+                await _alter_broker_incremental(ctx, res, validate_only)
+                responses.append({"error_code": code, "error_message": message,
+                                  "resource_type": res.resource_type,
+                                  "resource_name": res.resource_name})  # fmt: skip
+                continue
             for c in res.configs:
                 if c.config_operation not in _OP_NAMES:
                     raise ResourceError(
@@ -293,15 +344,11 @@ async def incremental_alter_configs(ctx: RequestContext, request: Struct) -> Any
                 await ctx.broker.refresh_topic_configs(res.resource_name)
                 info = _topic(ctx, res.resource_name)
                 new = _apply_ops(dict(info.configs), ops)
-            elif res.resource_type == BROKER:
-                current = await _dynamic_broker_configs(ctx, res.resource_name)
-                new = _apply_ops(current, ops)
             else:
                 new = {name: value for name, _, value in ops} if ops else {}
             await _alter(
-                ctx, res.resource_type, res.resource_name, new,
-                bool(request.validate_only), incremental=True,
-            )  # fmt: skip
+                ctx, res.resource_type, res.resource_name, new, validate_only, incremental=True
+            )
         except ResourceError as exc:
             code, message = exc.code, exc.message
         responses.append({"error_code": code, "error_message": message,
@@ -310,12 +357,138 @@ async def incremental_alter_configs(ctx: RequestContext, request: Struct) -> Any
     return apis.INCREMENTAL_ALTER_CONFIGS.response(throttle_time_ms=0, responses=responses)
 
 
-async def _dynamic_broker_configs(ctx: RequestContext, name: str) -> dict[str, str]:
+# --- broker resources ----------------------------------------------------------------
+
+#: Kafka 3.x's answer to a resource named twice in one request.
+DUPLICATE_RESOURCE = "Each resource must appear at most once."
+#: Kafka's LIST-typed broker keys (APPEND / SUBTRACT are allowed on these only).
+_BROKER_LIST_KEYS = frozenset({
+    "log.cleanup.policy", "listeners", "advertised.listeners", "metric.reporters",
+    "ssl.cipher.suites", "ssl.enabled.protocols", "sasl.enabled.mechanisms", "log.dirs",
+})  # fmt: skip
+
+
+async def _alter_broker_legacy(ctx: RequestContext, res: Any, validate_only: bool) -> None:
+    """AlterConfigs on a broker: the given set replaces the entity's dynamic configs."""
+    nulls = [c.name for c in res.configs if c.value is None]
+    if nulls:
+        raise ResourceError(
+            ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls)
+        )
+    name = res.resource_name
+    _check_alter_broker_id(ctx, name)
+    await _change_broker(ctx, name, {c.name: c.value for c in res.configs}, validate_only)
+
+
+async def _alter_broker_incremental(ctx: RequestContext, res: Any, validate_only: bool) -> None:
+    """IncrementalAlterConfigs on a broker (Kafka's ConfigAdminManager.preprocess and
+    prepareIncrementalConfigs over the stored dynamic configs)."""
+    nulls = [c.name for c in res.configs if c.config_operation != DELETE and c.value is None]
+    if nulls:
+        raise ResourceError(
+            ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls)
+        )
+    name = res.resource_name
+    _check_alter_broker_id(ctx, name)
+    stored = await _stored_broker_configs(ctx, name)
+    current = dyn.usable(stored, bool(name), "stored")
+    for c in res.configs:
+        if c.config_operation not in _OP_NAMES:
+            raise ResourceError(
+                ErrorCode.INVALID_REQUEST, f"Unknown operations type {c.config_operation}"
+            )
+    for c in res.configs:
+        op, key = c.config_operation, c.name
+        if op == SET:
+            current[key] = c.value
+        elif op == DELETE:
+            current.pop(key, None)
+        else:
+            if not (dyn.is_kafka_key(key) or key in DEFAULTS):
+                # Kafka looks the key's type up in KafkaConfig's table and fails on a
+                # key it does not have (an unexpected error there).
+                raise ResourceError(ErrorCode.UNKNOWN_SERVER_ERROR, None)
+            if key not in _BROKER_LIST_KEYS:
+                verb = "append" if op == APPEND else "subtract"
+                raise ResourceError(
+                    ErrorCode.INVALID_CONFIG,
+                    f"Config value {verb} is not allowed for config key: {key}",
+                )
+            default = TOPIC_CONFIGS[dyn.LOG_KEYS[key]].default if key in dyn.LOG_KEYS else ""
+            old = current.get(key, default)
+            items = old.split(",") if old else []
+            given = (c.value or "").split(",")
+            if op == APPEND:
+                items += [v for v in given if v not in items]
+            else:
+                items = [v for v in items if v not in given]
+            current[key] = ",".join(items)
+    await _change_broker(ctx, name, current, validate_only)
+
+
+def _check_alter_broker_id(ctx: RequestContext, name: str) -> None:
+    """A node id names the broker the request was sent to (Kafka's
+    validateResourceNameIsCurrentNodeId); "" is the cluster default."""
+    if not name:
+        return
+    try:
+        node = int(name)
+    except ValueError:
+        raise ResourceError(
+            ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}"
+        ) from None
+    if node != ctx.broker.node_id:
+        raise ResourceError(
+            ErrorCode.INVALID_REQUEST,
+            f"Unexpected broker id, expected {ctx.broker.node_id}, but received {name}",
+        )
+
+
+async def _stored_broker_configs(ctx: RequestContext, name: str) -> dict[str, str]:
     """A broker's (or with an empty name, the cluster default's) dynamic configs."""
     membership = ctx.broker.membership
     if membership is None:
         return {}
-    return await membership.cluster.get_entity_config("brokers", name or DEFAULT_BROKER)
+    return await membership.cluster.get_entity_config("brokers", name or dyn.DEFAULT_ENTITY)
+
+
+async def _change_broker(
+    ctx: RequestContext, name: str, new: dict[str, str], validate_only: bool
+) -> None:
+    """Validate an entity's complete new dynamic config set, then (unless validating
+    only) store it with a change notification every broker follows."""
+    try:
+        dyn.validate_change(new, per_broker=bool(name))
+        _check_effective(ctx, name, new)
+    except BrokerError as exc:
+        raise ResourceError(error_code_for(exc), str(exc)) from None
+    if validate_only:
+        return
+    membership = ctx.broker.membership
+    if membership is None:
+        raise ResourceError(ErrorCode.INVALID_REQUEST, "the broker has no coordination store")
+    await membership.cluster.set_entity_config("brokers", name or dyn.DEFAULT_ENTITY, new)
+    log.info(
+        "updated dynamic configs of %s: %s",
+        f"broker {name}" if name else "the cluster default", sorted(new),
+    )  # fmt: skip
+
+
+def _check_effective(ctx: RequestContext, name: str, new: dict[str, str]) -> None:
+    """The broker config the change would give this broker must be valid as a whole
+    (Kafka's processReconfiguration, e.g. min > max compaction lag)."""
+    cfg = ctx.broker.config
+    props = dict(DEFAULTS)
+    dyn.overlay(props, cfg.given())
+    dyn.overlay(props, cfg.dynamic_defaults if name else new)
+    dyn.overlay(props, new if name else cfg.dynamic_own)
+    log_props = {k: v for k, v in props.items() if k in dyn.LOG_KEYS or k.startswith("log.")}
+    try:
+        LogConfig.from_properties(log_properties(log_props))
+    except Exception as exc:
+        raise InvalidRequestError(
+            f"Invalid value {exc} for configuration Invalid dynamic configuration"
+        ) from None
 
 
 def _apply_ops(
@@ -371,32 +544,6 @@ async def _alter(
             await broker.admin.alter_topic_configs(name, clean)
         except TopicError as exc:
             raise ResourceError(exc.code, exc.message) from None
-        return
-    if rtype == BROKER:
-        if name:
-            _check_broker_id(ctx, name)
-        other = sorted(k for k in configs if k not in DYNAMIC_BROKER_CONFIGS)
-        if other:
-            keys = ", ".join(other)
-            raise ResourceError(
-                ErrorCode.INVALID_REQUEST,
-                f"Cannot update these configs dynamically: {keys} ({NO_DYNAMIC_BROKER_CONFIGS})",
-            )
-        clean = {k: v for k, v in configs.items() if v is not None}
-        for k, v in clean.items():
-            if not v.strip().isdigit():
-                raise ResourceError(
-                    ErrorCode.INVALID_CONFIG,
-                    f"Invalid value {v} for configuration {k}: Not a number of type LONG",
-                )
-        if validate_only:
-            return
-        membership = broker.membership
-        if membership is None:
-            raise ResourceError(ErrorCode.INVALID_REQUEST, NO_DYNAMIC_BROKER_CONFIGS)
-        # /config/brokers/<id> or <default>, with a change notification every broker
-        # follows (its ConfigManager applies the throttle rates live).
-        await membership.cluster.set_entity_config("brokers", name or DEFAULT_BROKER, clean)
         return
     if rtype == BROKER_LOGGER and incremental:
         raise ResourceError(
