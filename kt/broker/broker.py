@@ -24,7 +24,8 @@ from kt.broker.metadata_store import TopicInfo, topic_name_problem
 from kt.broker.partition import Partition
 from kt.broker.producer_ids import ProducerIdManager
 from kt.broker.replica_manager import ReplicaManager
-from kt.broker.replication.quota import ReplicationThrottles
+from kt.broker.replication.alter_log_dirs import ReplicaAlterLogDirsManager
+from kt.broker.replication.quota import ALTER_LOG_DIRS_RATE, ReplicationThrottles
 from kt.broker.topic_admin import TopicAdmin, TopicError
 from kt.protocol import ErrorCode
 from kt.storage.log_config import LogConfig
@@ -83,6 +84,11 @@ class Broker:
         self.replication_throttles = ReplicationThrottles(
             config.node_id, lambda topic: self.metadata.configs.get(topic, {})
         )
+        # Moves between this broker's log directories (AlterReplicaLogDirs).
+        self.log_dir_mover = ReplicaAlterLogDirsManager(
+            self.replica_manager, self.logs, self.alter_log_dirs_rate
+        )
+        self.replica_manager.log_dir_mover = self.log_dir_mover
 
     # --- lifecycle -------------------------------------------------------
 
@@ -152,6 +158,18 @@ class Broker:
             loop.call_soon_threadsafe(self.replica_manager.fail_log_dir, d, exc)
         else:
             self.replica_manager.fail_log_dir(d, exc)
+
+    def alter_log_dirs_rate(self) -> float | None:
+        """The copy rate of moves between log directories in effect now (bytes/s,
+        None: unlimited): replica.alter.log.dirs.io.max.bytes.per.second as a
+        dynamic broker config (this broker's, else the cluster default), else as
+        set in server.properties. Read before every chunk copied.
+
+        The one place to switch to the broker's effective dynamic config once it
+        exists (branch brokercfg)."""
+        return self.replication_throttles.alter_log_dirs_rate(
+            self.config.props.get(ALTER_LOG_DIRS_RATE)
+        )
 
     def config_given(self) -> dict[str, str]:
         """Server settings set explicitly (config file or overrides), not kt's defaults."""
@@ -299,6 +317,8 @@ class Broker:
             )
         )
         self._tasks.append(loop.create_task(_retention_schedule(self)))
+        # Moves between log dirs interrupted by the last stop resume.
+        self.log_dir_mover.start()
 
     def _flush_by_time(self) -> None:
         """Each second: fsync rolled segments (advancing recovery points), flush logs
@@ -418,7 +438,9 @@ class Broker:
         self._replication_tasks.clear()
 
     async def stop_background_tasks(self) -> None:
-        """Cancel the periodic tasks."""
+        """Cancel the periodic tasks and the copiers of moves between log dirs
+        (their future logs stay, and resume at the next start)."""
+        await self.log_dir_mover.stop()
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:

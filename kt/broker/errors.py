@@ -44,6 +44,15 @@ class KafkaStorageError(BrokerError):
     """The partition is offline: its log directory failed or its log is unusable."""
 
 
+class LogDirNotFoundError(BrokerError):
+    """A log directory named by a request is not one of this broker's log.dirs."""
+
+
+class ReplicaNotAvailableError(BrokerError):
+    """The replica is not hosted here (yet): e.g. a move between log directories
+    asked for before the replica exists (its directory is remembered)."""
+
+
 class FencedLeaderEpochError(BrokerError):
     """The client's leader epoch is older than the partition's."""
 
@@ -129,6 +138,8 @@ ERROR_CODES: dict[type[BaseException], ErrorCode] = {
     InvalidTopicError: ErrorCode.INVALID_TOPIC_EXCEPTION,
     NotLeaderOrFollowerError: ErrorCode.NOT_LEADER_OR_FOLLOWER,
     KafkaStorageError: ErrorCode.KAFKA_STORAGE_ERROR,
+    LogDirNotFoundError: ErrorCode.LOG_DIR_NOT_FOUND,
+    ReplicaNotAvailableError: ErrorCode.REPLICA_NOT_AVAILABLE,
     FencedLeaderEpochError: ErrorCode.FENCED_LEADER_EPOCH,
     UnknownLeaderEpochError: ErrorCode.UNKNOWN_LEADER_EPOCH,
     NotEnoughReplicasError: ErrorCode.NOT_ENOUGH_REPLICAS,

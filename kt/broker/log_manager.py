@@ -13,6 +13,15 @@ Several directories (JBOD) work as in Kafka: each has its own lock, identity
 directory takes it offline with all its partitions while the others keep
 serving; the broker halts only when the last one (or the metadata directory, the
 first) fails.
+
+Moves between directories (AlterReplicaLogDirs, see kt.broker.replication.
+alter_log_dirs) add a *future* log per moving partition: `<topic>-<p>.<id>-future`
+in the destination directory, kept in `future_logs`, checkpointed with its
+directory's logs and loaded as a future again after a restart (the copy
+resumes). A future log with no current log anywhere is what a crash in the
+middle of the swap leaves (kt.broker.log_dir_swap): it is complete and becomes
+the current log. `preferred_dirs` remembers where a partition this broker does
+not host yet should be created.
 """
 
 from __future__ import annotations
@@ -54,6 +63,8 @@ from kt.storage.partition_metadata import (
 
 log = logging.getLogger("kt.broker.log_manager")
 
+_Checkpoints = dict[str, dict[TopicPartition, int]]
+
 PARTITION_METADATA_FILE = "partition.metadata"
 
 
@@ -93,6 +104,14 @@ class LogManager:
         self.halt = halt or _halt
         # Renamed `-delete` partition directories and when they may go (see delete).
         self._dirs_to_delete: list[tuple[int, Path]] = []
+        # Logs replaced by a move between directories, closed when their renamed
+        # `-delete` directory goes (a fetch may still be sending from their files).
+        self._logs_to_close: dict[Path, PartitionLog] = {}
+        # Future logs of partitions moving to another directory (Kafka's futureLogs).
+        self.future_logs: dict[TopicPartition, PartitionLog] = {}
+        self.future_dir_of: dict[TopicPartition, Path] = {}
+        # Where to create a partition not hosted yet (Kafka's preferredLogDirs).
+        self.preferred_dirs: dict[TopicPartition, Path] = {}
 
     @property
     def metadata_dir(self) -> Path:
@@ -225,13 +244,17 @@ class LogManager:
         """
         began = time.monotonic()
         pools: list[ThreadPoolExecutor] = []
-        pending: list[tuple[Path, Future[tuple[TopicPartition, Path, PartitionLog]]]] = []
+        pending: list[tuple[Path, bool, Future[tuple[TopicPartition, Path, PartitionLog]]]] = []
         try:
+            prepared: dict[Path, tuple[list[tuple[Path, TopicPartition, bool]], _Checkpoints]] = {}
             for d in self.live_dirs:
                 try:
-                    jobs, plan = self._prepare_dir(d)
+                    prepared[d] = self._prepare_dir(d)
                 except OSError as exc:
                     self._offline_at_startup(d, f"cannot load it: {_os_reason(exc)}")
+            self._resolve_futures(prepared)
+            for d, (jobs, plan) in prepared.items():
+                if d in self.offline_dirs:
                     continue
                 if jobs and not self.had_clean_shutdown[d]:
                     log.warning(
@@ -243,30 +266,41 @@ class LogManager:
                     max_workers=max(1, threads), thread_name_prefix=f"log-recovery-{d}"
                 )
                 pools.append(pool)
-                for child, tp in jobs:
+                for child, tp, is_future in jobs:
                     pending.append(
-                        (d, pool.submit(self._open_log, d, child, tp, plan, topic_configs))
-                    )
-            loaded: dict[Path, list[tuple[TopicPartition, PartitionLog]]] = {}
-            for d, fut in pending:
+                        (d, is_future,
+                         pool.submit(self._open_log, d, child, tp, plan, topic_configs))
+                    )  # fmt: skip
+            loaded: dict[Path, list[tuple[TopicPartition, PartitionLog, bool]]] = {}
+            for d, is_future, fut in pending:
                 try:
                     tp, _, plog = fut.result()
                 except OSError as exc:
                     if d not in self.offline_dirs:
                         self._offline_at_startup(d, f"cannot load it: {_os_reason(exc)}")
                     continue
-                loaded.setdefault(d, []).append((tp, plog))
+                loaded.setdefault(d, []).append((tp, plog, is_future))
         finally:
             for pool in pools:
                 pool.shutdown(wait=True)
         for d, items in loaded.items():
-            for tp, plog in items:
+            for tp, plog, is_future in items:
                 if d in self.offline_dirs:
                     _close_quietly(plog)
+                    continue
+                if is_future:
+                    self.future_logs[tp] = plog
+                    self.future_dir_of[tp] = d
+                    log.info("%s: future log in %s loaded (the move resumes)", tp, d)
                     continue
                 self.logs[tp] = plog
                 self.dir_of[tp] = d
                 _log_recovery(tp, d, plog)
+        for tp in [tp for tp in self.future_logs if tp not in self.logs]:
+            # Its current log was in a directory that failed while loading.
+            _close_quietly(self.future_logs.pop(tp))
+            log.error("%s: future log in %s left alone: its current log is offline",
+                      tp, self.future_dir_of.pop(tp))  # fmt: skip
         _log_recovery_total(self.logs.values(), time.monotonic() - began)
         if not self.live_dirs:
             self.halt(
@@ -274,17 +308,61 @@ class LogManager:
                 "have failed"
             )
 
-    def _prepare_dir(
-        self, d: Path
-    ) -> tuple[list[tuple[Path, TopicPartition]], dict[str, dict[TopicPartition, int]]]:
-        """The partition directories to load and the dir's checkpoints; removes the
-        clean-shutdown marker (remembered in had_clean_shutdown)."""
+    def _resolve_futures(
+        self, prepared: dict[Path, tuple[list[tuple[Path, TopicPartition, bool]], _Checkpoints]]
+    ) -> None:
+        """Decide what each `-future` directory found at startup is.
+
+        Beside a current log of its partition it is a move in progress: loaded as
+        the future log (the copy resumes). With no current log anywhere it is what
+        a crash inside the swap left after its commit step (the current renamed
+        `-delete`; kt.broker.log_dir_swap): complete and flushed, so it is renamed
+        live now (step 3 of the swap). Not while a directory is offline (the
+        current may be in it): then it is left on disk, unloaded. A second future
+        of one partition, or one in its current's directory, is left alone too.
+        """
+        current: set[TopicPartition] = set()
+        for jobs, _ in prepared.values():
+            current |= {tp for _, tp, is_future in jobs if not is_future}
+        seen: set[TopicPartition] = set()
+        for d, (jobs, _) in prepared.items():
+            keep: list[tuple[Path, TopicPartition, bool]] = []
+            for path, tp, is_future in jobs:
+                if not is_future:
+                    keep.append((path, tp, is_future))
+                    continue
+                if tp in seen or any(
+                    p.name == f"{tp.topic}-{tp.partition}" and not f for p, _, f in jobs
+                ):
+                    log.error("%s: ignoring the extra future log %s", tp, path)
+                    continue
+                seen.add(tp)
+                if tp in current:
+                    keep.append((path, tp, True))
+                elif self.offline_dirs:
+                    log.error(
+                        "%s: future log %s has no current log, but log dirs are offline "
+                        "(the current may be there): left on disk, not loaded", tp, path,
+                    )  # fmt: skip
+                else:
+                    live = d / f"{tp.topic}-{tp.partition}"
+                    os.replace(path, live)
+                    fsync_dir(d)
+                    log.warning("%s: completed an interrupted move: %s is now %s",
+                                tp, path.name, live)  # fmt: skip
+                    keep.append((live, tp, False))
+            jobs[:] = keep
+
+    def _prepare_dir(self, d: Path) -> tuple[list[tuple[Path, TopicPartition, bool]], _Checkpoints]:
+        """The partition directories to load (with whether each is a future log)
+        and the dir's checkpoints; removes the clean-shutdown marker (remembered in
+        had_clean_shutdown)."""
         marker = d / CLEAN_SHUTDOWN_FILE_NAME
         self.had_clean_shutdown[d] = marker.exists()
         if self.had_clean_shutdown[d]:
             marker.unlink()
             fsync_dir(d)
-        jobs: list[tuple[Path, TopicPartition]] = []
+        jobs: list[tuple[Path, TopicPartition, bool]] = []
         for child in sorted(d.iterdir()):
             if child.name in SKIPPED_DIR_NAMES:
                 continue
@@ -295,9 +373,10 @@ class LogManager:
                 # A deletion that did not finish before the broker stopped.
                 shutil.rmtree(child, ignore_errors=True)
                 continue
-            if parsed.state is not None:
+            if parsed.state not in (None, "future"):
                 continue
-            jobs.append((child, TopicPartition(parsed.topic, parsed.partition)))
+            tp = TopicPartition(parsed.topic, parsed.partition)
+            jobs.append((child, tp, parsed.state == "future"))
         plan = {
             name: self._read_checkpoint(d, name)
             for name in (
@@ -367,6 +446,9 @@ class LogManager:
             if d in counts:
                 counts[d] += 1
         d = min(live, key=lambda x: (counts[x], self.log_dirs.index(x)))
+        preferred = self.preferred_dirs.pop(tp, None)
+        if preferred is not None and preferred in live:
+            d = preferred  # an AlterReplicaLogDirs that came before the replica
         try:
             path = d / f"{tp.topic}-{tp.partition}"
             created = not path.exists()
@@ -386,6 +468,63 @@ class LogManager:
         self.dir_of[tp] = d
         return plog
 
+    def maybe_update_preferred_dir(self, tp: TopicPartition, d: Path) -> None:
+        """Remember `d` as where `tp` goes when created here, unless its current or
+        future log is there already (Kafka's maybeUpdatePreferredLogDir)."""
+        if self.dir_of.get(tp) != d and self.future_dir_of.get(tp) != d:
+            self.preferred_dirs[tp] = d
+
+    def create_future(self, tp: TopicPartition, d: Path) -> PartitionLog:
+        """An empty future log of `tp` in directory `d` (`<topic>-<p>.<id>-future`),
+        with the current log's config and topic id. An I/O error takes `d` offline
+        and raises."""
+        current = self.logs.get(tp)
+        if current is None:
+            raise StorageError(f"{tp.topic}-{tp.partition} has no current log to move")
+        if self.dir_of.get(tp) == d or tp in self.future_logs:
+            raise StorageError(f"{tp.topic}-{tp.partition} cannot get a future log in {d}")
+        path = d / future_dir_name(tp)
+        try:
+            path.mkdir()
+            fsync_dir(d)
+            stored = self.topic_id_on_disk(tp)
+            if stored is not None:
+                write_partition_metadata(path / PARTITION_METADATA_FILE, PartitionMetadata(stored))
+            plog = PartitionLog.open(path, current.config, had_clean_shutdown=True)
+        except OSError as exc:
+            self.report_dir_failure(d, exc)
+            raise
+        self.future_logs[tp] = plog
+        self.future_dir_of[tp] = d
+        self.preferred_dirs.pop(tp, None)
+        return plog
+
+    def delete_future(self, tp: TopicPartition, *, now_ms: int | None = None) -> None:
+        """Drop the future log of `tp` (a cancelled or abandoned move): renamed
+        `-delete` at once, removed after file.delete.delay.ms."""
+        plog = self.future_logs.pop(tp, None)
+        d = self.future_dir_of.pop(tp, None)
+        if plog is None or d is None:
+            return
+        plog.close()
+        self._schedule_delete(d, tp, plog.dir, now_ms)
+
+    def _schedule_delete(self, d: Path, tp: TopicPartition, path: Path, now_ms: int | None) -> Path:
+        doomed = d / f"{tp.topic}-{tp.partition}.{uuid.uuid4().hex}-delete"
+        os.replace(path, doomed)
+        fsync_dir(d)
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        self._dirs_to_delete.append((now + self.default_config.file_delete_delay_ms, doomed))
+        return doomed
+
+    def retire_replaced(self, tp: TopicPartition, doomed: Path, old: PartitionLog) -> None:
+        """A current log replaced by its future (the swap renamed its directory to
+        `doomed`): its files stay open until the directory is removed, after
+        file.delete.delay.ms, so fetches still sending from them finish."""
+        now = int(time.time() * 1000)
+        self._dirs_to_delete.append((now + self.default_config.file_delete_delay_ms, doomed))
+        self._logs_to_close[doomed] = old
+
     def topic_id_on_disk(self, tp: TopicPartition) -> str | None:
         """The topic id stored in a partition's partition.metadata, if any."""
         d = self.dir_of.get(tp)
@@ -404,17 +543,15 @@ class LogManager:
 
         Where kt differs: Kafka keeps the log's files open until the directory goes;
         kt closes them at once (the partition is offline from here on anyway)."""
+        # The future first: a future without a current log is taken at startup for
+        # a finished move, so the current must never go first.
+        self.delete_future(tp, now_ms=now_ms)
         plog = self.logs.pop(tp, None)
         d = self.dir_of.pop(tp, None)
         if plog is None or d is None:
             return
         plog.close()
-        path = plog.dir
-        doomed = d / f"{tp.topic}-{tp.partition}.{uuid.uuid4().hex}-delete"
-        os.replace(path, doomed)
-        fsync_dir(d)
-        now = int(time.time() * 1000) if now_ms is None else now_ms
-        self._dirs_to_delete.append((now + self.default_config.file_delete_delay_ms, doomed))
+        self._schedule_delete(d, tp, plog.dir, now_ms)
 
     def take_expired_deletions(self, now_ms: int | None = None) -> list[Path]:
         """The `-delete` directories whose delay has passed, no longer queued (the
@@ -422,6 +559,10 @@ class LogManager:
         now = int(time.time() * 1000) if now_ms is None else now_ms
         due = [p for deadline, p in self._dirs_to_delete if deadline <= now]
         self._dirs_to_delete = [(t, p) for t, p in self._dirs_to_delete if t > now]
+        for p in due:
+            old = self._logs_to_close.pop(p, None)
+            if old is not None:
+                _close_quietly(old)
         return due
 
     @property
@@ -447,9 +588,10 @@ class LogManager:
     def update_config(self, topic: str, overrides: dict[str, str]) -> None:
         """Apply a topic's new config overrides to its open logs."""
         cfg = self.default_config.with_overrides(overrides)
-        for tp, plog in self.logs.items():
-            if tp.topic == topic:
-                plog.config = cfg
+        for logs in (self.logs, self.future_logs):
+            for tp, plog in logs.items():
+                if tp.topic == topic:
+                    plog.config = cfg
 
     # --- directory failure ---------------------------------------------------
 
@@ -492,6 +634,10 @@ class LogManager:
             plog = self.logs.pop(tp)
             del self.dir_of[tp]
             self.offline_logs[tp] = (d, plog)
+        for tp in [tp for tp, where in self.future_dir_of.items() if where == d]:
+            # A move into the failed directory is abandoned (its copier stops).
+            del self.future_dir_of[tp]
+            _close_quietly(self.future_logs.pop(tp))
         lock = self._locks.pop(d, None)
         if lock is not None:
             lock.release()
@@ -513,8 +659,18 @@ class LogManager:
     # --- checkpoints and shutdown -----------------------------------------
 
     def _by_dir(self) -> Iterator[tuple[Path, dict[TopicPartition, PartitionLog]]]:
+        # Future logs are checkpointed in their directory under their partition, as
+        # in Kafka (a directory never holds both logs of one partition).
         for d in self.live_dirs:
-            yield d, {tp: lg for tp, lg in self.logs.items() if self.dir_of.get(tp) == d}
+            yield d, self.logs_in(d)
+
+    def logs_in(self, d: Path) -> dict[TopicPartition, PartitionLog]:
+        """The current and future logs in directory `d`."""
+        out = {tp: lg for tp, lg in self.logs.items() if self.dir_of.get(tp) == d}
+        out.update(
+            {tp: lg for tp, lg in self.future_logs.items() if self.future_dir_of.get(tp) == d}
+        )
+        return out
 
     # Each checkpoint is collected (a quick read of in-memory offsets, on the caller's
     # thread) and then written (temp file, fsyncs, rename: slow), so the broker can
@@ -590,6 +746,9 @@ class LogManager:
                           d, _reason(exc))  # fmt: skip
         for _d, plog in self.offline_logs.values():
             _close_quietly(plog)
+        for plog in self._logs_to_close.values():
+            _close_quietly(plog)
+        self._logs_to_close.clear()
         self.release_locks()
 
     @staticmethod
@@ -631,6 +790,11 @@ class LogManager:
 # Kafka's KRaft metadata log and tiered storage's index cache live beside the
 # partitions but are not partition logs.
 SKIPPED_DIR_NAMES = frozenset({"__cluster_metadata-0", "remote-log-index-cache"})
+
+
+def future_dir_name(tp: TopicPartition) -> str:
+    """`<topic>-<partition>.<uniqueId>-future`, Kafka's UnifiedLog.logFutureDirName."""
+    return f"{tp.topic}-{tp.partition}.{uuid.uuid4().hex}-future"
 
 
 def check_log_dirs(dirs: list[Path]) -> None:

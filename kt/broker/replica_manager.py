@@ -22,6 +22,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kt.broker.alter_partition import IsrProposal, IsrResult
 from kt.broker.errors import (
@@ -48,6 +49,9 @@ from kt.storage.checkpoint import TopicPartition
 from kt.storage.errors import OffsetOutOfRangeError, StorageError
 from kt.storage.log import AppendResult, FetchSlice, PartitionLog
 from kt.storage.txn_index import AbortedTxn
+
+if TYPE_CHECKING:
+    from kt.broker.replication.alter_log_dirs import ReplicaAlterLogDirsManager
 
 log = logging.getLogger("kt.broker.replica_manager")
 
@@ -159,6 +163,8 @@ class ReplicaManager:
         # Told of transactions ended on __consumer_offsets partitions (see
         # TxnCompletionListener and write_txn_markers).
         self.offsets_txn_listeners: list[TxnCompletionListener] = []
+        # Moves between this broker's log directories (set by the broker).
+        self.log_dir_mover: ReplicaAlterLogDirsManager | None = None
 
     # --- the hosted partitions -------------------------------------------------
 
@@ -468,6 +474,14 @@ class ReplicaManager:
             self.on_storage_error(part, exc)
             raise KafkaStorageError(str(exc)) from exc
         return plog.log_start_offset
+
+    async def alter_replica_log_dir(self, tp: TopicPartition, path: str) -> None:
+        """AlterReplicaLogDirs for one partition: move its replica to log directory
+        `path` (see kt.broker.replication.alter_log_dirs). Raises the typed errors
+        (LogDirNotFoundError, KafkaStorageError, ReplicaNotAvailableError, ...)."""
+        if self.log_dir_mover is None:
+            raise KafkaStorageError("this broker does not move replicas between log dirs")
+        await self.log_dir_mover.alter(tp, path)
 
     # --- failures --------------------------------------------------------------
 

@@ -551,6 +551,39 @@ class AdminMixin(ClientCore):
         got = await asyncio.gather(*(one(n) for n in nodes))
         return [d for ds in got for d in ds]
 
+    async def alter_replica_log_dirs(
+        self, moves: Mapping[tuple[str, int, int], str]
+    ) -> dict[tuple[str, int, int], KafkaError | None]:
+        """Move replicas between their brokers' log directories: (topic, partition,
+        broker) -> absolute directory path (AlterReplicaLogDirs to each broker).
+        Per replica None (the move started, or nothing was to do) or the error
+        (REPLICA_NOT_AVAILABLE: not on that broker yet, LOG_DIR_NOT_FOUND, ...)."""
+        by_broker: dict[int, dict[str, dict[str, list[int]]]] = {}
+        for (t, p, b), path in moves.items():
+            by_broker.setdefault(b, {}).setdefault(path, {}).setdefault(t, []).append(p)
+
+        async def one(node: int) -> dict[tuple[str, int, int], KafkaError | None]:
+            body = apis.ALTER_REPLICA_LOG_DIRS.request(
+                dirs=[
+                    {"path": path, "topics": [{"name": t, "partitions": ps}
+                                              for t, ps in topics.items()]}
+                    for path, topics in by_broker[node].items()
+                ]
+            )  # fmt: skip
+            resp = await self.send(apis.ALTER_REPLICA_LOG_DIRS, body, node)
+            return {
+                (r.topic_name, p.partition_index, node): None
+                if p.error_code == ErrorCode.NONE
+                else KafkaError(p.error_code, f"{r.topic_name}-{p.partition_index}-{node}")
+                for r in resp.results
+                for p in r.partitions
+            }
+
+        out: dict[tuple[str, int, int], KafkaError | None] = {}
+        for got in await asyncio.gather(*(one(n) for n in sorted(by_broker))):
+            out.update(got)
+        return out
+
     async def delete_records(
         self, offsets: Mapping[tuple[str, int], int]
     ) -> dict[tuple[str, int], int]:
