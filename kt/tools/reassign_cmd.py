@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 import click
 
 from kt.broker.controller.assignment import BrokerMetadata
-from kt.client import KafkaClient, PartitionReassignment
+from kt.client import OP_SET, RESOURCE_BROKER, KafkaClient, LogDirInfo, PartitionReassignment
+from kt.protocol.errors import ErrorCode
 from kt.tools.console import emit_json, fail, handle_errors, stdout_is_terminal, usage_error
 from kt.tools.reassign_plan import (
     Plan,
@@ -29,11 +30,13 @@ from kt.tools.reassign_plan import (
     generate,
     generate_minimal,
     moved_replicas,
+    parse_log_dirs,
     parse_plan,
     parse_topics,
     plan_doc,
 )
 from kt.tools.reassignment import (
+    LOG_DIR_RATE,
     ReplicaProgress,
     clear_throttles,
     eta_text,
@@ -76,6 +79,25 @@ def _plan_from(path: str) -> Plan:
         usage_error(str(exc))
 
 
+Replica = tuple[str, int, int]
+#: (topic, partition, broker) -> the log directory the plan moves it to
+LogDirMoves = dict[Replica, str]
+
+
+def _plan_and_moves_from(path: str) -> tuple[Plan, LogDirMoves]:
+    plan = _plan_from(path)
+    return plan, parse_log_dirs(_read(path, "--reassignment-json-file"))
+
+
+def _replica(r: Replica) -> str:
+    # Kafka's TopicPartitionReplica.toString.
+    return f"{r[0]}-{r[1]}-{r[2]}"
+
+
+def _replicas(rs: Iterable[Replica]) -> str:
+    return ",".join(_replica(r) for r in sorted(rs, key=lambda r: (r[2], r[0], r[1])))
+
+
 def _topics_from(path: str) -> list[str]:
     try:
         return parse_topics(_read(path, "--topics-to-move-json-file"))
@@ -110,6 +132,13 @@ def _topics_from(path: str) -> list[str]:
     metavar="B/S",
     help="--execute: limit the moving replicas' replication to this many bytes/s.",
 )
+@click.option(
+    "--replica-alter-log-dirs-throttle",
+    type=click.IntRange(min=-1),
+    default=-1,
+    metavar="B/S",
+    help="--execute: limit moves between log dirs of a broker to this many bytes/s.",
+)
 @click.option("--preserve-throttles", is_flag=True, help="--verify: leave the throttles in place.")
 @click.option("--watch", is_flag=True, help="--progress: refresh until nothing is in progress.")
 @click.option(
@@ -128,6 +157,7 @@ def reassign_partitions(
     reassignment_json_file: str | None,
     additional: bool,
     throttle: int,
+    replica_alter_log_dirs_throttle: int,
     preserve_throttles: bool,
     watch: bool,
     interval: float,
@@ -153,6 +183,14 @@ def reassign_partitions(
     Kafka's throttles (both rates on every broker involved, the topics'
     throttled-replica lists); --verify clears them once nothing of the plan is
     in progress, unless --preserve-throttles.
+
+    A log_dirs entry other than "any" moves that broker's replica to that log
+    directory (absolute, as `kt log-dirs describe` shows it): --execute checks
+    the directories exist, starts the moves of replicas already there, then the
+    reassignment, then the moves of replicas it creates (waiting up to --timeout
+    for them); --replica-alter-log-dirs-throttle limits the copy on the brokers
+    moving replicas; --verify adds "Reassignment of replica foo-0-1 completed
+    successfully." or "... is still in progress." per moved replica.
     """
     if mode is None:
         usage_error(
@@ -172,11 +210,12 @@ def reassign_partitions(
     else:
         if not reassignment_json_file:
             usage_error(f"--{mode} needs --reassignment-json-file")
-        plan = _plan_from(reassignment_json_file)
+        plan, moves = _plan_and_moves_from(reassignment_json_file)
         if mode == "execute":
-            _execute(wire, plan, additional, throttle, as_json)
+            _execute(wire, plan, moves, additional, throttle, replica_alter_log_dirs_throttle,
+                     as_json)  # fmt: skip
         elif mode == "verify":
-            _verify(wire, plan, preserve_throttles, as_json)
+            _verify(wire, plan, moves, preserve_throttles, as_json)
         else:
             _cancel(wire, plan, as_json)
 
@@ -238,8 +277,18 @@ def _generate(
     click.echo(format_plan(proposed))
 
 
-def _execute(wire: Wire, plan: Plan, additional: bool, throttle: int, as_json: bool) -> None:
-    async def go(c: KafkaClient) -> tuple[Plan, dict[tuple[str, int], object]]:
+def _execute(
+    wire: Wire,
+    plan: Plan,
+    moves: LogDirMoves,
+    additional: bool,
+    throttle: int,
+    log_dir_throttle: int,
+    as_json: bool,
+) -> None:
+    async def go(
+        c: KafkaClient,
+    ) -> tuple[Plan, dict[tuple[str, int], object], list[Replica]]:
         topics = await c.list_topics()
         check_plan_or_exit(
             plan, {t: list(i.partitions) for t, i in topics.items()}, c.metadata.brokers
@@ -247,35 +296,99 @@ def _execute(wire: Wire, plan: Plan, additional: bool, throttle: int, as_json: b
         running = await c.list_partition_reassignments()
         if running and not additional:
             fail(EXISTING)
+        if moves:
+            await check_log_dirs_exist(c, moves)
         current = await _current(c, sorted({t for t, _ in plan}))
         current = {tp: rs for tp, rs in current.items() if tp in plan}
         if not as_json:
             click.echo("Current partition replica assignment\n")
             click.echo(format_plan(current))
             click.echo("\nSave this to use as the --reassignment-json-file option during rollback")
+        if (throttle >= 0 or log_dir_throttle >= 0) and not as_json:
+            click.echo(THROTTLE_WARNING)
         if throttle >= 0:
             await set_throttles(c, current, plan, throttle)
             if not as_json:
-                click.echo(THROTTLE_WARNING)
                 click.echo(f"The inter-broker throttle limit was set to {throttle} B/s")
-        errors = await c.alter_partition_reassignments(plan)
-        return current, {tp: e for tp, e in errors.items() if e is not None}
+        if log_dir_throttle >= 0 and moves:
+            for b in sorted({b for _, _, b in moves}):
+                await c.incremental_alter_configs(
+                    RESOURCE_BROKER, str(b), [(LOG_DIR_RATE, OP_SET, str(log_dir_throttle))]
+                )
+            if not as_json:
+                click.echo(
+                    f"The replica-alter-dir throttle limit was set to {log_dir_throttle} B/s"
+                )
+        # Replicas already on their broker start moving now; the others are created
+        # by the reassignment (their brokers remember the directory meanwhile).
+        started = await start_log_dir_moves(c, moves)
+        answers = await c.alter_partition_reassignments(plan)
+        errors: dict[tuple[str, int], object] = {
+            tp: e for tp, e in answers.items() if e is not None
+        }
+        if not errors:
+            deadline = time.monotonic() + wire.timeout
+            while len(started) < len(moves):
+                pending = {r: d for r, d in moves.items() if r not in started}
+                started += await start_log_dir_moves(c, pending)
+                if len(started) < len(moves):
+                    if time.monotonic() >= deadline:
+                        left = [r for r in moves if r not in started]
+                        s = "" if len(left) == 1 else "s"
+                        fail(f"Timed out before log directory move{s} could be started for: "
+                             + _replicas(left))  # fmt: skip
+                    await asyncio.sleep(0.1)
+        return current, errors, started
 
-    current, errors = wire.run(go)
-    started = [tp for tp in sorted(plan) if tp not in errors]
+    current, errors, started = wire.run(go)
+    begun = [tp for tp in sorted(plan) if tp not in errors]
     if as_json:
-        emit_json({"current": plan_doc(current), "started": [_tp(*tp) for tp in started],
+        emit_json({"current": plan_doc(current), "started": [_tp(*tp) for tp in begun],
+                   "log_dir_moves_started": [_replica(r) for r in sorted(started)],
                    "errors": {_tp(*tp): str(e) for tp, e in sorted(errors.items())}})  # fmt: skip
-    elif started:
-        s = "" if len(started) == 1 else "s"
+    elif begun:
+        s = "" if len(begun) == 1 else "s"
         click.echo(f"Successfully started partition reassignment{s} for "
-                   + ",".join(_tp(*tp) for tp in started))  # fmt: skip
+                   + ",".join(_tp(*tp) for tp in begun))  # fmt: skip
     if errors:
         if not as_json:
             click.echo("Error reassigning partition(s):", err=True)
             for tp, e in sorted(errors.items()):
                 click.echo(f"{_tp(*tp)}: {e}", err=True)
         fail(f"{len(errors)} partition reassignment(s) could not be started")
+    if started and not as_json:
+        s = "" if len(started) == 1 else "s"
+        click.echo(f"Successfully started log directory move{s} for: {_replicas(started)}")
+
+
+async def check_log_dirs_exist(c: KafkaClient, moves: LogDirMoves) -> None:
+    """Refuse (one line, exit 1, nothing started) a plan moving a replica to a
+    directory its broker does not have: the broker would answer LOG_DIR_NOT_FOUND."""
+    brokers = sorted({b for _, _, b in moves} & set(c.metadata.brokers))
+    dirs: dict[int, set[str]] = {b: set() for b in brokers}
+    for info in await c.describe_log_dirs(brokers, {}):
+        dirs[info.broker].add(info.path)
+    for r, d in sorted(moves.items()):
+        if r[2] in dirs and d not in dirs[r[2]]:
+            fail(
+                f"Failed to alter dir for {_replica(r)}: broker {r[2]} has no log dir {d} "
+                f"(LOG_DIR_NOT_FOUND; its log dirs: {', '.join(sorted(dirs[r[2]]))})"
+            )
+
+
+async def start_log_dir_moves(c: KafkaClient, moves: LogDirMoves) -> list[Replica]:
+    """AlterReplicaLogDirs for `moves`: the replicas whose move started (or that
+    are in their directory already). REPLICA_NOT_AVAILABLE (not on its broker
+    yet) is left for a later try, as Kafka's tool does; any other error fails."""
+    if not moves:
+        return []
+    out = []
+    for r, err in sorted((await c.alter_replica_log_dirs(moves)).items()):
+        if err is None:
+            out.append(r)
+        elif err.code != ErrorCode.REPLICA_NOT_AVAILABLE:
+            fail(f"Failed to alter dir for {_replica(r)} to {moves[r]}: {err}")
+    return out
 
 
 THROTTLE_WARNING = (
@@ -334,27 +447,107 @@ def verify_line(s: Status) -> str:
     )
 
 
-def _verify(wire: Wire, plan: Plan, preserve_throttles: bool, as_json: bool) -> None:
+@dataclass
+class MoveStatus:
+    """One replica's move between log dirs, for --verify (Kafka's LogDirMoveState)."""
+
+    replica: str
+    # completed | in_progress | elsewhere (moving to another dir) | cancelled
+    # (not moving, in another dir) | missing (not on the broker) | offline
+    status: str
+    target: str
+    current: str | None
+    future: str | None
+
+    @property
+    def done(self) -> bool:
+        """Kafka: only an active move is not done."""
+        return self.status not in ("in_progress", "elsewhere")
+
+
+def move_statuses(moves: LogDirMoves, dirs: list[LogDirInfo]) -> list[MoveStatus]:
+    """Kafka's findLogDirMoveStates from the brokers' DescribeLogDirs."""
+    current: dict[Replica, str] = {}
+    future: dict[Replica, str] = {}
+    offline: set[int] = set()
+    for d in dirs:
+        if d.error != ErrorCode.NONE:
+            offline.add(d.broker)
+        for p in d.partitions:
+            (future if p.is_future else current)[(p.topic, p.partition, d.broker)] = d.path
+    out = []
+    for r in sorted(moves, key=lambda r: (r[2], r[0], r[1])):
+        target, cur, fut = moves[r], current.get(r), future.get(r)
+        if cur is None:
+            state = "offline" if r[2] in offline else "missing"
+        elif fut is None:
+            state = "completed" if cur == target else "cancelled"
+        else:
+            state = "in_progress" if fut == target else "elsewhere"
+        out.append(MoveStatus(_replica(r), state, target, cur, fut))
+    return out
+
+
+def move_line(m: MoveStatus) -> str:
+    """Kafka's line for one replica move (replicaMoveStatesToString)."""
+    t, p, b = m.replica.rsplit("-", 2)
+    if m.status == "completed":
+        return f"Reassignment of replica {m.replica} completed successfully."
+    if m.status == "in_progress":
+        return f"Reassignment of replica {m.replica} is still in progress."
+    if m.status == "elsewhere":
+        return (f"Partition {t}-{p} on broker {b} is being moved to log dir {m.future} "
+                f"instead of {m.target}.")  # fmt: skip
+    if m.status == "cancelled":
+        return (f"Partition {t}-{p} on broker {b} is not being moved from log dir "
+                f"{m.current} to {m.target}.")  # fmt: skip
+    if m.status == "offline":
+        return (f"Partition {t}-{p} is not found in any live log dir on broker {b}. "
+                "There is likely an offline log directory on the broker.")  # fmt: skip
+    return f"Partition {t}-{p} cannot be found in any live log directory on broker {b}."
+
+
+async def sample_moves(c: KafkaClient, moves: LogDirMoves) -> list[MoveStatus]:
+    """The state of each replica move of a plan."""
+    if not moves:
+        return []
+    brokers = sorted({b for _, _, b in moves} & set(c.metadata.brokers))
+    topics: dict[str, set[int]] = {}
+    for t, p, _ in moves:
+        topics.setdefault(t, set()).add(p)
+    dirs = await c.describe_log_dirs(brokers, {t: sorted(ps) for t, ps in topics.items()})
+    return move_statuses(moves, dirs)
+
+
+def _verify(
+    wire: Wire, plan: Plan, moves: LogDirMoves, preserve_throttles: bool, as_json: bool
+) -> None:
     topics = sorted({t for t, _ in plan})
 
-    async def go(c: KafkaClient) -> tuple[list[Status], list[int] | None]:
+    async def go(c: KafkaClient) -> tuple[list[Status], list[MoveStatus], list[int] | None]:
         running = await c.list_partition_reassignments(
             {t: sorted(p for tt, p in plan if tt == t) for t in topics}
         )
         statuses = verify_statuses(plan, await _current(c, topics), running)
+        move_states = await sample_moves(c, moves)
         if not as_json:
             click.echo("Status of partition reassignment:")
             for st in statuses:
                 click.echo(verify_line(st))
+            for m in move_states:
+                click.echo(move_line(m))
         cleared = None
-        if not preserve_throttles and all(st.status != "in_progress" for st in statuses):
+        done = all(st.status != "in_progress" for st in statuses)
+        if not preserve_throttles and done and all(m.done for m in move_states):
             cleared = await clear_throttles(c, topics)
-        return statuses, cleared
+        return statuses, move_states, cleared
 
-    statuses, cleared = wire.run(go)
+    statuses, move_states, cleared = wire.run(go)
     if as_json:
         emit_json({"partitions": [asdict(st) for st in statuses],
-                   "done": all(st.status != "in_progress" for st in statuses),
+                   "replica_moves": [asdict(m) for m in move_states],
+                   "done": all(st.status != "in_progress" for st in statuses)
+                   and all(m.done for m in move_states),
                    "throttles_cleared": cleared is not None})  # fmt: skip
         return
     if cleared is not None:

@@ -3,7 +3,8 @@
 - Topics file: `{"topics":[{"topic":"foo"}],"version":1}`.
 - Plan file: `{"version":1,"partitions":[{"topic":"foo","partition":0,"replicas":[1,2],
   "log_dirs":["any","any"]}]}`, written on one line, sorted by topic then partition,
-  always with `log_dirs`; on input `log_dirs` is optional.
+  always with `log_dirs`; on input `log_dirs` is optional, and an entry other than
+  "any" is the absolute log directory the replica on that broker moves to.
 
 Errors are `PlanError`s whose text is the one line the tool prints.
 """
@@ -83,10 +84,10 @@ def parse_plan(text: str) -> Plan:
                     f"reassignment file: log_dirs of {entry['topic']}-{entry['partition']} "
                     "must list one directory per replica"
                 )
-            if any(d != "any" for d in dirs):
+            if not all(isinstance(d, str) and d for d in dirs):
                 raise PlanError(
-                    "reassignment file: moving replicas between log directories is not "
-                    'supported (log_dirs must be "any")'
+                    f"reassignment file: log_dirs of {entry['topic']}-{entry['partition']} "
+                    'must be directory paths or "any"'
                 )
         key = (entry["topic"], entry["partition"])
         if key in plan:
@@ -113,6 +114,24 @@ def parse_plan(text: str) -> Plan:
             "Empty replica list specified in partition reassignment: " + ",".join(empty)
         )
     return plan
+
+
+def parse_log_dirs(text: str) -> dict[tuple[str, int, int], str]:
+    """The replica moves between log directories a plan asks for: (topic,
+    partition, broker) -> directory, from each entry's `log_dirs` ("any" entries
+    left out, as Kafka's parsePartitionReassignmentData). Call after parse_plan
+    (which checks the file)."""
+    doc = _load(text, "reassignment file")
+    out: dict[tuple[str, int, int], str] = {}
+    for entry in doc["partitions"]:
+        dirs = entry.get("log_dirs") or ["any"] * len(entry["replicas"])
+        for broker, d in zip(entry["replicas"], dirs, strict=True):
+            if d != ANY_LOG_DIR:
+                out[(entry["topic"], entry["partition"], broker)] = d
+    return out
+
+
+ANY_LOG_DIR = "any"
 
 
 def check_plan(plan: Plan, partitions: Mapping[str, Iterable[int]], brokers: Iterable[int]) -> None:

@@ -24,6 +24,8 @@ TopicPartition = tuple[str, int]
 RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 #: the topic configs --throttle sets ("partition:broker,...")
 LISTS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+#: the throttle of moves between a broker's log directories (--replica-alter-log-dirs-throttle)
+LOG_DIR_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,12 +135,12 @@ async def set_throttles(c: KafkaClient, current: Plan, plan: Plan, rate: int) ->
 
 
 async def clear_throttles(c: KafkaClient, topics: Sequence[str]) -> list[int]:
-    """Kafka's --verify once done: the rates off every broker, the lists off
-    `topics`. Returns the brokers."""
+    """Kafka's --verify once done: the rates (the log dir move throttle too) off
+    every broker, the lists off `topics`. Returns the brokers."""
     brokers = sorted(c.metadata.brokers)
     for b in brokers:
         await c.incremental_alter_configs(
-            RESOURCE_BROKER, str(b), [(k, OP_DELETE, None) for k in RATES]
+            RESOURCE_BROKER, str(b), [(k, OP_DELETE, None) for k in (*RATES, LOG_DIR_RATE)]
         )
     for t in topics:
         await c.incremental_alter_configs(RESOURCE_TOPIC, t, [(k, OP_DELETE, None) for k in LISTS])

@@ -77,7 +77,9 @@ def test_plan_log_dirs_optional_on_input():
         ('{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,1]}]}',
          "Partition replica lists may not contain duplicate entries: t-0 contains 1"),
         ('{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1],'
-         '"log_dirs":["/d"]}]}', 'log_dirs must be "any"'),
+         '"log_dirs":[7]}]}', 'must be directory paths or "any"'),
+        ('{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1],'
+         '"log_dirs":["/d","/e"]}]}', "must list one directory per replica"),
     ],
 )  # fmt: skip
 def test_malformed_plans(text: str, message: str) -> None:

@@ -1,0 +1,172 @@
+"""Moving partitions between the two log directories of a real broker under load,
+with `kt reassign-partitions` (a plan whose log_dirs name directories), real
+clients producing acks=all all along, and every acknowledged record consumed
+once, in order, afterwards."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from broker_harness import KT, BrokerProcess, free_port
+from cluster_harness import BackgroundProducer, consume_all
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "moving"
+PARTITIONS = 3
+
+
+def kt(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([KT, *args], capture_output=True, text=True, timeout=120)
+
+
+def placement(broker: BrokerProcess) -> dict[int, tuple[str, bool]]:
+    """partition -> (log dir, is future) of the topic's replicas, from DescribeLogDirs."""
+    out = kt("log-dirs", "describe", "--json", "--topic-list", TOPIC,
+             "--bootstrap-server", broker.bootstrap)  # fmt: skip
+    doc = json.loads(out.stdout)
+    found: dict[int, tuple[str, bool]] = {}
+    for d in doc["brokers"][0]["logDirs"]:
+        for p in d["partitions"]:
+            index = int(p["partition"].rsplit("-", 1)[1])
+            if p["isFuture"] or index not in found:
+                found[index] = (d["logDir"], p["isFuture"])
+    return found
+
+
+def prefill(broker: BrokerProcess, count: int, size: int) -> dict[int, dict[bytes, int]]:
+    """`count` records of `size` bytes per partition (kafka-python, acks=all):
+    partition -> value -> offset."""
+    from kafka import KafkaProducer
+
+    p = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=20)
+    futures = []
+    for index in range(PARTITIONS):
+        for i in range(count):
+            value = f"fill-{index}-{i:06d}-".encode().ljust(size, b"x")
+            futures.append((index, value, p.send(TOPIC, value=value, partition=index)))
+    p.flush(60)
+    out: dict[int, dict[bytes, int]] = {i: {} for i in range(PARTITIONS)}
+    for index, value, fut in futures:
+        out[index][value] = fut.get(timeout=60).offset
+    p.close(timeout=10)
+    return out
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> BrokerProcess:
+    dirs = [(tmp_path / "disk-a").resolve(), (tmp_path / "disk-b").resolve()]
+    b = BrokerProcess(tmp_path / "broker", free_port(), {
+        "log.dirs": ",".join(map(str, dirs)),
+        "log.segment.bytes": "65536",
+        "log.segment.delete.delay.ms": "500",
+    }).start()  # fmt: skip
+    yield b
+    b.stop()
+
+
+def test_a_move_between_log_dirs_under_load_keeps_every_record(
+    broker: BrokerProcess, tmp_path: Path
+) -> None:
+    out = kt("topic", "create", "--topic", TOPIC, "--partitions", str(PARTITIONS),
+             "--bootstrap-server", broker.bootstrap)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    filled = prefill(broker, 120, 10_000)  # 3.6 MB: the throttled copy takes seconds
+    producers = [
+        BackgroundProducer(client, broker.bootstrap, TOPIC, f"{client}-{p}", p, rate=150).start()
+        for p in range(PARTITIONS)
+        for client in ("kafka-python", "confluent")
+    ]
+    try:
+        deadline = time.monotonic() + 30
+        while sum(len(p.acked) for p in producers) < 600:
+            assert time.monotonic() < deadline, "the producers did not get going"
+            time.sleep(0.1)
+        before = placement(broker)
+        dirs = [str((tmp_path / n).resolve()) for n in ("disk-a", "disk-b")]
+        target = {p: next(d for d in dirs if d != before[p][0]) for p in range(PARTITIONS)}
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": TOPIC, "partition": p, "replicas": [1], "log_dirs": [target[p]]}
+            for p in range(PARTITIONS)]}))  # fmt: skip
+        out = kt("reassign-partitions", "--execute", "--reassignment-json-file", str(plan),
+                 "--replica-alter-log-dirs-throttle", "200000",
+                 "--bootstrap-server", broker.bootstrap)  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.splitlines()
+        assert "The replica-alter-dir throttle limit was set to 200000 B/s" in lines
+        assert lines[-1] == "Successfully started log directory moves for: " + ",".join(
+            f"{TOPIC}-{p}-1" for p in range(PARTITIONS)
+        )
+        deadline = time.monotonic() + 120
+        in_progress = 0
+        while True:
+            out = kt("reassign-partitions", "--verify", "--reassignment-json-file", str(plan),
+                     "--bootstrap-server", broker.bootstrap)  # fmt: skip
+            assert out.returncode == 0, out.stderr
+            done = [f"Reassignment of replica {TOPIC}-{p}-1 completed successfully."
+                    for p in range(PARTITIONS)]  # fmt: skip
+            if all(line in out.stdout.splitlines() for line in done):
+                break
+            assert "is still in progress." in out.stdout, out.stdout
+            in_progress += 1
+            assert time.monotonic() < deadline, out.stdout
+            time.sleep(0.5)
+        assert "Clearing broker-level throttles on broker 1" in out.stdout
+        # Copying ~1.6 MB past the quota's burst at 200 kB/s takes seconds: the moves
+        # were seen running while the producers wrote.
+        assert in_progress > 0
+        time.sleep(1.0)  # a little more load on the moved logs
+    finally:
+        for p in producers:
+            p.stop()
+    assert placement(broker) == {p: (target[p], False) for p in range(PARTITIONS)}
+    for p in producers:
+        assert not p.errors, p.errors[:5]
+    for index in range(PARTITIONS):
+        mine = [p for p in producers if p.partition == index]
+        acked = {v: off for p in mine for v, off in p.acked.items()}
+        acked.update(filled[index])
+        got = consume_all(broker.bootstrap, TOPIC, index, len(acked))
+        values = [v for _, _, v in got]
+        assert len(values) == len(set(values)), "a record was consumed twice"
+        offsets = {v: off for off, _, v in got}
+        assert {v: offsets.get(v) for v in acked} == acked  # every ack, at its offset
+        for p in mine:  # each producer's records in the order it sent them
+            own = [v for v in values if v is not None and v.startswith(p.tag.encode() + b"-")]
+            assert own == sorted(own)
+    # The old directories go after log.segment.delete.delay.ms.
+    deadline = time.monotonic() + 30
+    while any(list(Path(before[p][0]).glob(f"{TOPIC}-{p}*")) for p in range(PARTITIONS)):
+        assert time.monotonic() < deadline, "old partition directories left behind"
+        time.sleep(0.2)
+
+
+def test_a_plan_naming_a_missing_dir_fails_in_one_line(
+    broker: BrokerProcess, tmp_path: Path
+) -> None:
+    out = kt("topic", "create", "--topic", TOPIC, "--partitions", "1",
+             "--bootstrap-server", broker.bootstrap)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "partitions": [
+                    {"topic": TOPIC, "partition": 0, "replicas": [1], "log_dirs": ["/no/such/dir"]}
+                ],
+            }
+        )
+    )
+    out = kt("reassign-partitions", "--execute", "--reassignment-json-file", str(plan),
+             "--bootstrap-server", broker.bootstrap)  # fmt: skip
+    assert out.returncode == 1
+    assert out.stdout == ""
+    [line] = out.stderr.splitlines()
+    assert "Failed to alter dir for moving-0-1" in line and "LOG_DIR_NOT_FOUND" in line
+    assert "/no/such/dir" in line
