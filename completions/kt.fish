@@ -411,6 +411,8 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt reassign-partitions/--throttle'
             echo 1
+        case 'kt reassign-partitions/--replica-alter-log-dirs-throttle'
+            echo 1
         case 'kt reassign-partitions/--interval'
             echo 1
         case 'kt replica diff/--reference'
@@ -803,6 +805,7 @@ complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'minimal-movement' -d '-
 complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'reassignment-json-file' -r -F -d 'The plan (Kafka\'s format).'
 complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'additional' -d '--execute while others are running.'
 complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'throttle' -x -d '--execute: limit the moving replicas\' replication to this many bytes/s.'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'replica-alter-log-dirs-throttle' -x -d '--execute: limit moves between log dirs of a broker to this many bytes/s.'
 complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'preserve-throttles' -d '--verify: leave the throttles in place.'
 complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'watch' -d '--progress: refresh until nothing is in progress.'
 complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'interval' -x -d '--progress: seconds between samples.'

@@ -14,9 +14,12 @@ from hypothesis import strategies as st
 
 from kt.broker.controller.assignment import BrokerMetadata
 from kt.cli import cli
-from kt.client import PartitionReassignment
+from kt.client import LogDirInfo, LogDirPartition, PartitionReassignment
+from kt.protocol import ErrorCode
 from kt.tools.reassign_cmd import (
     list_line,
+    move_line,
+    move_statuses,
     progress_line,
     verify_line,
     verify_statuses,
@@ -28,6 +31,7 @@ from kt.tools.reassign_plan import (
     generate,
     generate_minimal,
     moved_replicas,
+    parse_log_dirs,
     parse_plan,
     parse_topics,
     throttle_lists,
@@ -142,6 +146,40 @@ def test_verify_and_list_lines_are_kafkas():
     assert list_line(running[("foo", 0)]) == (
         "foo-0: replicas: 3,4,1,2. adding: 3,4. removing: 1,2."
     )
+
+
+def test_plan_log_dirs_are_replica_moves():
+    text = json.dumps({"version": 1, "partitions": [
+        {"topic": "foo", "partition": 0, "replicas": [1, 2], "log_dirs": ["/d/b", "any"]},
+        {"topic": "foo", "partition": 1, "replicas": [2]},
+    ]})  # fmt: skip
+    assert parse_plan(text) == {("foo", 0): [1, 2], ("foo", 1): [2]}
+    assert parse_log_dirs(text) == {("foo", 0, 1): "/d/b"}
+
+
+def test_replica_move_lines_are_kafkas():
+    def part(t: str, p: int, future: bool = False) -> LogDirPartition:
+        return LogDirPartition(t, p, 10, 0, future)
+
+    dirs = [
+        LogDirInfo(0, "/l0", ErrorCode.NONE, [part("bar", 0), part("foo", 0), part("quux", 1)]),
+        LogDirInfo(0, "/l1", ErrorCode.NONE, [part("foo", 0, True), part("foo", 1)]),
+        LogDirInfo(0, "/l2", ErrorCode.NONE, [part("quux", 1, True)]),
+        LogDirInfo(1, "/l0", ErrorCode.KAFKA_STORAGE_ERROR, []),
+    ]
+    moves = {("bar", 0, 0): "/l0", ("foo", 0, 0): "/l1", ("foo", 1, 0): "/l0",
+             ("quux", 0, 0): "/l1", ("quux", 1, 0): "/l1", ("quux", 2, 1): "/l1"}  # fmt: skip
+    states = move_statuses(moves, dirs)
+    assert [m.done for m in states] == [True, False, True, True, False, True]
+    assert [move_line(m) for m in states] == [
+        "Reassignment of replica bar-0-0 completed successfully.",
+        "Reassignment of replica foo-0-0 is still in progress.",
+        "Partition foo-1 on broker 0 is not being moved from log dir /l1 to /l0.",
+        "Partition quux-0 cannot be found in any live log directory on broker 0.",
+        "Partition quux-1 on broker 0 is being moved to log dir /l2 instead of /l1.",
+        "Partition quux-2 is not found in any live log dir on broker 1. There is likely an "
+        "offline log directory on the broker.",
+    ]
 
 
 def test_progress_rate_and_eta():
