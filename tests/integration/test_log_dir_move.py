@@ -170,3 +170,89 @@ def test_a_plan_naming_a_missing_dir_fails_in_one_line(
     [line] = out.stderr.splitlines()
     assert "Failed to alter dir for moving-0-1" in line and "LOG_DIR_NOT_FOUND" in line
     assert "/no/such/dir" in line
+
+
+def replica_dirs(bootstrap: str, topic: str) -> dict[tuple[int, int], tuple[str, bool]]:
+    """(partition, broker) -> (log dir, is future), from DescribeLogDirs of every broker."""
+    out = kt("log-dirs", "describe", "--json", "--topic-list", topic, "--bootstrap-server",
+             bootstrap)  # fmt: skip
+    found: dict[tuple[int, int], tuple[str, bool]] = {}
+    for b in json.loads(out.stdout)["brokers"]:
+        for d in b["logDirs"]:
+            for p in d["partitions"]:
+                key = (int(p["partition"].rsplit("-", 1)[1]), b["broker"])
+                if p["isFuture"] or key not in found:
+                    found[key] = (d["logDir"], p["isFuture"])
+    return found
+
+
+@pytest.mark.cluster
+def test_moves_on_cluster_members_leader_and_follower(zookeeper: str, tmp_path: Path) -> None:
+    dirs = {i: [str((tmp_path / f"b{i}-{n}").resolve()) for n in "ab"] for i in (1, 2)}
+    brokers = [
+        BrokerProcess(tmp_path / f"b{i}", free_port(), {
+            "zookeeper.connect": zookeeper, "broker.id": str(i), "log.dirs": ",".join(dirs[i]),
+            "offsets.topic.replication.factor": "2", "replica.lag.time.max.ms": "3000",
+            "zookeeper.session.timeout.ms": "6000", "log.segment.bytes": "65536",
+            "log.segment.delete.delay.ms": "500",
+        }).start(timeout=60)
+        for i in (1, 2)
+    ]  # fmt: skip
+    bootstrap = ",".join(b.bootstrap for b in brokers)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            out = kt("topic", "create", "--topic", TOPIC, "--partitions", "2",
+                     "--replication-factor", "2", "--bootstrap-server", bootstrap)  # fmt: skip
+            if out.returncode == 0:
+                break
+            assert time.monotonic() < deadline, out.stderr
+            time.sleep(0.5)
+        producers = [
+            BackgroundProducer(client, bootstrap, TOPIC, f"{client}-{p}", p, rate=100).start()
+            for p in range(2)
+            for client in ("kafka-python", "confluent")
+        ]
+        try:
+            deadline = time.monotonic() + 60
+            while sum(len(p.acked) for p in producers) < 300:
+                assert time.monotonic() < deadline, "the producers did not get going"
+                time.sleep(0.1)
+            before = replica_dirs(bootstrap, TOPIC)
+            assert sorted(before) == [(0, 1), (0, 2), (1, 1), (1, 2)]
+            target = {k: next(d for d in dirs[k[1]] if d != before[k][0]) for k in before}
+            plan = tmp_path / "plan.json"
+            plan.write_text(json.dumps({"version": 1, "partitions": [
+                {"topic": TOPIC, "partition": p, "replicas": [1, 2],
+                 "log_dirs": [target[(p, 1)], target[(p, 2)]]} for p in range(2)]}))  # fmt: skip
+            out = kt("reassign-partitions", "--execute", "--reassignment-json-file", str(plan),
+                     "--bootstrap-server", bootstrap)  # fmt: skip
+            assert out.returncode == 0, out.stderr
+            deadline = time.monotonic() + 120
+            while True:
+                out = kt("reassign-partitions", "--verify", "--reassignment-json-file",
+                         str(plan), "--bootstrap-server", bootstrap)  # fmt: skip
+                done = [f"Reassignment of replica {TOPIC}-{p}-{b} completed successfully."
+                        for p in range(2) for b in (1, 2)]  # fmt: skip
+                if all(line in out.stdout.splitlines() for line in done):
+                    break
+                assert time.monotonic() < deadline, out.stdout + out.stderr
+                time.sleep(0.5)
+            time.sleep(1.0)
+        finally:
+            for p in producers:
+                p.stop()
+        assert replica_dirs(bootstrap, TOPIC) == {k: (d, False) for k, d in target.items()}
+        for p in producers:
+            assert not p.errors, p.errors[:5]
+        for index in range(2):
+            acked = {v: off for p in producers if p.partition == index
+                     for v, off in p.acked.items()}  # fmt: skip
+            got = consume_all(bootstrap, TOPIC, index, len(acked))
+            values = [v for _, _, v in got]
+            assert len(values) == len(set(values)), "a record was consumed twice"
+            offsets = {v: off for off, _, v in got}
+            assert {v: offsets.get(v) for v in acked} == acked
+    finally:
+        for b in brokers:
+            b.stop()

@@ -248,7 +248,10 @@ class ReplicaAlterLogDirsManager:
                             unflushed = 0
                             continue
                     except OSError as exc:
-                        self.replica_manager.fail_log_dir(dst, exc)
+                        if self.logs.future_logs.get(tp) is future:
+                            self.replica_manager.fail_log_dir(dst, exc)
+                        # else the future was dropped (deleted, its directory failed)
+                        # while it was being flushed: nothing more to do
                         return
                     if self._try_swap(part, future):
                         return
