@@ -190,7 +190,8 @@ def reassign_partitions(
     reassignment, then the moves of replicas it creates (waiting up to --timeout
     for them); --replica-alter-log-dirs-throttle limits the copy on the brokers
     moving replicas; --verify adds "Reassignment of replica foo-0-1 completed
-    successfully." or "... is still in progress." per moved replica.
+    successfully." or "... is still in progress." per moved replica; --cancel
+    stops the plan's moves still running (each replica stays where it is).
     """
     if mode is None:
         usage_error(
@@ -217,7 +218,7 @@ def reassign_partitions(
         elif mode == "verify":
             _verify(wire, plan, moves, preserve_throttles, as_json)
         else:
-            _cancel(wire, plan, as_json)
+            _cancel(wire, plan, moves, as_json)
 
 
 async def _current(c: KafkaClient, topics: list[str] | None = None) -> Plan:
@@ -557,19 +558,30 @@ def _verify(
         click.echo(f"Clearing topic-level throttles on topic{s} {','.join(topics)}")
 
 
-def _cancel(wire: Wire, plan: Plan, as_json: bool) -> None:
-    async def go(c: KafkaClient) -> tuple[list[tuple[str, int]], dict[tuple[str, int], object]]:
+def _cancel(wire: Wire, plan: Plan, moves: LogDirMoves, as_json: bool) -> None:
+    async def go(
+        c: KafkaClient,
+    ) -> tuple[list[tuple[str, int]], dict[tuple[str, int], object], list[Replica]]:
         running = await c.list_partition_reassignments()
         active = [tp for tp in sorted(plan) if tp in running]
-        if not active:
-            return [], {}
-        errors = await c.alter_partition_reassignments({tp: None for tp in active})
-        return active, {tp: e for tp, e in errors.items() if e is not None}
+        errors: dict[tuple[str, int], object] = {}
+        if active:
+            answers = await c.alter_partition_reassignments({tp: None for tp in active})
+            errors = {tp: e for tp, e in answers.items() if e is not None}
+        # Kafka's cancel of a log dir move: ask for the replica's current directory.
+        back = {
+            (t, int(p), int(b)): m.current
+            for m in await sample_moves(c, moves)
+            if m.status in ("in_progress", "elsewhere") and m.current is not None
+            for t, p, b in [m.replica.rsplit("-", 2)]
+        }
+        return active, errors, await start_log_dir_moves(c, back)
 
-    active, errors = wire.run(go)
+    active, errors, moved_back = wire.run(go)
     done = [tp for tp in active if tp not in errors]
     if as_json:
         emit_json({"cancelled": [_tp(*tp) for tp in done],
+                   "cancelled_log_dir_moves": [_replica(r) for r in sorted(moved_back)],
                    "errors": {_tp(*tp): str(e) for tp, e in sorted(errors.items())}})  # fmt: skip
     elif done:
         s = "" if len(done) == 1 else "s"
@@ -577,6 +589,14 @@ def _cancel(wire: Wire, plan: Plan, as_json: bool) -> None:
                    + ",".join(_tp(*tp) for tp in done))  # fmt: skip
     elif not errors:
         click.echo("None of the specified partition reassignments are active.")
+    if moves and not as_json:
+        # Kafka prints the second line for any plan; kt only for plans naming log dirs,
+        # so the output for plain plans is unchanged.
+        if moved_back:
+            s = "" if len(moved_back) == 1 else "s"
+            click.echo(f"Successfully started log directory move{s} for: {_replicas(moved_back)}")
+        else:
+            click.echo("None of the specified partition moves are active.")
     if errors:
         for tp, e in sorted(errors.items()):
             click.echo(f"{_tp(*tp)}: {e}", err=True)

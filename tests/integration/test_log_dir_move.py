@@ -38,19 +38,21 @@ def placement(broker: BrokerProcess) -> dict[int, tuple[str, bool]]:
     return found
 
 
-def prefill(broker: BrokerProcess, count: int, size: int) -> dict[int, dict[bytes, int]]:
+def prefill(
+    broker: BrokerProcess, count: int, size: int, partitions: int = PARTITIONS
+) -> dict[int, dict[bytes, int]]:
     """`count` records of `size` bytes per partition (kafka-python, acks=all):
     partition -> value -> offset."""
     from kafka import KafkaProducer
 
     p = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=20)
     futures = []
-    for index in range(PARTITIONS):
+    for index in range(partitions):
         for i in range(count):
             value = f"fill-{index}-{i:06d}-".encode().ljust(size, b"x")
             futures.append((index, value, p.send(TOPIC, value=value, partition=index)))
     p.flush(60)
-    out: dict[int, dict[bytes, int]] = {i: {} for i in range(PARTITIONS)}
+    out: dict[int, dict[bytes, int]] = {i: {} for i in range(partitions)}
     for index, value, fut in futures:
         out[index][value] = fut.get(timeout=60).offset
     p.close(timeout=10)
@@ -256,3 +258,32 @@ def test_moves_on_cluster_members_leader_and_follower(zookeeper: str, tmp_path: 
     finally:
         for b in brokers:
             b.stop()
+
+
+def test_a_throttled_move_is_cancelled(broker: BrokerProcess, tmp_path: Path) -> None:
+    out = kt("topic", "create", "--topic", TOPIC, "--partitions", "1",
+             "--bootstrap-server", broker.bootstrap)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    prefill(broker, 200, 10_000, partitions=1)  # 2 MB: 1 B/s stops the copy after 1 MiB
+    src = placement(broker)[0][0]
+    dst = next(str((tmp_path / n).resolve()) for n in ("disk-a", "disk-b") if
+               str((tmp_path / n).resolve()) != src)  # fmt: skip
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": TOPIC, "partition": 0, "replicas": [1], "log_dirs": [dst]}]}))  # fmt: skip
+    args = ["--reassignment-json-file", str(plan), "--bootstrap-server", broker.bootstrap]
+    out = kt("reassign-partitions", "--execute", "--replica-alter-log-dirs-throttle", "1", *args)
+    assert out.returncode == 0, out.stderr
+    assert placement(broker)[0] == (dst, True)
+    out = kt("reassign-partitions", "--verify", *args)
+    assert f"Reassignment of replica {TOPIC}-0-1 is still in progress." in out.stdout
+    assert "Clearing broker-level throttles" not in out.stdout
+    out = kt("reassign-partitions", "--cancel", *args)
+    assert out.returncode == 0, out.stderr
+    last = out.stdout.splitlines()[-1]
+    assert last == f"Successfully started log directory move for: {TOPIC}-0-1"
+    assert placement(broker)[0] == (src, False)
+    assert not list(Path(dst).glob(f"{TOPIC}-0.*-future"))
+    out = kt("reassign-partitions", "--verify", *args)
+    assert (f"Partition {TOPIC}-0 on broker 1 is not being moved from log dir {src} to {dst}."
+            in out.stdout.splitlines())  # fmt: skip
