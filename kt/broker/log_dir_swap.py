@@ -120,6 +120,11 @@ def replace_current_with_future(
     except OSError as exc:
         raise SwapError(f"reopening {live} failed: {exc}", dst_dir, committed=True) from exc
     new.update_high_watermark(current.high_watermark)
+    for entry in current.leader_epoch_cache.entries:
+        # Loading drops epochs starting at the log end (nothing written in them yet,
+        # e.g. this broker just became leader); the partition is still in them.
+        if entry.start_offset >= new.log_end_offset:
+            new.leader_epoch_cache.assign(entry.epoch, entry.start_offset)
     del logs.future_logs[tp]
     del logs.future_dir_of[tp]
     logs.logs[tp] = new

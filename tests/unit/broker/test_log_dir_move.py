@@ -138,7 +138,11 @@ def test_swap_serves_the_moved_log_with_its_state(dirs: list[Path]) -> None:
     assert part is not None
     seq = produce(rm, 0, 50)
     rm.delete_records(TP.topic, TP.partition, 5)
+    # A new leader epoch with nothing written in it yet: only the cache knows it.
+    part.make_leader(PartitionState(1, 7, [1], 1, [1]))
     old = part.log
+    epochs = old.leader_epoch_cache.entries
+    assert epochs[-1] == (7, old.log_end_offset)
     future = logs.create_future(TP, dirs[1])
     copy_all(old, future)
     expected = batches(old)
@@ -149,6 +153,7 @@ def test_swap_serves_the_moved_log_with_its_state(dirs: list[Path]) -> None:
     assert new.dir == dirs[1] / "t-0" and not logs.future_logs
     assert batches(new) == expected
     assert (new.log_start_offset, new.high_watermark) == (5, old.high_watermark)
+    assert new.leader_epoch_cache.entries == epochs
     assert not (dirs[0] / "t-0").exists()
     assert len(list(dirs[0].glob("t-0.*-delete"))) == 1
     # Producer state came along: the next sequence is accepted, a duplicate is not new.
