@@ -152,3 +152,25 @@ def test_a_move_to_another_dir_cancels_the_running_one(tmp_path: Path) -> None:
         assert not b.logs.future_logs and not list(second.glob("t-0.*-future"))
     finally:
         b.close()
+
+
+def test_offline_dirs_and_long_names(tmp_path: Path) -> None:
+    dirs = [(tmp_path / n).resolve() for n in "abc"]
+    b = broker_on(tmp_path, dirs)
+    try:
+        b.create_topic("t", 3)
+        where = {d: p for p in range(3) for d in [b.logs.dir_of[TopicPartition("t", p)]]}
+        assert set(where) == set(dirs)  # one partition per directory
+        b.replica_manager.fail_log_dir(dirs[2], "test: disk gone")
+        on_a, on_c = where[dirs[0]], where[dirs[2]]
+        # The destination is offline; the partition is offline; some dir is offline
+        # (no future log is made then: the partition might have a log there).
+        assert alter(b, {("t", on_a): str(dirs[2])}) == {("t", on_a): ErrorCode.KAFKA_STORAGE_ERROR}
+        assert alter(b, {("t", on_c): str(dirs[0])}) == {("t", on_c): ErrorCode.KAFKA_STORAGE_ERROR}
+        assert alter(b, {("t", on_a): str(dirs[1])}) == {("t", on_a): ErrorCode.KAFKA_STORAGE_ERROR}
+        assert not b.logs.future_logs
+        # Kafka's limit on the future directory's name (255).
+        long = "x" * 249
+        assert alter(b, {(long, 0): str(dirs[0])}) == {(long, 0): ErrorCode.INVALID_TOPIC_EXCEPTION}
+    finally:
+        b.close()
