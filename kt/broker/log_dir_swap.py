@@ -7,7 +7,8 @@ Called on the broker's event loop with the future log at the current log's end
 
 1. **prepared** — the future is aligned with the current (log start offset, high
    watermark, leader-epoch entries), the producer-state snapshots are copied
-   into it (one taken at the log end first), it is flushed, and its directory's
+   into it (one taken at the log end first; its `.txnindex` files were kept by
+   the copy), it is flushed, and its directory's
    recovery-point and log-start checkpoints are written with it. A crash now
    restarts with the move still in progress (the copy resumes).
 2. **committed** — the current directory is renamed `<topic>-<p>.<id>-delete`
@@ -18,7 +19,8 @@ Called on the broker's event loop with the future log at the current log's end
 3. **renamed** — the future directory is renamed `<topic>-<p>` and its parent
    fsynced.
 4. **serving** — the renamed log is reopened from its new path and the
-   partition serves it (producer state reloaded from the copied snapshot); the
+   partition serves it (its producer state, unchanged, now uses the snapshot
+   files there); the
    old log's files stay open until its `-delete` directory goes, after
    file.delete.delay.ms, so fetches still sending from them finish.
 
@@ -131,7 +133,10 @@ def replace_current_with_future(
     logs.dir_of[tp] = dst_dir
     logs.retire_replaced(tp, doomed, current)
     part.log = new
-    part.load_producer_state()
+    if part.producer_state is not None:
+        # The same state (open and unreplicated transactions included), with the
+        # snapshots copied in step 1.
+        part.producer_state.relocate(live)
     _step(on_step, "serving")
     log.info("%s: moved from %s to %s (log end offset %d)", _name(tp), src_dir, dst_dir,
              new.log_end_offset)  # fmt: skip

@@ -316,6 +316,13 @@ class ProducerStateManager:
         self._last_snap_offset = 0
         self._snapshots: dict[int, Path] = self._scan_snapshots()
 
+    def relocate(self, directory: str | os.PathLike[str]) -> None:
+        """The partition's log moved to `directory` with copies of its snapshot files
+        (a move between log directories): the in-memory state stays as it is, the
+        snapshot files are those found there from now on."""
+        self.dir = Path(directory)
+        self._snapshots = self._scan_snapshots()
+
     # --- introspection -----------------------------------------------------
 
     @property

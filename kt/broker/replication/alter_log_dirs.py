@@ -47,7 +47,7 @@ from kt.broker.errors import (
 from kt.broker.log_dir_swap import SwapError, replace_current_with_future
 from kt.broker.log_manager import LogManager
 from kt.broker.partition import Partition, whole_batches
-from kt.broker.replica_manager import ReplicaManager
+from kt.broker.replica_manager import NO_LEADER, ReplicaManager
 from kt.broker.replication.quota import ReplicationQuota
 from kt.storage.checkpoint import TopicPartition
 from kt.storage.errors import OffsetOutOfRangeError, StorageError
@@ -67,11 +67,23 @@ BACKOFF_S = 0.05
 MAX_DIR_NAME = 255
 
 
-def truncate_diverged(current: PartitionLog, future: PartitionLog) -> bool:
+def future_replica(part: Partition, future: PartitionLog) -> Partition:
+    """The future log as a replica with no role (Kafka keeps it in the Partition as
+    its futureLog): its appends go through the follower path, so it keeps its own
+    producer state and `.txnindex` entries as a follower's log does."""
+    replica = Partition(
+        part.tp, part.topic_id, future, NO_LEADER, -1, local_broker_id=part.local_broker_id
+    )
+    replica.load_producer_state()
+    return replica
+
+
+def truncate_diverged(current: PartitionLog, future: Partition) -> bool:
     """Cut the future log where it stopped being a prefix of the current log, as
     a follower truncates to its leader (by leader epoch). True when it cut."""
-    leo = future.log_end_offset
-    latest = future.leader_epoch_cache.latest_epoch
+    flog = future.log
+    leo = flog.log_end_offset
+    latest = flog.leader_epoch_cache.latest_epoch
     if latest is None:
         target = min(leo, current.log_end_offset)
     else:
@@ -81,11 +93,11 @@ def truncate_diverged(current: PartitionLog, future: PartitionLog) -> bool:
         elif epoch == latest:
             target = min(end, leo)
         else:
-            _, own_end = future.leader_epoch_cache.end_offset_for(epoch, leo)
+            _, own_end = flog.leader_epoch_cache.end_offset_for(epoch, leo)
             target = min(end, own_end)
     if target >= leo:
         return False
-    if target < future.segments[0].base_offset or target < current.log_start_offset:
+    if target < flog.segments[0].base_offset or target < current.log_start_offset:
         future.truncate_fully_and_start_at(current.log_start_offset)
     else:
         future.truncate_to(target)
@@ -104,18 +116,18 @@ def read_chunk(current: PartitionLog, start: int, max_bytes: int) -> bytes | Non
     return bytes(data) if len(data) else None
 
 
-def copy_chunk(current: PartitionLog, future: PartitionLog, max_bytes: int) -> int:
+def copy_chunk(current: PartitionLog, future: Partition, max_bytes: int) -> int:
     """One copy step without a broker around it (tests, tools): follow truncations,
     then append the next chunk of the current log to the future. Bytes copied."""
     truncate_diverged(current, future)
     try:
-        data = read_chunk(current, future.log_end_offset, max_bytes)
+        data = read_chunk(current, future.log.log_end_offset, max_bytes)
     except OffsetOutOfRangeError:
         future.truncate_fully_and_start_at(current.log_start_offset)
         return 0
     if data is None:
         return 0
-    future.append_as_follower(data)
+    future.append_records_as_follower(data)
     return len(data)
 
 
@@ -233,15 +245,18 @@ class ReplicaAlterLogDirsManager:
     async def _run(self, tp: TopicPartition, future: PartitionLog) -> None:
         dst = self.logs.future_dir_of[tp]
         unflushed = 0
+        replica: Partition | None = None
         try:
             while True:
                 part = self.replica_manager.get(tp)
                 if part is None or part.offline or self.logs.future_logs.get(tp) is not future:
                     return  # deleted, offline, or the destination failed
+                if replica is None:
+                    replica = future_replica(part, future)
                 current = part.log
                 if future.log_end_offset == current.log_end_offset:
                     try:
-                        if truncate_diverged(current, future):
+                        if truncate_diverged(current, replica):
                             continue
                         if unflushed > FLUSH_AHEAD_BYTES:
                             await _in_thread(future.flush)
@@ -257,7 +272,7 @@ class ReplicaAlterLogDirsManager:
                         return
                     await asyncio.sleep(BACKOFF_S)
                     continue
-                unflushed += await self._copy_step(part, future)
+                unflushed += await self._copy_step(part, replica)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -266,12 +281,13 @@ class ReplicaAlterLogDirsManager:
             if self._tasks.get(tp) is asyncio.current_task():
                 del self._tasks[tp]
 
-    async def _copy_step(self, part: Partition, future: PartitionLog) -> int:
-        """Copy one chunk (or wait when throttled); the bytes copied."""
+    async def _copy_step(self, part: Partition, replica: Partition) -> int:
+        """Copy one chunk into the future replica (or wait when throttled); the
+        bytes copied."""
         current = part.log
         dst = self.logs.future_dir_of[part.tp]
         try:
-            truncate_diverged(current, future)
+            truncate_diverged(current, replica)
         except OSError as exc:
             self.replica_manager.fail_log_dir(dst, exc)
             return 0
@@ -281,7 +297,7 @@ class ReplicaAlterLogDirsManager:
             return 0
         restart = False
         try:
-            data = read_chunk(current, future.log_end_offset, self.chunk_bytes)
+            data = read_chunk(current, replica.log.log_end_offset, self.chunk_bytes)
         except OffsetOutOfRangeError:
             data, restart = None, True
         except (OSError, StorageError) as exc:
@@ -290,9 +306,9 @@ class ReplicaAlterLogDirsManager:
             return 0
         try:
             if restart:
-                future.truncate_fully_and_start_at(current.log_start_offset)
+                replica.truncate_fully_and_start_at(current.log_start_offset)
             if data is not None:
-                future.append_as_follower(data)
+                replica.append_records_as_follower(data)
         except OSError as exc:
             self.replica_manager.fail_log_dir(dst, exc)
             return 0
@@ -345,6 +361,7 @@ def _name(tp: TopicPartition) -> str:
 __all__ = [
     "ReplicaAlterLogDirsManager",
     "copy_chunk",
+    "future_replica",
     "read_chunk",
     "truncate_diverged",
 ]

@@ -11,9 +11,9 @@ import pytest
 
 from kt.broker.log_dir_swap import STEPS, replace_current_with_future
 from kt.broker.log_manager import LogManager
-from kt.broker.partition import PartitionState
+from kt.broker.partition import Partition, PartitionState
 from kt.broker.replica_manager import ReplicaManager
-from kt.broker.replication.alter_log_dirs import copy_chunk, truncate_diverged
+from kt.broker.replication.alter_log_dirs import copy_chunk, future_replica, truncate_diverged
 from kt.storage import record_batch as v2
 from kt.storage.checkpoint import TopicPartition
 from kt.storage.log import PartitionLog
@@ -71,13 +71,16 @@ def batches(plog: PartitionLog) -> list[tuple[int, int, bytes]]:
     return out
 
 
-def copy_all(current: PartitionLog, future: PartitionLog, chunk: int = 1000) -> None:
+def copy_all(part: Partition, future: PartitionLog, chunk: int = 1000) -> None:
+    """Copy `part`'s log into its future log until caught up, as the copier does."""
+    replica = future_replica(part, future)
+    current = part.log
     for _ in range(10_000):
         if future.log_end_offset == current.log_end_offset and not truncate_diverged(
-            current, future
+            current, replica
         ):
             return
-        copy_chunk(current, future, chunk)
+        copy_chunk(current, replica, chunk)
     raise AssertionError("the copy never caught up")
 
 
@@ -103,7 +106,7 @@ def test_copy_keeps_offsets_epochs_and_follows_truncation(dirs: list[Path]) -> N
     seq = produce(rm, seq, 30)
     future = logs.create_future(TP, dirs[1])
     assert future.dir.parent == dirs[1] and future.dir.name.endswith("-future")
-    copy_all(part.log, future)
+    copy_all(part, future)
     assert batches(future) == batches(part.log)
     assert future.leader_epoch_cache.entries == part.log.leader_epoch_cache.entries
     # The current log is truncated (a new leader) and rewritten in a later epoch:
@@ -112,7 +115,7 @@ def test_copy_keeps_offsets_epochs_and_follows_truncation(dirs: list[Path]) -> N
     part.make_leader(PartitionState(1, 5, [1], 2, [1]))
     produce(rm, 40, 20, size=150)  # the producer resends from there, other bytes
     assert future.log_end_offset == part.log.log_end_offset  # same end, other data
-    copy_all(part.log, future)
+    copy_all(part, future)
     assert batches(future) == batches(part.log)
     logs.delete(TP)
     assert not logs.future_logs and not list(dirs[1].glob("t-0*-future"))
@@ -124,10 +127,10 @@ def test_copy_restarts_at_the_log_start_when_retention_passed_it(dirs: list[Path
     assert part is not None
     produce(rm, 0, 80)
     future = logs.create_future(TP, dirs[1])
-    copy_chunk(part.log, future, 1000)
+    copy_chunk(part.log, future_replica(part, future), 1000)
     assert 0 < future.log_end_offset < 40
     rm.delete_records(TP.topic, TP.partition, 40)
-    copy_all(part.log, future)
+    copy_all(part, future)
     assert future.log_start_offset == 40
     assert batches(future) == batches(part.log)
 
@@ -144,7 +147,7 @@ def test_swap_serves_the_moved_log_with_its_state(dirs: list[Path]) -> None:
     epochs = old.leader_epoch_cache.entries
     assert epochs[-1] == (7, old.log_end_offset)
     future = logs.create_future(TP, dirs[1])
-    copy_all(old, future)
+    copy_all(part, future)
     expected = batches(old)
     steps: list[str] = []
     new = replace_current_with_future(logs, part, on_step=steps.append)
@@ -180,7 +183,7 @@ def test_a_crash_at_each_swap_step_recovers_one_whole_copy(dirs: list[Path], ste
     assert part is not None
     seq = produce(rm, 0, 60)
     future = logs.create_future(TP, dirs[1])
-    copy_all(part.log, future)
+    copy_all(part, future)
     expected = batches(part.log)
     hw = part.log.high_watermark
 
@@ -214,7 +217,7 @@ def test_a_crash_at_each_swap_step_recovers_one_whole_copy(dirs: list[Path], ste
         assert TP in logs.future_logs
         part = rm.get(TP)
         assert part is not None
-        copy_all(part.log, logs.future_logs[TP])
+        copy_all(part, logs.future_logs[TP])
         replace_current_with_future(logs, part)
         assert logs.dir_of[TP] == dirs[1] and batches(part.log) == expected
     rm.close()
@@ -227,7 +230,7 @@ def test_a_lone_future_is_left_alone_while_a_dir_is_offline(dirs: list[Path]) ->
     assert part is not None
     produce(rm, 0, 10)
     future = logs.create_future(TP, dirs[1])
-    copy_all(part.log, future)
+    copy_all(part, future)
     with pytest.raises(Crash):
         replace_current_with_future(logs, part, on_step=lambda s: _raise(s == "committed"))
     crash(logs)
@@ -251,3 +254,38 @@ def test_preferred_dir_is_used_at_creation(dirs: list[Path]) -> None:
 def _raise(yes: bool) -> None:
     if yes:
         raise Crash()
+
+
+def test_transactions_move_with_their_index_and_open_state(dirs: list[Path]) -> None:
+    logs, rm = hosted(dirs)
+    part = rm.get(TP)
+    assert part is not None
+
+    def txn(pid: int, seq: int, count: int) -> None:
+        for i in range(count):
+            batch = v2.build_batch(
+                [v2.RecordSpec(b"k", b"t" * 300, timestamp=NOW)], producer_id=pid,
+                producer_epoch=0, base_sequence=seq + i, is_transactional=True,
+            )  # fmt: skip
+            rm.append_records(TP.topic, TP.partition, batch, now_ms=NOW)
+
+    txn(7, 0, 20)  # aborted below
+    produce(rm, 0, 10)
+    part.append_txn_marker(7, 0, 1, commit=False, now_ms=NOW)
+    txn(8, 0, 20)  # committed
+    part.append_txn_marker(8, 0, 1, commit=True, now_ms=NOW)
+    txn(9, 0, 5)  # still open: holds the last stable offset
+    old = part.log
+    aborted = old.collect_aborted_txns(0, old.log_end_offset)
+    lso = part.last_stable_offset()
+    assert len(aborted) == 1 and lso < old.log_end_offset
+    future = logs.create_future(TP, dirs[1])
+    copy_all(part, future)
+    assert future.collect_aborted_txns(0, future.log_end_offset) == aborted
+    replace_current_with_future(logs, part)
+    assert part.log.collect_aborted_txns(0, part.log.log_end_offset) == aborted
+    assert part.last_stable_offset() == lso
+    part.append_txn_marker(9, 0, 1, commit=True, now_ms=NOW)
+    assert part.last_stable_offset() == part.log.log_end_offset
+    rm.close()
+    logs.shutdown()
