@@ -25,10 +25,10 @@ from kt.broker.partition import Partition
 from kt.broker.producer_ids import ProducerIdManager
 from kt.broker.replica_manager import ReplicaManager
 from kt.broker.replication.alter_log_dirs import ReplicaAlterLogDirsManager
-from kt.broker.replication.quota import ALTER_LOG_DIRS_RATE, ReplicationThrottles
+from kt.broker.replication.quota import ReplicationThrottles
 from kt.broker.topic_admin import TopicAdmin, TopicError
 from kt.protocol import ErrorCode
-from kt.storage.log_config import LogConfig
+from kt.storage.log_config import LONG_MAX, LogConfig
 from kt.storage.partition_metadata import random_uuid, uuid_from_str
 from kt.storage.retention import RetentionPlan, RetentionResult
 
@@ -161,15 +161,12 @@ class Broker:
 
     def alter_log_dirs_rate(self) -> float | None:
         """The copy rate of moves between log directories in effect now (bytes/s,
-        None: unlimited): replica.alter.log.dirs.io.max.bytes.per.second as a
-        dynamic broker config (this broker's, else the cluster default), else as
-        set in server.properties. Read before every chunk copied.
-
-        The one place to switch to the broker's effective dynamic config once it
-        exists (branch brokercfg)."""
-        return self.replication_throttles.alter_log_dirs_rate(
-            self.config.props.get(ALTER_LOG_DIRS_RATE)
-        )
+        None: unlimited): replica.alter.log.dirs.io.max.bytes.per.second from the
+        effective config (this broker's dynamic value, the cluster default, the
+        static one; Kafka's default Long.MaxValue is no limit). Read before every
+        chunk copied, so a change applies at once."""
+        rate = self.config.replica_alter_log_dirs_io_max_bytes_per_second
+        return None if rate >= LONG_MAX else float(rate)
 
     def config_given(self) -> dict[str, str]:
         """Server settings set explicitly (config file or overrides), not kt's defaults."""

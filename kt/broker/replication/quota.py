@@ -12,9 +12,6 @@ exceeded: the leader then leaves its data out of the fetch response, and the
 follower leaves the partition out of its fetch request. So a reassignment's new
 replicas copy at the throttled rate while the ISR's replication is never slowed.
 
-A third rate, `replica.alter.log.dirs.io.max.bytes.per.second`, limits the copy of
-moves between this broker's log directories (kt.broker.replication.alter_log_dirs).
-
 The rate is measured like Kafka's `Rate` over `replication.quota.window.num` (11)
 windows of `replication.quota.window.size.seconds` (1 s).
 """
@@ -31,10 +28,8 @@ LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
-#: the throttle of moves between this broker's log directories (bytes/s)
-ALTER_LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 #: the dynamic broker configs kt lets AlterConfigs change
-DYNAMIC_BROKER_CONFIGS = (LEADER_RATE, FOLLOWER_RATE, ALTER_LOG_DIRS_RATE)
+DYNAMIC_BROKER_CONFIGS = (LEADER_RATE, FOLLOWER_RATE)
 
 
 class ReplicationQuota:
@@ -130,13 +125,6 @@ class ReplicationThrottles:
         merged = {**defaults, **own}
         self.leader.rate = _rate(merged.get(LEADER_RATE))
         self.follower.rate = _rate(merged.get(FOLLOWER_RATE))
-
-    def alter_log_dirs_rate(self, static: str | None) -> float | None:
-        """replica.alter.log.dirs.io.max.bytes.per.second in effect: this broker's
-        dynamic value, else the cluster default, else `static` (server.properties);
-        None (unlimited) when unset, as Kafka's Long.MaxValue default."""
-        merged = {**self.dynamic_defaults, **self.dynamic_own}
-        return _rate(merged.get(ALTER_LOG_DIRS_RATE, static))
 
     def _listed(self, key: str, tp: TopicPartition) -> bool:
         value = self.topic_configs(tp.topic).get(key)
