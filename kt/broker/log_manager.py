@@ -582,8 +582,9 @@ class LogManager:
         """New broker-wide log defaults (a dynamic broker config changed): every open
         log gets them under its topic's own overrides (Kafka's DynamicLogConfig)."""
         self.default_config = default_config
-        for tp, plog in self.logs.items():
-            plog.config = default_config.with_overrides(topic_configs(tp.topic))
+        for logs in (self.logs, self.future_logs):
+            for tp, plog in logs.items():
+                plog.config = default_config.with_overrides(topic_configs(tp.topic))
 
     def update_config(self, topic: str, overrides: dict[str, str]) -> None:
         """Apply a topic's new config overrides to its open logs."""
