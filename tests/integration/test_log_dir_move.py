@@ -287,3 +287,42 @@ def test_a_throttled_move_is_cancelled(broker: BrokerProcess, tmp_path: Path) ->
     out = kt("reassign-partitions", "--verify", *args)
     assert (f"Partition {TOPIC}-0 on broker 1 is not being moved from log dir {src} to {dst}."
             in out.stdout.splitlines())  # fmt: skip
+
+
+def test_kafka_python_admin_moves_a_replica(broker: BrokerProcess, tmp_path: Path) -> None:
+    """kafka-python's AlterReplicaLogDirs and DescribeLogDirs as the oracle."""
+    from kafka import KafkaAdminClient, TopicPartitionReplica
+    from kafka.errors import LogDirNotFoundError, NoError
+
+    out = kt("topic", "create", "--topic", TOPIC, "--partitions", "1",
+             "--bootstrap-server", broker.bootstrap)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    filled = prefill(broker, 50, 1000, partitions=1)
+    src = placement(broker)[0][0]
+    dst = next(str((tmp_path / n).resolve()) for n in ("disk-a", "disk-b") if
+               str((tmp_path / n).resolve()) != src)  # fmt: skip
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        replica = TopicPartitionReplica(TOPIC, 0, 1)
+        assert admin.alter_replica_log_dirs({replica: "/no/such/dir"}) == {
+            replica: LogDirNotFoundError
+        }
+        assert admin.alter_replica_log_dirs({replica: dst}) == {replica: NoError}
+
+        def where() -> list[tuple[str, bool]]:
+            [doc] = admin.describe_log_dirs({TOPIC: [0]})
+            return sorted(
+                (d["log_dir"], p["is_future_key"])
+                for d in doc["log_dirs"]
+                for t in d["topics"]
+                for p in t["partitions"]
+            )
+
+        deadline = time.monotonic() + 30
+        while where() != [(dst, False)]:
+            assert time.monotonic() < deadline, where()
+            time.sleep(0.2)
+    finally:
+        admin.close()
+    got = consume_all(broker.bootstrap, TOPIC, 0, len(filled[0]))
+    assert {v: off for off, _, v in got} == filled[0]
