@@ -169,6 +169,7 @@ def test_static_member_rejoins_without_rebalance(broker_factory) -> None:
 
 def test_kafka_python_group_and_admin_client(broker_factory) -> None:
     from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+    from kafka.errors import RebalanceInProgressError
 
     broker = broker_factory(**FAST_GROUPS)
     topic, group = "kp", "kp-group"
@@ -209,7 +210,12 @@ def test_kafka_python_group_and_admin_client(broker_factory) -> None:
         try:
             while not stop.is_set():
                 batches = c.poll(timeout_ms=100)
-                c.commit()
+                try:
+                    c.commit()
+                except RebalanceInProgressError:
+                    # The other member joined meanwhile: Kafka refuses commits while
+                    # the group prepares a rebalance; the next poll rejoins.
+                    pass
                 with lock:
                     for records in batches.values():
                         for r in records:

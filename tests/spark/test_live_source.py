@@ -335,6 +335,12 @@ def test_batch_read_between_timestamps(spark, broker, orders) -> None:
 # --- streaming ------------------------------------------------------------------------
 
 
+# A deadline, not a speed check: a quiet machine gets there in seconds, but Spark's
+# first micro-batches (JVM warm-up, query planning) took over a minute on a 2-core
+# machine with a load average of 15.
+SPARK_DEADLINE_S = 180.0
+
+
 def _wait(cond: Any, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
@@ -396,7 +402,7 @@ def test_stream_exactly_once_across_restart(spark, broker, tmp_path: Path) -> No
     thread.start()
     query = start()
     try:
-        _wait(lambda: len(written()) >= 100, 60, "the first micro-batches")
+        _wait(lambda: len(written()) >= 100, SPARK_DEADLINE_S, "the first micro-batches")
     finally:
         query.stop()
     first_run = len(written())
@@ -405,9 +411,9 @@ def test_stream_exactly_once_across_restart(spark, broker, tmp_path: Path) -> No
     resume.set()
     query = start()
     try:
-        _wait(done.is_set, 60, "the producer")
+        _wait(done.is_set, SPARK_DEADLINE_S, "the producer")
         query.processAllAvailable()
-        _wait(lambda: len(written()) >= total, 60, "every record")
+        _wait(lambda: len(written()) >= total, SPARK_DEADLINE_S, "every record")
     finally:
         query.stop()
     values = written()
