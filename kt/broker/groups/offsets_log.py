@@ -223,8 +223,14 @@ class LogRecordStore:
             is_transactional=producer is not None,
         )
         try:
-            part.log.append_as_leader(batch, part.leader_epoch, now_ms=now,
-                                      origin=AppendOrigin.COORDINATOR)  # fmt: skip
+            result = part.log.append_as_leader(batch, part.leader_epoch, now_ms=now,
+                                               origin=AppendOrigin.COORDINATOR)  # fmt: skip
+            if producer is not None and part.producer_state is not None:
+                # The partition's producer state opens the transaction, as for a
+                # producer's own batch: its marker closes it and the LSO waits for it.
+                header = v2.parse_header(batch, 0)
+                part.producer_state.on_append([header], result.first_offset,
+                                              result.log_append_time)  # fmt: skip
         except Exception as exc:
             if is_storage_failure(exc) or isinstance(exc, OSError):
                 self.broker.replica_manager.on_storage_error(part, exc)
