@@ -285,8 +285,13 @@ class GroupCoordinator:
             if stopped:
                 coordinator.on_resignation(stopped)
 
+        def on_txn_marker(tp: TopicPartition, producer_id: int, committed: bool) -> None:
+            coordinator.complete_txn(producer_id, [tp.partition], committed)
+
         rm.leadership_listeners.append(on_leadership)
         rm.stop_listeners.append(on_stopped)
+        # A transaction marker replicated on a __consumer_offsets partition.
+        rm.offsets_txn_listeners.append(on_txn_marker)
         return coordinator
 
     # --- lifecycle ---------------------------------------------------------

@@ -1,0 +1,213 @@
+"""Transactions end to end with real clients against a single `kt broker`: commit
+and abort, offsets sent to the transaction (consume-transform-produce), zombie
+fencing, a hanging producer aborted by the coordinator's timeout, and what
+READ_COMMITTED consumers see. confluent-kafka (librdkafka) here; kafka-python and
+kafkajs in test_transactions_other_clients.py."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ck = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+
+def create(bootstrap: str, topic: str, partitions: int = 2) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the result
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+
+
+def producer(bootstrap: str, txn_id: str, **extra: Any) -> Any:
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, **extra})
+    p.init_transactions(30)
+    return p
+
+
+def read_all(
+    bootstrap: str, topic: str, partitions: int, *, committed: bool = True, expect: int = -1,
+    wait_s: float = 10.0,
+) -> list[bytes]:  # fmt: skip
+    """Every value readable from the topic (until `expect` arrived, or `wait_s`
+    passed without news)."""
+    c = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
+        "auto.offset.reset": "earliest", "enable.auto.commit": False,
+        "isolation.level": "read_committed" if committed else "read_uncommitted",
+    })  # fmt: skip
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + wait_s
+    try:
+        while time.monotonic() < deadline and len(got) != expect:
+            m = c.poll(0.2)
+            if m is None or m.error():
+                continue
+            got.append(m.value())
+            deadline = max(deadline, time.monotonic() + 2.0)
+    finally:
+        c.close()
+    return sorted(got)
+
+
+def test_commit_and_abort_read_committed(kt_broker) -> None:
+    bs = kt_broker.bootstrap
+    create(bs, "t")
+    p = producer(bs, "tx-commit")
+    p.begin_transaction()
+    for i in range(6):
+        p.produce("t", value=b"c%d" % i, partition=i % 2)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    for i in range(4):
+        p.produce("t", value=b"a%d" % i, partition=i % 2)
+    p.flush(30)
+    p.abort_transaction(30)
+    p.begin_transaction()
+    p.produce("t", value=b"c-last", partition=0)
+    p.commit_transaction(30)
+    committed = [b"c%d" % i for i in range(6)] + [b"c-last"]
+    assert read_all(bs, "t", 2, expect=7) == sorted(committed)
+    everything = read_all(bs, "t", 2, committed=False, expect=11)
+    assert everything == sorted(committed + [b"a%d" % i for i in range(4)])
+
+
+def test_second_producer_fences_the_first(kt_broker) -> None:
+    bs = kt_broker.bootstrap
+    create(bs, "z")
+    zombie = producer(bs, "tx-fence")
+    zombie.begin_transaction()
+    zombie.produce("z", value=b"zombie", partition=0)
+    zombie.flush(30)
+    # The new instance takes the id: the zombie's open transaction is aborted.
+    fresh = producer(bs, "tx-fence")
+    with pytest.raises(KafkaException) as info:
+        zombie.produce("z", value=b"zombie-2", partition=0)
+        zombie.commit_transaction(30)
+    err = info.value.args[0]
+    assert err.fatal() or err.txn_requires_abort(), err
+    assert err.code() in (ck.KafkaError._FENCED, ck.KafkaError.PRODUCER_FENCED,
+                          ck.KafkaError.INVALID_PRODUCER_EPOCH), err  # fmt: skip
+    fresh.begin_transaction()
+    fresh.produce("z", value=b"fresh", partition=0)
+    fresh.commit_transaction(30)
+    assert read_all(bs, "z", 2, expect=1) == [b"fresh"]
+
+
+def test_send_offsets_to_transaction_commits_offsets_with_the_output(kt_broker) -> None:
+    bs = kt_broker.bootstrap
+    create(bs, "in", 1)
+    create(bs, "out", 1)
+    feed = Producer({"bootstrap.servers": bs})
+    for i in range(10):
+        feed.produce("in", value=b"%d" % i, partition=0)
+    feed.flush(30)
+    group = "ctp"
+    consumer = Consumer({
+        "bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "earliest",
+        "enable.auto.commit": False, "isolation.level": "read_committed",
+    })  # fmt: skip
+    consumer.subscribe(["in"])
+    p = producer(bs, "tx-ctp")
+
+    def committed_offset() -> int:
+        # A plain reader (require_stable off) sees only what took effect.
+        probe = Consumer({"bootstrap.servers": bs, "group.id": group,
+                          "isolation.level": "read_uncommitted"})  # fmt: skip
+        try:
+            return int(probe.committed([TopicPartition("in", 0)], 10)[0].offset)
+        finally:
+            probe.close()
+
+    def transform(batch_size: int, commit: bool) -> None:
+        msgs: list[Any] = []
+        deadline = time.monotonic() + 30
+        while len(msgs) < batch_size and time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is not None and not m.error():
+                msgs.append(m)
+        assert len(msgs) == batch_size
+        p.begin_transaction()
+        for m in msgs:
+            p.produce("out", value=b"x" + m.value(), partition=0)
+        p.send_offsets_to_transaction(
+            [TopicPartition("in", 0, msgs[-1].offset() + 1)], consumer.consumer_group_metadata()
+        )
+        assert committed_offset() < msgs[-1].offset() + 1  # not before the commit
+        if commit:
+            p.commit_transaction(30)
+        else:
+            p.abort_transaction(30)
+
+    transform(4, commit=True)
+    assert committed_offset() == 4
+    transform(3, commit=False)
+    assert committed_offset() == 4  # the aborted transaction's offsets are dropped
+    # The consumer rewinds to the committed offset, as after a crash.
+    consumer.close()
+    consumer = Consumer({
+        "bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "earliest",
+        "enable.auto.commit": False, "isolation.level": "read_committed",
+    })  # fmt: skip
+    consumer.subscribe(["in"])
+    transform(6, commit=True)
+    assert committed_offset() == 10
+    consumer.close()
+    out = read_all(bs, "out", 1, expect=10)
+    assert out == sorted(b"x%d" % i for i in range(10))
+
+
+HANGING = textwrap.dedent("""
+    import sys
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": "tx-hang",
+                  "transaction.timeout.ms": sys.argv[2]})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce("h", value=b"hanging", partition=0)
+    p.flush(30)
+    print("open", flush=True)
+    sys.stdin.read()
+""")
+
+
+def test_hanging_transaction_blocks_the_lso_until_the_coordinator_aborts_it(
+    broker_factory,
+) -> None:
+    broker = broker_factory(**{
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+    })  # fmt: skip
+    bs = broker.bootstrap
+    create(bs, "h", 1)
+    timeout_ms = 15000
+    proc = subprocess.Popen([sys.executable, "-c", HANGING, bs, str(timeout_ms)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == b"open"
+        opened = time.monotonic()
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        # Committed records after the hanging one are held back by the LSO.
+        p = producer(bs, "tx-other")
+        p.begin_transaction()
+        p.produce("h", value=b"after", partition=0)
+        p.commit_transaction(30)
+        assert read_all(bs, "h", 1, wait_s=2.0) == []
+        assert time.monotonic() - opened < timeout_ms / 1000, "too slow to observe the block"
+        # The coordinator aborts it once its timeout passed: the rest becomes readable.
+        assert read_all(bs, "h", 1, expect=1, wait_s=30.0) == [b"after"]
+        assert time.monotonic() - opened >= timeout_ms / 1000 - 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
