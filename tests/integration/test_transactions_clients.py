@@ -6,6 +6,8 @@ kafkajs in test_transactions_other_clients.py."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -80,6 +82,20 @@ def test_commit_and_abort_read_committed(kt_broker) -> None:
     assert read_all(bs, "t", 2, expect=7) == sorted(committed)
     everything = read_all(bs, "t", 2, committed=False, expect=11)
     assert everything == sorted(committed + [b"a%d" % i for i in range(4)])
+    # Every state change is in __transaction_state, in Kafka's format.
+    from kt.broker.groups.offsets_log import partition_for
+
+    kt_broker.stop()
+    part = kt_broker.data_dir / f"__transaction_state-{partition_for('tx-commit', 50)}"
+    dump = kt("dump-log-segments", "--transaction-log-decoder", "--files",
+              str(part / "00000000000000000000.log"))  # fmt: skip
+    assert dump.returncode == 0, dump
+    payloads = [line for line in dump.stdout.splitlines() if "transactionalId=tx-commit" in line]
+    states = [line.split("state=")[1].split(",")[0] for line in payloads]
+    assert states == ["Empty", "Ongoing", "PrepareCommit", "CompleteCommit", "Ongoing",
+                      "PrepareAbort", "CompleteAbort", "Ongoing", "PrepareCommit",
+                      "CompleteCommit"]  # fmt: skip
+    assert "partitions=[t-0,t-1]" in payloads[1] and "txnTimeoutMs=60000" in payloads[1]
 
 
 def test_second_producer_fences_the_first(kt_broker) -> None:
@@ -198,6 +214,20 @@ def test_hanging_transaction_blocks_the_lso_until_the_coordinator_aborts_it(
         opened = time.monotonic()
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
+        # The coordinator still tracks it (and will abort it): listed Ongoing, and not
+        # "hanging" in kafka-transactions.sh's sense.
+        listed = kt_json("transactions", "list", "-b", bs)
+        assert {"transactionalId": "tx-hang", "transactionState": "Ongoing"}.items() <= next(
+            t for t in listed if t["transactionalId"] == "tx-hang"
+        ).items()
+        (desc,) = kt_json("transactions", "describe", "-b", bs, "--transactional-id", "tx-hang")
+        assert desc["topicPartitions"] == ["h-0"] and desc["transactionTimeoutMs"] == timeout_ms
+        (prod,) = kt_json("transactions", "describe-producers", "-b", bs, "--topic", "h",
+                          "--partition", "0")  # fmt: skip
+        assert prod["currentTransactionStartOffset"] == 0
+        hanging = kt("transactions", "find-hanging", "-b", bs, "--topic", "h",
+                     "--max-transaction-timeout", "0", "--json")  # fmt: skip
+        assert hanging.returncode == 0 and hanging.stdout == "", hanging
         # Committed records after the hanging one are held back by the LSO.
         p = producer(bs, "tx-other")
         p.begin_transaction()
@@ -211,3 +241,66 @@ def test_hanging_transaction_blocks_the_lso_until_the_coordinator_aborts_it(
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def kt(*args: str) -> subprocess.CompletedProcess[str]:
+    from broker_harness import KT
+
+    return subprocess.run([KT, *args], capture_output=True, text=True, timeout=60)
+
+
+def kt_json(*args: str) -> list[dict[str, Any]]:
+    done = kt(*args, "--json")
+    assert done.returncode == 0, done
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_find_and_abort_a_transaction_no_coordinator_knows(kt_broker) -> None:
+    """A transactional batch whose producer id no transactional id holds (as after a
+    lost coordinator state, or a client bug) hangs for good: find-hanging reports it
+    and abort ends it, which frees the LSO."""
+    from txn_helpers import HandTxnProducer
+
+    from kt.client import KafkaClient
+
+    bs = kt_broker.bootstrap
+    create(bs, "g", 1)
+
+    async def open_ghost() -> tuple[int, int]:
+        async with KafkaClient(bs) as client:
+            ghost = HandTxnProducer(client, "g")
+            await ghost.init()
+            start = await ghost.send(0, [b"ghost"])
+            return ghost.producer_id, start
+
+    ghost_pid, start = asyncio.run(open_ghost())
+    p = producer(bs, "tx-after")
+    p.begin_transaction()
+    p.produce("g", value=b"after", partition=0)
+    p.commit_transaction(30)
+    assert read_all(bs, "g", 1, wait_s=2.0) == []  # held back by the ghost
+    # Younger than the default 15 minutes: not a candidate yet.
+    young = kt("transactions", "find-hanging", "-b", bs, "--topic", "g")
+    assert young.returncode == 0, young
+    found = kt("transactions", "find-hanging", "-b", bs, "--topic", "g", "--partition", "0",
+               "--max-transaction-timeout", "0", "--json")  # fmt: skip
+    assert found.returncode == 1, found
+    (row,) = [json.loads(line) for line in found.stdout.splitlines()]
+    assert (row["topic"], row["partition"], row["producerId"]) == ("g", 0, ghost_pid)
+    assert row["currentTransactionStartOffset"] == start
+    table = kt("transactions", "find-hanging", "-b", bs, "--broker-id", "1",
+               "--max-transaction-timeout", "0")  # fmt: skip
+    assert table.returncode == 1 and str(ghost_pid) in table.stdout, table
+    assert "Duration(min)" in table.stdout.splitlines()[0]
+    wrong = kt("transactions", "abort", "-b", bs, "--topic", "g", "--partition", "0",
+               "--start-offset", str(start + 100))  # fmt: skip
+    assert wrong.returncode == 1 and "Could not find any open transactions" in wrong.stderr
+    aborted = kt("transactions", "abort", "-b", bs, "--topic", "g", "--partition", "0",
+                 "--start-offset", str(start))  # fmt: skip
+    assert aborted.returncode == 0, aborted
+    assert read_all(bs, "g", 1, expect=1) == [b"after"]
+    after = kt("transactions", "find-hanging", "-b", bs, "--topic", "g",
+               "--max-transaction-timeout", "0")  # fmt: skip
+    assert after.returncode == 0, after
+    usage = kt("transactions", "find-hanging", "-b", bs)
+    assert usage.returncode == 2 and "--topic or --broker-id" in usage.stderr
