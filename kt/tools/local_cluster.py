@@ -409,13 +409,13 @@ class LocalCluster:
         zk = LocalZooKeeper(root / "zookeeper", zookeeper_port)
         # The internal topics' replication factors are strict in a cluster (as in
         # Kafka): a cluster smaller than the default 3 gets ones it can meet.
-        factor = str(min(3, brokers))
-        props = {
-            "offsets.topic.replication.factor": factor,
-            "transaction.state.log.replication.factor": factor,
-            "transaction.state.log.min.isr": str(min(2, brokers)),
-            **(overrides or {}),
-        }
+        props = {"offsets.topic.replication.factor": str(min(3, brokers))}
+        if brokers < 3:
+            # __transaction_state's defaults (3 replicas, 2 in sync) need three
+            # brokers; with fewer, one replica each and one in sync.
+            props["transaction.state.log.replication.factor"] = str(brokers)
+            props["transaction.state.log.min.isr"] = "1"
+        props.update(overrides or {})
         return cls(root, members, zk, chroot.rstrip("/"), props)
 
     @classmethod
