@@ -131,3 +131,46 @@ def test_kafkajs_transactions(kt_broker) -> None:
         assert probe.committed(TopicPartition("js", 0)) == 2
     finally:
         probe.close()
+
+
+def test_kafka_python_admin_reads_the_coordinators_view(kt_broker) -> None:
+    """kafka-python's KIP-664 admin calls (ListTransactions on every broker,
+    DescribeTransactions at the coordinator, DescribeProducers at the leader) parse
+    kt's answers: an open transaction and a committed one."""
+    from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
+
+    bs = kt_broker.bootstrap
+    create(bs, "ka", 1)
+    done = KafkaProducer(bootstrap_servers=bs, transactional_id="ka-done")
+    done.init_transactions()
+    done.begin_transaction()
+    done.send("ka", b"x", partition=0)
+    done.commit_transaction()
+    done.close()
+    open_ = KafkaProducer(bootstrap_servers=bs, transactional_id="ka-open",
+                          transaction_timeout_ms=120_000)  # fmt: skip
+    open_.init_transactions()
+    open_.begin_transaction()
+    open_.send("ka", b"y", partition=0).get(30)
+    admin = KafkaAdminClient(bootstrap_servers=bs)
+    try:
+        listed = {t.transactional_id: t for ts in admin.list_transactions().values() for t in ts}
+        assert listed["ka-done"].state.value == "CompleteCommit"
+        assert listed["ka-open"].state.value == "Ongoing"
+        ongoing = admin.list_transactions(state_filters=["Ongoing"])
+        assert [t.transactional_id for ts in ongoing.values() for t in ts] == ["ka-open"]
+        desc = admin.describe_transactions(["ka-open"])["ka-open"]
+        assert desc.topic_partitions == {TopicPartition("ka", 0)}
+        assert desc.transaction_timeout_ms == 120_000 and desc.transaction_start_time_ms > 0
+        assert desc.producer_id == listed["ka-open"].producer_id
+        states = admin.describe_producers([TopicPartition("ka", 0)])
+        (active,) = [
+            s
+            for s in states[TopicPartition("ka", 0)].active_producers
+            if s.producer_id == desc.producer_id
+        ]
+        assert active.current_transaction_start_offset == 2  # after "x" and its marker
+    finally:
+        admin.close()
+        open_.abort_transaction()
+        open_.close()
