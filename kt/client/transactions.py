@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kt.client.core import ClientCore, KafkaError, check
-from kt.protocol import ErrorCode, apis
+from kt.protocol import ErrorCode, Struct, apis
 
 KEY_TYPE_TRANSACTION = 1
 
@@ -68,8 +68,14 @@ async def list_transactions(
     )  # fmt: skip
     out: list[TransactionListing] = []
     for node in sorted(client.metadata.brokers):
-        resp = await client.send(apis.LIST_TRANSACTIONS, body, node)
-        check(resp.error_code, f"ListTransactions on broker {node}")
+
+        async def attempt(node: int = node) -> Struct:
+            # COORDINATOR_LOAD_IN_PROGRESS (a partition loading) is retried.
+            resp = await client.send(apis.LIST_TRANSACTIONS, body, node)
+            check(resp.error_code, f"ListTransactions on broker {node}")
+            return resp
+
+        resp = await client.retrying(attempt)
         out += [TransactionListing(t.transactional_id, node, t.producer_id, t.transaction_state)
                 for t in resp.transaction_states]  # fmt: skip
     return out

@@ -304,3 +304,70 @@ def test_find_and_abort_a_transaction_no_coordinator_knows(kt_broker) -> None:
     assert after.returncode == 0, after
     usage = kt("transactions", "find-hanging", "-b", bs)
     assert usage.returncode == 2 and "--topic or --broker-id" in usage.stderr
+
+
+def test_transaction_apis_answer_as_kafka(kt_broker) -> None:
+    """Raw requests: InitProducerId timeout checks, AddPartitionsToTxn's per-partition
+    refusal of unknown topics (v3) and its batched verify-only form (v4),
+    INVALID_PRODUCER_EPOCH for clients older than KIP-588."""
+    from kt.client import KafkaClient
+    from kt.protocol import ErrorCode as E
+    from kt.protocol import apis
+
+    bs = kt_broker.bootstrap
+    create(bs, "r", 1)
+
+    async def go() -> None:
+        async with KafkaClient(bs) as c:
+            node = await c.coordinator("raw", 1)
+
+            async def init(timeout_ms: int, version: int = 4) -> Any:
+                body = apis.INIT_PRODUCER_ID.request(transactional_id="raw",
+                                                     transaction_timeout_ms=timeout_ms)  # fmt: skip
+                return await c.send(apis.INIT_PRODUCER_ID, body, node, version=version)
+
+            assert (await init(0)).error_code == E.INVALID_TRANSACTION_TIMEOUT
+            assert (await init(900_001)).error_code == E.INVALID_TRANSACTION_TIMEOUT
+            r = await init(60_000)
+            assert r.error_code == E.NONE and r.producer_epoch == 0
+            pid = r.producer_id
+
+            def add_v3(topics: list[tuple[str, list[int]]], epoch: int = 0) -> Any:
+                return apis.ADD_PARTITIONS_TO_TXN.request(
+                    v3_and_below_transactional_id="raw", v3_and_below_producer_id=pid,
+                    v3_and_below_producer_epoch=epoch,
+                    v3_and_below_topics=[{"name": t, "partitions": ps} for t, ps in topics],
+                )  # fmt: skip
+
+            resp = await c.send(apis.ADD_PARTITIONS_TO_TXN,
+                                add_v3([("r", [0]), ("nope", [0])]), node, version=3)  # fmt: skip
+            codes = {(t.name, p.partition_index): p.partition_error_code
+                     for t in resp.results_by_topic_v3_and_below
+                     for p in t.results_by_partition}  # fmt: skip
+            assert codes == {("r", 0): E.OPERATION_NOT_ATTEMPTED,
+                             ("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION}  # fmt: skip
+            resp = await c.send(apis.ADD_PARTITIONS_TO_TXN, add_v3([("r", [0])]), node, version=3)
+            assert resp.results_by_topic_v3_and_below[0].results_by_partition[0] \
+                .partition_error_code == E.NONE  # fmt: skip
+            # A stale epoch: PRODUCER_FENCED for v2+, INVALID_PRODUCER_EPOCH before.
+            for version, code in ((3, E.PRODUCER_FENCED), (1, E.INVALID_PRODUCER_EPOCH)):
+                resp = await c.send(apis.ADD_PARTITIONS_TO_TXN, add_v3([("r", [0])], epoch=7),
+                                    node, version=version)  # fmt: skip
+                assert resp.results_by_topic_v3_and_below[0].results_by_partition[0] \
+                    .partition_error_code == code  # fmt: skip
+            verify = apis.ADD_PARTITIONS_TO_TXN.request(transactions=[{
+                "transactional_id": "raw", "producer_id": pid, "producer_epoch": 0,
+                "verify_only": True,
+                "topics": [{"name": "r", "partitions": [0, 1]}],
+            }])  # fmt: skip
+            resp = await c.send(apis.ADD_PARTITIONS_TO_TXN, verify, node, version=4)
+            assert resp.error_code == E.NONE
+            (txn,) = resp.results_by_transaction
+            got = {p.partition_index: p.partition_error_code
+                   for t in txn.topic_results for p in t.results_by_partition}  # fmt: skip
+            assert got == {0: E.NONE, 1: E.INVALID_TXN_STATE}
+            end = apis.END_TXN.request(transactional_id="raw", producer_id=pid,
+                                       producer_epoch=0, committed=False)  # fmt: skip
+            assert (await c.send(apis.END_TXN, end, node, version=3)).error_code == E.NONE
+
+    asyncio.run(go())
