@@ -6,7 +6,7 @@
 _kt_node() {
     case $1 in
         'kt')
-            _kt_subs='analyze broker checkpoint cluster compaction configs consume dump-log-segments dump-segment export group index leader-election log-dirs produce reassign-partitions replica topic tui'
+            _kt_subs='analyze broker checkpoint cluster compaction configs consume dump-log-segments dump-segment export group index leader-election log-dirs produce reassign-partitions replica topic transactions tui'
             _kt_opts='-V --version -h --help'
             ;;
         'kt analyze')
@@ -185,6 +185,30 @@ _kt_node() {
             _kt_subs=''
             _kt_opts='--bootstrap-server -b --timeout --topic -t --exclude-internal --json -h --help'
             ;;
+        'kt transactions')
+            _kt_subs='abort describe describe-producers find-hanging list'
+            _kt_opts='-h --help'
+            ;;
+        'kt transactions abort')
+            _kt_subs=''
+            _kt_opts='--bootstrap-server -b --timeout --topic --partition --start-offset --producer-id --producer-epoch --coordinator-epoch -h --help'
+            ;;
+        'kt transactions describe')
+            _kt_subs=''
+            _kt_opts='--bootstrap-server -b --timeout --transactional-id --json -h --help'
+            ;;
+        'kt transactions describe-producers')
+            _kt_subs=''
+            _kt_opts='--bootstrap-server -b --timeout --topic --partition --broker-id --json -h --help'
+            ;;
+        'kt transactions find-hanging')
+            _kt_subs=''
+            _kt_opts='--bootstrap-server -b --timeout --broker-id --topic --partition --max-transaction-timeout --json -h --help'
+            ;;
+        'kt transactions list')
+            _kt_subs=''
+            _kt_opts='--bootstrap-server -b --timeout --duration-filter --json -h --help'
+            ;;
         'kt tui')
             _kt_subs=''
             _kt_opts='--bootstrap-server -b --interval -i --timeout --theme --paused -h --help'
@@ -213,6 +237,7 @@ _kt_child() {
         'kt/reassign-partitions') _kt_next='kt reassign-partitions' ;;
         'kt/replica') _kt_next='kt replica' ;;
         'kt/topic') _kt_next='kt topic' ;;
+        'kt/transactions') _kt_next='kt transactions' ;;
         'kt/tui') _kt_next='kt tui' ;;
         'kt/dump-segment') _kt_next='kt dump-log-segments' ;;
         'kt analyze/anomalies') _kt_next='kt analyze anomalies' ;;
@@ -242,6 +267,11 @@ _kt_child() {
         'kt topic/delete') _kt_next='kt topic delete' ;;
         'kt topic/describe') _kt_next='kt topic describe' ;;
         'kt topic/list') _kt_next='kt topic list' ;;
+        'kt transactions/abort') _kt_next='kt transactions abort' ;;
+        'kt transactions/describe') _kt_next='kt transactions describe' ;;
+        'kt transactions/describe-producers') _kt_next='kt transactions describe-producers' ;;
+        'kt transactions/find-hanging') _kt_next='kt transactions find-hanging' ;;
+        'kt transactions/list') _kt_next='kt transactions list' ;;
         *) _kt_next='' ;;
     esac
 }
@@ -429,6 +459,31 @@ _kt_option() {
         'kt topic list/--bootstrap-server'|'kt topic list/-b') _kt_nargs=1 ;;
         'kt topic list/--timeout') _kt_nargs=1 ;;
         'kt topic list/--topic'|'kt topic list/-t') _kt_nargs=1 ;;
+        'kt transactions abort/--bootstrap-server'|'kt transactions abort/-b') _kt_nargs=1 ;;
+        'kt transactions abort/--timeout') _kt_nargs=1 ;;
+        'kt transactions abort/--topic') _kt_nargs=1 ;;
+        'kt transactions abort/--partition') _kt_nargs=1 ;;
+        'kt transactions abort/--start-offset') _kt_nargs=1 ;;
+        'kt transactions abort/--producer-id') _kt_nargs=1 ;;
+        'kt transactions abort/--producer-epoch') _kt_nargs=1 ;;
+        'kt transactions abort/--coordinator-epoch') _kt_nargs=1 ;;
+        'kt transactions describe/--bootstrap-server'|'kt transactions describe/-b') _kt_nargs=1 ;;
+        'kt transactions describe/--timeout') _kt_nargs=1 ;;
+        'kt transactions describe/--transactional-id') _kt_nargs=1 ;;
+        'kt transactions describe-producers/--bootstrap-server'|'kt transactions describe-producers/-b') _kt_nargs=1 ;;
+        'kt transactions describe-producers/--timeout') _kt_nargs=1 ;;
+        'kt transactions describe-producers/--topic') _kt_nargs=1 ;;
+        'kt transactions describe-producers/--partition') _kt_nargs=1 ;;
+        'kt transactions describe-producers/--broker-id') _kt_nargs=1 ;;
+        'kt transactions find-hanging/--bootstrap-server'|'kt transactions find-hanging/-b') _kt_nargs=1 ;;
+        'kt transactions find-hanging/--timeout') _kt_nargs=1 ;;
+        'kt transactions find-hanging/--broker-id') _kt_nargs=1 ;;
+        'kt transactions find-hanging/--topic') _kt_nargs=1 ;;
+        'kt transactions find-hanging/--partition') _kt_nargs=1 ;;
+        'kt transactions find-hanging/--max-transaction-timeout') _kt_nargs=1 ;;
+        'kt transactions list/--bootstrap-server'|'kt transactions list/-b') _kt_nargs=1 ;;
+        'kt transactions list/--timeout') _kt_nargs=1 ;;
+        'kt transactions list/--duration-filter') _kt_nargs=1 ;;
         'kt tui/--bootstrap-server'|'kt tui/-b') _kt_nargs=1 ;;
         'kt tui/--interval'|'kt tui/-i') _kt_nargs=1 ;;
         'kt tui/--timeout') _kt_nargs=1 ;;

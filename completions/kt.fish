@@ -39,6 +39,8 @@ function __kt_child --argument-names path word
             echo 'kt replica'
         case 'kt/topic'
             echo 'kt topic'
+        case 'kt/transactions'
+            echo 'kt transactions'
         case 'kt/tui'
             echo 'kt tui'
         case 'kt/dump-segment'
@@ -97,6 +99,16 @@ function __kt_child --argument-names path word
             echo 'kt topic describe'
         case 'kt topic/list'
             echo 'kt topic list'
+        case 'kt transactions/abort'
+            echo 'kt transactions abort'
+        case 'kt transactions/describe'
+            echo 'kt transactions describe'
+        case 'kt transactions/describe-producers'
+            echo 'kt transactions describe-producers'
+        case 'kt transactions/find-hanging'
+            echo 'kt transactions find-hanging'
+        case 'kt transactions/list'
+            echo 'kt transactions list'
     end
 end
 
@@ -459,6 +471,56 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt topic list/--topic' 'kt topic list/-t'
             echo 1
+        case 'kt transactions abort/--bootstrap-server' 'kt transactions abort/-b'
+            echo 1
+        case 'kt transactions abort/--timeout'
+            echo 1
+        case 'kt transactions abort/--topic'
+            echo 1
+        case 'kt transactions abort/--partition'
+            echo 1
+        case 'kt transactions abort/--start-offset'
+            echo 1
+        case 'kt transactions abort/--producer-id'
+            echo 1
+        case 'kt transactions abort/--producer-epoch'
+            echo 1
+        case 'kt transactions abort/--coordinator-epoch'
+            echo 1
+        case 'kt transactions describe/--bootstrap-server' 'kt transactions describe/-b'
+            echo 1
+        case 'kt transactions describe/--timeout'
+            echo 1
+        case 'kt transactions describe/--transactional-id'
+            echo 1
+        case 'kt transactions describe-producers/--bootstrap-server' 'kt transactions describe-producers/-b'
+            echo 1
+        case 'kt transactions describe-producers/--timeout'
+            echo 1
+        case 'kt transactions describe-producers/--topic'
+            echo 1
+        case 'kt transactions describe-producers/--partition'
+            echo 1
+        case 'kt transactions describe-producers/--broker-id'
+            echo 1
+        case 'kt transactions find-hanging/--bootstrap-server' 'kt transactions find-hanging/-b'
+            echo 1
+        case 'kt transactions find-hanging/--timeout'
+            echo 1
+        case 'kt transactions find-hanging/--broker-id'
+            echo 1
+        case 'kt transactions find-hanging/--topic'
+            echo 1
+        case 'kt transactions find-hanging/--partition'
+            echo 1
+        case 'kt transactions find-hanging/--max-transaction-timeout'
+            echo 1
+        case 'kt transactions list/--bootstrap-server' 'kt transactions list/-b'
+            echo 1
+        case 'kt transactions list/--timeout'
+            echo 1
+        case 'kt transactions list/--duration-filter'
+            echo 1
         case 'kt tui/--bootstrap-server' 'kt tui/-b'
             echo 1
         case 'kt tui/--interval' 'kt tui/-i'
@@ -520,6 +582,7 @@ complete -c kt -n "__kt_is 'kt'" -a 'produce' -d 'Write records to TOPIC: one pe
 complete -c kt -n "__kt_is 'kt'" -a 'reassign-partitions' -d 'Move partition replicas between brokers (like kafka-reassign-partitions.sh).'
 complete -c kt -n "__kt_is 'kt'" -a 'replica' -d 'Offline forensics across the replicas of a partition.'
 complete -c kt -n "__kt_is 'kt'" -a 'topic' -d 'Create, list, describe, alter and delete topics (like kafka-topics.sh).'
+complete -c kt -n "__kt_is 'kt'" -a 'transactions' -d 'Inspect transactions and recover from hanging ones (like kafka-transactions.sh).'
 complete -c kt -n "__kt_is 'kt'" -a 'tui' -d 'Watch a cluster live in a terminal dashboard.'
 complete -c kt -n "__kt_is 'kt'" -s 'V' -l 'version' -d 'Show the version and exit.'
 complete -c kt -n "__kt_is 'kt'" -s 'h' -l 'help' -d 'Show this message and exit.'
@@ -864,6 +927,46 @@ complete -c kt -n "__kt_is 'kt topic list'" -l 'topic' -s 't' -x -d 'Only topics
 complete -c kt -n "__kt_is 'kt topic list'" -l 'exclude-internal' -d 'Leave out internal topics.'
 complete -c kt -n "__kt_is 'kt topic list'" -l 'json' -d 'A JSON array of names.'
 complete -c kt -n "__kt_is 'kt topic list'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt transactions'" -a 'abort' -d 'Abort a transaction on one partition: an ABORT marker is written there for its producer (as Admin.abortTransaction).'
+complete -c kt -n "__kt_is 'kt transactions'" -a 'describe' -d 'Describe the state of a transactional id at its coordinator.'
+complete -c kt -n "__kt_is 'kt transactions'" -a 'describe-producers' -d 'The active producers of a partition: ProducerId ProducerEpoch LatestCoordinatorEpoch LastSequence LastTimestamp CurrentTransactionStartOffset.'
+complete -c kt -n "__kt_is 'kt transactions'" -a 'find-hanging' -d 'Find hanging transactions: open on a partition (DescribeProducers) for longer than --max-transaction-timeout, and unknown to their coordinator — no transactional id has the producer id, or its current transaction does not include the partition — so no marker will ever end them and they hold back READ_COMMITTED consumers.'
+complete -c kt -n "__kt_is 'kt transactions'" -a 'list' -d 'List the transactions of every broker: TransactionalId Coordinator ProducerId TransactionState.'
+complete -c kt -n "__kt_is 'kt transactions'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt transactions abort'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt transactions abort'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt transactions abort'" -l 'topic' -x -d 'Topic name.'
+complete -c kt -n "__kt_is 'kt transactions abort'" -l 'partition' -x -d 'Partition number.'
+complete -c kt -n "__kt_is 'kt transactions abort'" -l 'start-offset' -x -d 'The offset where the transaction to abort starts.'
+complete -c kt -n "__kt_is 'kt transactions abort'" -l 'producer-id' -x -d 'Producer id (without --start-offset).'
+complete -c kt -n "__kt_is 'kt transactions abort'" -l 'producer-epoch' -x -d 'Producer epoch.'
+complete -c kt -n "__kt_is 'kt transactions abort'" -l 'coordinator-epoch' -x -d 'Coordinator epoch.'
+complete -c kt -n "__kt_is 'kt transactions abort'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt transactions describe'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt transactions describe'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt transactions describe'" -l 'transactional-id' -x -d 'The transactional id.'
+complete -c kt -n "__kt_is 'kt transactions describe'" -l 'json' -d 'One JSON object.'
+complete -c kt -n "__kt_is 'kt transactions describe'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt transactions describe-producers'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt transactions describe-producers'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt transactions describe-producers'" -l 'topic' -x -d 'Topic name.'
+complete -c kt -n "__kt_is 'kt transactions describe-producers'" -l 'partition' -x -d 'Partition number.'
+complete -c kt -n "__kt_is 'kt transactions describe-producers'" -l 'broker-id' -x -d 'The replica to ask (default: the leader).'
+complete -c kt -n "__kt_is 'kt transactions describe-producers'" -l 'json' -d 'One JSON object per line (NDJSON).'
+complete -c kt -n "__kt_is 'kt transactions describe-producers'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt transactions find-hanging'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt transactions find-hanging'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt transactions find-hanging'" -l 'broker-id' -x -d 'Search the partitions with a replica on this broker.'
+complete -c kt -n "__kt_is 'kt transactions find-hanging'" -l 'topic' -x -d 'Only this topic (required with --partition).'
+complete -c kt -n "__kt_is 'kt transactions find-hanging'" -l 'partition' -x -d 'Only this partition.'
+complete -c kt -n "__kt_is 'kt transactions find-hanging'" -l 'max-transaction-timeout' -x -d 'Only transactions open longer than this (the largest transaction.timeout.ms...'
+complete -c kt -n "__kt_is 'kt transactions find-hanging'" -l 'json' -d 'One JSON object per line (NDJSON).'
+complete -c kt -n "__kt_is 'kt transactions find-hanging'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt transactions list'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt transactions list'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt transactions list'" -l 'duration-filter' -x -d 'Only transactions running longer than this (ms); < 0: all.'
+complete -c kt -n "__kt_is 'kt transactions list'" -l 'json' -d 'One JSON object per line (NDJSON).'
+complete -c kt -n "__kt_is 'kt transactions list'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt tui'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
 complete -c kt -n "__kt_is 'kt tui'" -l 'interval' -s 'i' -x -d 'Refresh every SECONDS (+/- change it, p pauses).'
 complete -c kt -n "__kt_is 'kt tui'" -l 'timeout' -x -d 'Per-request timeout of a refresh; a cluster slower than this shows as...'

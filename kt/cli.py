@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "reassign-partitions": "kt.tools.reassign_cmd:reassign_partitions",
     "replica": "kt.tools.replica_cmd:replica",
     "topic": "kt.tools.topic_cmd:topic",
+    "transactions": "kt.tools.transactions_cmd:transactions",
     "tui": "kt.tools.tui_cmd:tui",
 }
 

@@ -27,6 +27,7 @@ from kt.broker.replica_manager import ReplicaManager
 from kt.broker.replication.alter_log_dirs import ReplicaAlterLogDirsManager
 from kt.broker.replication.quota import ReplicationThrottles
 from kt.broker.topic_admin import TopicAdmin, TopicError
+from kt.broker.transactions.service import TransactionService
 from kt.protocol import ErrorCode
 from kt.storage.log_config import LONG_MAX, LogConfig
 from kt.storage.partition_metadata import random_uuid, uuid_from_str
@@ -78,6 +79,8 @@ class Broker:
         self.producer_ids = ProducerIdManager()
         # Loads __consumer_offsets when the server starts it.
         self.group_coordinator = GroupCoordinator.for_broker(self)
+        # Loads __transaction_state when the server starts it.
+        self.transactions = TransactionService(self)
         self.log_cleaner = LogCleaner(self)
         # Replication throttles (KIP-73): rates from dynamic broker configs, throttled
         # replicas from the topics' configs as this broker knows them.
@@ -255,9 +258,16 @@ class Broker:
             return self.metadata.get(name)
 
     async def ensure_internal_topic(
-        self, name: str, partitions: int, configs: dict[str, str], replication_factor: int
+        self,
+        name: str,
+        partitions: int,
+        configs: dict[str, str],
+        replication_factor: int,
+        *,
+        factor_key: str = "offsets.topic.replication.factor",
     ) -> TopicInfo | None:
-        """Create an internal topic (__consumer_offsets) on first use.
+        """Create an internal topic (__consumer_offsets, __transaction_state) on first
+        use; `factor_key` names the setting the replication factor came from.
 
         In a cluster the replication factor is strict, as in Kafka since 0.11: while
         fewer brokers are alive than it asks for, the topic is not created (callers
@@ -274,8 +284,8 @@ class Broker:
         elif alive < replication_factor:
             log.warning(
                 "not creating %s yet: %d live brokers do not meet its replication factor %d "
-                "(offsets.topic.replication.factor); this is expected while a cluster starts",
-                name, alive, replication_factor,
+                "(%s); this is expected while a cluster starts",
+                name, alive, replication_factor, factor_key,
             )  # fmt: skip
             return None
         else:

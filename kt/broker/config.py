@@ -36,6 +36,13 @@ DEFAULTS: dict[str, str] = {
     "transaction.max.timeout.ms": "900000",
     # How long a WriteTxnMarkers append waits for the ISR (Kafka's request.timeout.ms).
     "request.timeout.ms": "30000",
+    # The transaction coordinator (Kafka's defaults).
+    "transaction.state.log.num.partitions": "50",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
+    "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
+    "transactional.id.expiration.ms": "604800000",
     "delete.topic.enable": "true",
     "log.flush.offset.checkpoint.interval.ms": "60000",
     "log.flush.start.offset.checkpoint.interval.ms": "60000",
@@ -256,7 +263,8 @@ def load_config(
         raise ConfigError(str(exc)) from None
     unknown = sorted(k for k in given if not k.startswith(_KNOWN_PREFIXES))
     cfg = BrokerConfig(props, node_id, log_dirs, listeners, advertised, log_config, unknown)
-    for key in ("num.partitions", "socket.request.max.bytes", "offsets.topic.num.partitions"):
+    for key in ("num.partitions", "socket.request.max.bytes", "offsets.topic.num.partitions",
+                "transaction.state.log.num.partitions"):  # fmt: skip
         if cfg.get_int(key) <= 0:
             raise ConfigError(f"{key} must be > 0")
     cfg.get_bool("auto.create.topics.enable")

@@ -120,6 +120,7 @@ class RunningBroker:
         broker.start_replication_tasks()
         await _wait_until_ready(broker)
         await broker.group_coordinator.start()
+        await broker.transactions.start()
         await broker.log_cleaner.start()
         log.info(
             "kt broker %d started in %.2fs (cluster %s, %s, %d partitions, log dirs %s)",
@@ -139,6 +140,7 @@ class RunningBroker:
             await self.net.stop()
         # The reverse of the start order; stopping a service never started is harmless.
         await broker.log_cleaner.stop()
+        await broker.transactions.stop()
         await broker.group_coordinator.stop()
         await broker.stop_replication_tasks()
         if self.membership is not None:

@@ -407,9 +407,15 @@ class LocalCluster:
             rack = racks[(n - 1) % len(racks)] if racks else None
             members.append(LocalBroker(n, port, root / f"broker-{n}", rack))
         zk = LocalZooKeeper(root / "zookeeper", zookeeper_port)
-        # The offsets topic's replication factor is strict in a cluster (as in Kafka):
-        # a cluster smaller than the default 3 gets one it can meet.
-        props = {"offsets.topic.replication.factor": str(min(3, brokers)), **(overrides or {})}
+        # The internal topics' replication factors are strict in a cluster (as in
+        # Kafka): a cluster smaller than the default 3 gets ones it can meet.
+        props = {"offsets.topic.replication.factor": str(min(3, brokers))}
+        if brokers < 3:
+            # __transaction_state's defaults (3 replicas, 2 in sync) need three
+            # brokers; with fewer, one replica each and one in sync.
+            props["transaction.state.log.replication.factor"] = str(brokers)
+            props["transaction.state.log.min.isr"] = "1"
+        props.update(overrides or {})
         return cls(root, members, zk, chroot.rstrip("/"), props)
 
     @classmethod

@@ -250,7 +250,62 @@ async function adminTopics (spec) {
   }
 }
 
-const COMMANDS = { produce, fetch: fetchPartition, 'group-consume': groupConsume, 'admin-topics': adminTopics }
+// spec: {brokers, topic, transactionalId, transactions: [{commit, partition, values: [b64],
+// offsets: {groupId, topic, partition, offset} | null}], fence}: one transactional
+// producer runs the transactions in order (offsets sent to the transaction when
+// given). With `fence`, it then opens one more, a second producer with the same
+// id initialises, and the first tries to commit. result: {fencedError} (the error
+// type the zombie got, or null).
+async function transactions (spec) {
+  const kafka = kafkaFor(spec)
+  const producer = kafka.producer({ transactionalId: spec.transactionalId, maxInFlightRequests: 1, idempotent: true })
+  await producer.connect()
+  let fencedError = null
+  try {
+    for (const t of spec.transactions) {
+      const txn = await producer.transaction()
+      await txn.send({
+        topic: spec.topic,
+        messages: t.values.map(v => ({ value: unb64(v), partition: t.partition || 0 }))
+      })
+      if (t.offsets) {
+        await txn.sendOffsets({
+          consumerGroupId: t.offsets.groupId,
+          topics: [{ topic: t.offsets.topic, partitions: [{ partition: t.offsets.partition, offset: String(t.offsets.offset) }] }]
+        })
+      }
+      if (t.commit) await txn.commit()
+      else await txn.abort()
+    }
+    if (spec.fence) {
+      const zombie = await producer.transaction()
+      await zombie.send({ topic: spec.topic, messages: [{ value: Buffer.from('zombie'), partition: 0 }] })
+      const fresh = kafka.producer({ transactionalId: spec.transactionalId, maxInFlightRequests: 1, idempotent: true })
+      await fresh.connect()
+      // kafkajs sends InitProducerId with the first transaction.
+      const txn = await fresh.transaction()
+      try {
+        await zombie.commit()
+      } catch (err) {
+        fencedError = err.type || err.name
+      }
+      await txn.send({ topic: spec.topic, messages: [{ value: Buffer.from('fresh'), partition: 0 }] })
+      await txn.commit()
+      await fresh.disconnect()
+    }
+  } finally {
+    await producer.disconnect()
+  }
+  return { fencedError }
+}
+
+const COMMANDS = {
+  produce,
+  fetch: fetchPartition,
+  'group-consume': groupConsume,
+  'admin-topics': adminTopics,
+  transactions
+}
 
 async function main () {
   const command = COMMANDS[process.argv[2]]

@@ -61,7 +61,7 @@ from kt.broker.groups.offsets_log import (
     Record,
     RecordStore,
     partition_for,
-    replay,
+    replay_batches,
 )
 from kt.protocol import ErrorCode
 from kt.protocol.coordinator_records import (
@@ -285,8 +285,13 @@ class GroupCoordinator:
             if stopped:
                 coordinator.on_resignation(stopped)
 
+        def on_txn_marker(tp: TopicPartition, producer_id: int, committed: bool) -> None:
+            coordinator.complete_txn(producer_id, [tp.partition], committed)
+
         rm.leadership_listeners.append(on_leadership)
         rm.stop_listeners.append(on_stopped)
+        # A transaction marker replicated on a __consumer_offsets partition.
+        rm.offsets_txn_listeners.append(on_txn_marker)
         return coordinator
 
     # --- lifecycle ---------------------------------------------------------
@@ -399,6 +404,7 @@ class GroupCoordinator:
             _complete(member.sync_future, SyncResult(E.NOT_COORDINATOR))
             member.join_future = member.sync_future = None
         group.pending_offsets.clear()
+        group.pending_txn_offsets.clear()
         if group.state is not GroupState.DEAD:
             group.transition_to(GroupState.DEAD)
         if self.groups.get(group.group_id) is group:
@@ -436,7 +442,7 @@ class GroupCoordinator:
 
     def _load_partition(self, p: int) -> int:
         """Replay partition `p` into `groups`; returns how many groups it holds."""
-        loaded = replay(self.store.read(p))
+        loaded = replay_batches(self.store.read_batches(p))
         now = now_ms()
         for gid, value in loaded.groups.items():
             group = Group(gid)
@@ -458,13 +464,21 @@ class GroupCoordinator:
                 owner = self.groups[gid] = Group(gid)
             v = rec.value
             assert v is not None
-            owner.offsets[(topic, partition)] = OffsetEntry(
-                v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp
-            )
-            owner.offset_positions[(topic, partition)] = -1
+            owner.offsets[(topic, partition)] = _entry(v)
+            position = loaded.positions.get((gid, topic, partition), -1)
+            owner.offset_positions[(topic, partition)] = position
+        for pid, pending in loaded.pending_txn.items():
+            for (gid, topic, partition), (rec, position) in pending.items():
+                owner = self.groups.get(gid)
+                if owner is None:
+                    owner = self.groups[gid] = Group(gid)
+                if rec.value is not None:
+                    txn = owner.pending_txn_offsets.setdefault(pid, {})
+                    txn[(topic, partition)] = (_entry(rec.value), position)
         if loaded.skipped:
             log.info("__consumer_offsets-%d: skipped %d records of other kinds", p, loaded.skipped)
-        return len({gid for gid, _, _ in loaded.offsets} | set(loaded.groups))
+        pending_groups = {gid for txn in loaded.pending_txn.values() for gid, _, _ in txn}
+        return len({gid for gid, _, _ in loaded.offsets} | set(loaded.groups) | pending_groups)
 
     # --- checks --------------------------------------------------------------
 
@@ -1126,7 +1140,8 @@ class GroupCoordinator:
 
         def forget_if_unused() -> None:
             # A group created for this commit and still holding nothing.
-            unused = not (group.members or group.offsets or group.pending_offsets)
+            unused = not (group.members or group.offsets or group.pending_offsets
+                          or group.pending_txn_offsets)  # fmt: skip
             if created and unused and self._live(group) and group.state is GroupState.EMPTY:
                 del self.groups[group_id]
 
@@ -1181,6 +1196,144 @@ class GroupCoordinator:
             # The member has its new generation but not its assignment yet.
             return E.REBALANCE_IN_PROGRESS
         return E.NONE
+
+    # --- transactional offsets (TxnOffsetCommit) ------------------------------------
+
+    def commit_txn_offsets(
+        self,
+        group_id: str,
+        producer: tuple[int, int],
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        offsets: dict[tuple[str, int], OffsetEntry],
+    ) -> asyncio.Future[ErrorCode]:
+        """TxnOffsetCommit (Kafka's handleTxnCommitOffsets): the offsets are written
+        in a transactional batch of `producer` (id, epoch) and held pending until
+        the transaction's marker lands on the group's partition
+        (:meth:`complete_txn`); the future completes once the write is replicated."""
+        fut: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+        try:
+            self._txn_commit(fut, group_id, producer, generation, member_id, instance_id, offsets)
+        except CoordinatorError as exc:
+            _complete(fut, exc.code)
+        return fut
+
+    def _txn_commit(
+        self,
+        fut: asyncio.Future[ErrorCode],
+        group_id: str,
+        producer: tuple[int, int],
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        offsets: dict[tuple[str, int], OffsetEntry],
+    ) -> None:
+        self._check_group_id(group_id)
+        group = self.groups.get(group_id)
+        created = group is None
+        if group is None:
+            # Kafka adds the group (Empty) whoever commits: the checks below decide.
+            group = self.groups[group_id] = Group(group_id)
+
+        def forget_if_unused() -> None:
+            unused = not (group.members or group.offsets or group.pending_offsets
+                          or group.pending_txn_offsets)  # fmt: skip
+            if created and unused and self._live(group) and group.state is GroupState.EMPTY:
+                del self.groups[group_id]
+
+        error = E.NONE
+        if group.state is GroupState.DEAD:
+            error = E.COORDINATOR_NOT_AVAILABLE
+        elif instance_id is not None and group.static_member_id(instance_id) not in (
+            None,
+            member_id,
+        ):
+            error = E.FENCED_INSTANCE_ID
+        elif member_id and not group.has_member(member_id):
+            error = E.UNKNOWN_MEMBER_ID
+        elif generation >= 0 and generation != group.generation:
+            error = E.ILLEGAL_GENERATION
+        if error != E.NONE or not offsets:
+            forget_if_unused()
+            _complete(fut, error)
+            return
+        producer_id = producer[0]
+        records = [encode_offset_commit(_offset_record(group_id, t, p, entry))
+                   for (t, p), entry in offsets.items()]  # fmt: skip
+        partition = self.partition_for(group_id)
+        pending = group.pending_txn_offsets.setdefault(producer_id, {})
+        marks = {tp: (entry, -1) for tp, entry in offsets.items()}
+        pending.update(marks)
+
+        def drop_ours() -> None:
+            # Kafka's failPendingTxnOffsetCommit: only what this request put there.
+            for tp, mark in marks.items():
+                if pending.get(tp) is mark:
+                    del pending[tp]
+            if not pending and group.pending_txn_offsets.get(producer_id) is pending:
+                del group.pending_txn_offsets[producer_id]
+
+        try:
+            position = self.store.append(partition, records, producer=producer)
+        except AppendError as exc:
+            log.warning("cannot persist transactional offsets of group %s: %s", group_id, exc)
+            drop_ours()
+            forget_if_unused()
+            _complete(fut, offset_commit_error(exc.code))
+            return
+
+        def durable(error: ErrorCode) -> None:
+            if error != E.NONE:
+                drop_ours()
+                forget_if_unused()
+                _complete(fut, offset_commit_error(error))
+                return
+            for tp, mark in marks.items():
+                if pending.get(tp) is mark:
+                    pending[tp] = (mark[0], position)
+            _complete(fut, E.NONE)
+
+        self._when_committed(partition, position, durable)
+
+    def complete_txn(self, producer_id: int, partitions: Iterable[int], committed: bool) -> None:
+        """A transaction marker of `producer_id` landed on these `__consumer_offsets`
+        partitions (Kafka's handleTxnCompletion): its pending offsets take effect on
+        commit (unless a newer commit of the same partition already did) and are
+        dropped on abort."""
+        parts = set(partitions)
+        for group in list(self.groups.values()):
+            if producer_id not in group.pending_txn_offsets:
+                continue
+            if self.partition_for(group.group_id) not in parts:
+                continue
+            pending = group.pending_txn_offsets.pop(producer_id)
+            if not committed:
+                continue
+            for tp, (entry, position) in pending.items():
+                if position < 0:
+                    log.error("group %s: transactional offset of %s-%d committed before it "
+                              "was written", group.group_id, tp[0], tp[1])  # fmt: skip
+                    continue
+                if tp not in group.offsets or group.offset_positions.get(tp, -1) < position:
+                    group.offsets[tp] = entry
+                    group.offset_positions[tp] = position
+
+    def unstable_partitions(
+        self, group_id: str, partitions: Iterable[tuple[str, int]]
+    ) -> set[tuple[str, int]]:
+        """Partitions with a commit still in flight or a transactional offset waiting
+        for its marker (OffsetFetch require_stable answers UNSTABLE_OFFSET_COMMIT)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return set()
+        out = set()
+        for tp in partitions:
+            if tp in group.pending_offsets or any(
+                tp in txn for txn in group.pending_txn_offsets.values()
+            ):
+                out.add(tp)
+        return out
 
     def fetch_offsets(
         self, group_id: str, partitions: list[tuple[str, int]] | None
@@ -1490,6 +1643,10 @@ class GroupCoordinator:
             asyncio.get_running_loop().call_soon(on_done, error)
             return
         self._when_committed(p, position, lambda code: on_done(group_write_error(code)))
+
+
+def _entry(v: OffsetCommitValue) -> OffsetEntry:
+    return OffsetEntry(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp)
 
 
 def _inconsistent(requested: str | None, current: str | None) -> bool:

@@ -169,6 +169,12 @@ class Group:
     # The log position of the write each entry of `offsets` came from (-1: loaded),
     # so a slower acknowledgement of an older commit never replaces a newer one.
     offset_positions: dict[tuple[str, int], int] = field(default_factory=dict)
+    # TxnOffsetCommit offsets waiting for their transaction's marker: producer id ->
+    # partition -> (offset, log position of the write; -1 until it is replicated),
+    # as Kafka's pendingTransactionalOffsetCommits.
+    pending_txn_offsets: dict[int, dict[tuple[str, int], tuple[OffsetEntry, int]]] = field(
+        default_factory=dict
+    )
     current_state_timestamp: int = field(default_factory=now_ms)
     # The initial delayed join may be extended while new members keep arriving.
     new_member_added: bool = False

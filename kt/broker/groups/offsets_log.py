@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -66,6 +66,19 @@ def partition_for(group_id: str, partitions: int) -> int:
     return (0 if h == -(2**31) else abs(h)) % partitions
 
 
+@dataclass(frozen=True, slots=True)
+class StoredBatch:
+    """One batch of an internal topic: its records, where it starts, and for a
+    transactional batch its producer; `marker` is True/False for a commit/abort
+    marker (no records), None for data."""
+
+    records: tuple[Record, ...]
+    position: int
+    producer_id: int = -1
+    transactional: bool = False
+    marker: bool | None = None
+
+
 class AppendError(Exception):
     """A write to `__consumer_offsets` refused or failed, with the partition-level Kafka
     error (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT, ...)."""
@@ -94,11 +107,19 @@ class RecordStore(Protocol):
         """The partitions this broker leads now (the coordinator serves their groups)."""
         ...
 
-    def append(self, partition: int, records: Sequence[Record], *, acks_all: bool = True) -> int:
+    def append(
+        self,
+        partition: int,
+        records: Sequence[Record],
+        *,
+        acks_all: bool = True,
+        producer: tuple[int, int] | None = None,
+    ) -> int:
         """Append the records atomically (one batch) as the partition's leader; returns
         the offset the high watermark must reach for them to be committed. `acks_all`
         refuses the write (NOT_ENOUGH_REPLICAS) while the ISR is below
-        min.insync.replicas. Raises AppendError."""
+        min.insync.replicas; `producer` (id, epoch) writes a transactional batch.
+        Raises AppendError."""
         ...
 
     async def wait_committed(self, partition: int, end_offset: int, timeout_ms: int) -> None:
@@ -112,16 +133,23 @@ class RecordStore(Protocol):
         """Every record of the partition, oldest first."""
         ...
 
+    def read_batches(self, partition: int) -> Iterator[StoredBatch]:
+        """Every batch of the partition (with producers and markers), oldest first."""
+        ...
+
 
 class LogRecordStore:
-    """The real `__consumer_offsets` topic of a broker."""
+    """The real `__consumer_offsets` topic of a broker (the transaction coordinator
+    subclasses it for `__transaction_state`)."""
+
+    topic = CONSUMER_OFFSETS
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
     def exists(self) -> bool:
         """Whether the topic exists yet."""
-        return CONSUMER_OFFSETS in self.broker.metadata.topics
+        return self.topic in self.broker.metadata.topics
 
     def partition_count(self) -> int:
         """Partitions of the topic: as created, or as configured while it is not."""
@@ -154,11 +182,11 @@ class LogRecordStore:
         return sorted(
             part.tp.partition
             for part in self.broker.replica_manager
-            if part.tp.topic == CONSUMER_OFFSETS and part.is_leader and not part.offline
+            if part.tp.topic == self.topic and part.is_leader and not part.offline
         )
 
     def _leader(self, partition: int) -> Partition:
-        part = self.broker.replica_manager.get(TopicPartition(CONSUMER_OFFSETS, partition))
+        part = self.broker.replica_manager.get(TopicPartition(self.topic, partition))
         if part is None:
             raise AppendError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if part.offline:
@@ -167,22 +195,42 @@ class LogRecordStore:
             raise AppendError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return part
 
-    def append(self, partition: int, records: Sequence[Record], *, acks_all: bool = True) -> int:
+    def append(
+        self,
+        partition: int,
+        records: Sequence[Record],
+        *,
+        acks_all: bool = True,
+        producer: tuple[int, int] | None = None,
+    ) -> int:
         """Append one batch as the coordinator (Kafka's AppendOrigin.COORDINATOR) and
-        advance the high watermark as far as the ISR allows."""
+        advance the high watermark as far as the ISR allows. `producer` (id, epoch)
+        makes it a transactional batch (TxnOffsetCommit: sequence 0, as Kafka's
+        GroupMetadataManager writes it)."""
         part = self._leader(partition)
         if acks_all:
             refused = part.check_enough_replicas_for_append(-1)
             if refused is not None:
                 raise AppendError(error_code_for(refused), str(refused))
         now = int(time.time() * 1000)
+        pid, epoch = producer if producer is not None else (v2.NO_PRODUCER_ID, -1)
         batch = v2.build_batch(
             [v2.RecordSpec(key, value, timestamp=now) for key, value in records],
             base_timestamp=now,
+            producer_id=pid,
+            producer_epoch=epoch,
+            base_sequence=0 if producer is not None else v2.NO_SEQUENCE,
+            is_transactional=producer is not None,
         )
         try:
-            part.log.append_as_leader(batch, part.leader_epoch, now_ms=now,
-                                      origin=AppendOrigin.COORDINATOR)  # fmt: skip
+            result = part.log.append_as_leader(batch, part.leader_epoch, now_ms=now,
+                                               origin=AppendOrigin.COORDINATOR)  # fmt: skip
+            if producer is not None and part.producer_state is not None:
+                # The partition's producer state opens the transaction, as for a
+                # producer's own batch: its marker closes it and the LSO waits for it.
+                header = v2.parse_header(batch, 0)
+                part.producer_state.on_append([header], result.first_offset,
+                                              result.log_append_time)  # fmt: skip
         except Exception as exc:
             if is_storage_failure(exc) or isinstance(exc, OSError):
                 self.broker.replica_manager.on_storage_error(part, exc)
@@ -195,7 +243,7 @@ class LogRecordStore:
     async def wait_committed(self, partition: int, end_offset: int, timeout_ms: int) -> None:
         """Wait in the replica manager's produce purgatory, as an acks=all produce
         (Kafka's coordinator appends through appendRecords and DelayedProduce)."""
-        tp = TopicPartition(CONSUMER_OFFSETS, partition)
+        tp = TopicPartition(self.topic, partition)
         result = await self.broker.replica_manager.wait_for_replication({tp: end_offset},
                                                                         timeout_ms)  # fmt: skip
         error = result.get(tp)
@@ -204,18 +252,34 @@ class LogRecordStore:
 
     def read(self, partition: int) -> Iterator[Record]:
         """Every record of the partition up to its log end, oldest first."""
-        part = self.broker.replica_manager.get(TopicPartition(CONSUMER_OFFSETS, partition))
+        for batch in self.read_batches(partition):
+            if batch.marker is None:
+                yield from batch.records
+
+    def read_batches(self, partition: int) -> Iterator[StoredBatch]:
+        """Every batch of the partition up to its log end, oldest first, with its
+        producer and, for transaction markers, the outcome."""
+        part = self.broker.replica_manager.get(TopicPartition(self.topic, partition))
         if part is None:
             return
         for batch in part.log.iter_batches():
             header = batch.header
-            if header is None or header.is_control:
-                continue  # legacy entries predate the formats we write; markers carry no data
-            for _offset, _ts, key, value, _headers, _seq in v2.iter_record_tuples(
-                header, batch.data
-            ):
-                if key is not None:
-                    yield key, value
+            if header is None:
+                continue  # legacy entries predate the formats we write
+            if header.is_control:
+                for rec in v2.iter_records(header, batch.data):
+                    if rec.key is not None:
+                        _, control_type = v2.parse_control_key(rec.key)
+                        yield StoredBatch((), header.base_offset, header.producer_id,
+                                          True, control_type == v2.CONTROL_COMMIT)  # fmt: skip
+                continue
+            records = tuple(
+                (key, value)
+                for _o, _ts, key, value, _h, _s in v2.iter_record_tuples(header, batch.data)
+                if key is not None
+            )
+            pid = header.producer_id if header.is_transactional else -1
+            yield StoredBatch(records, header.base_offset, pid, header.is_transactional)
 
 
 @dataclass(slots=True)
@@ -225,28 +289,58 @@ class LoadedPartition:
     groups: dict[str, GroupMetadataValue] = field(default_factory=dict)
     offsets: dict[tuple[str, str, int], OffsetCommitRecord] = field(default_factory=dict)
     skipped: int = 0
+    # Where each offset was written (-1: unknown), so a transaction committed later
+    # does not replace a newer plain commit.
+    positions: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    # Transactional offsets whose transaction has no marker yet: producer id ->
+    # (group, topic, partition) -> (record, position).
+    pending_txn: dict[int, dict[tuple[str, str, int], tuple[OffsetCommitRecord, int]]] = field(
+        default_factory=dict
+    )
 
 
 def replay(records: Iterator[Record]) -> LoadedPartition:
     """Fold a partition's records: later values replace earlier ones, tombstones delete."""
+    return replay_batches(StoredBatch((r,), -1) for r in records)
+
+
+def replay_batches(batches: Iterable[StoredBatch]) -> LoadedPartition:
+    """Fold a partition's batches as Kafka's GroupMetadataManager loads them: plain
+    records as in :func:`replay`; transactional offsets wait for their producer's
+    marker, a commit applies them (unless a newer commit of the same partition is
+    already loaded), an abort drops them. Those still without a marker at the end
+    are returned as `pending_txn`."""
     out = LoadedPartition()
-    for key, value in records:
-        try:
-            rec = decode_consumer_offsets_record(key, value)
-        except DecodeError:
-            out.skipped += 1  # e.g. KIP-848 consumer-group records: not ours to serve
+    for batch in batches:
+        if batch.marker is not None:
+            pending = out.pending_txn.pop(batch.producer_id, {})
+            if batch.marker:
+                for k, (txn_rec, pos) in pending.items():
+                    if k not in out.offsets or out.positions.get(k, -1) < pos:
+                        out.offsets[k] = txn_rec
+                        out.positions[k] = pos
             continue
-        if isinstance(rec, GroupMetadataRecord):
-            if rec.value is None:
-                out.groups.pop(rec.group, None)
-            else:
-                out.groups[rec.group] = rec.value
-        else:
+        for key, value in batch.records:
+            try:
+                rec = decode_consumer_offsets_record(key, value)
+            except DecodeError:
+                out.skipped += 1  # e.g. KIP-848 consumer-group records: not ours to serve
+                continue
+            if isinstance(rec, GroupMetadataRecord):
+                if rec.value is None:
+                    out.groups.pop(rec.group, None)
+                else:
+                    out.groups[rec.group] = rec.value
+                continue
             k = (rec.group, rec.topic, rec.partition)
-            if rec.value is None:
+            if batch.transactional:
+                out.pending_txn.setdefault(batch.producer_id, {})[k] = (rec, batch.position)
+            elif rec.value is None:
                 out.offsets.pop(k, None)
+                out.positions.pop(k, None)
             else:
                 out.offsets[k] = rec
+                out.positions[k] = batch.position
     return out
 
 
@@ -258,7 +352,7 @@ class MemoryRecordStore:
     def __init__(self, partitions: int = 50) -> None:
         self.partitions = partitions
         self.created = False
-        self.records: dict[int, list[Record]] = {}
+        self.batches: dict[int, list[StoredBatch]] = {}
         self.leaders: set[int] = set(range(partitions))
         self.fail = False
         # As an I/O error of the log would (the partition goes offline).
@@ -283,15 +377,31 @@ class MemoryRecordStore:
         """The partitions in `leaders`."""
         return sorted(self.leaders)
 
-    def append(self, partition: int, records: Sequence[Record], *, acks_all: bool = True) -> int:
+    def _end(self, partition: int) -> int:
+        return sum(max(len(b.records), 1) for b in self.batches.get(partition, []))
+
+    def append(
+        self,
+        partition: int,
+        records: Sequence[Record],
+        *,
+        acks_all: bool = True,
+        producer: tuple[int, int] | None = None,
+    ) -> int:
         """Append the records (or fail when `fail` is set); returns the end offset."""
         if partition not in self.leaders:
             raise AppendError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if self.fail:
             raise AppendError(self.fail_code, "append failed")
-        log = self.records.setdefault(partition, [])
-        log.extend(records)
-        return len(log)
+        pid = producer[0] if producer is not None else -1
+        batch = StoredBatch(tuple(records), self._end(partition), pid, producer is not None)
+        self.batches.setdefault(partition, []).append(batch)
+        return self._end(partition)
+
+    def write_marker(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker lands (as the partition side's WriteTxnMarkers would)."""
+        batch = StoredBatch((), self._end(partition), producer_id, True, commit)
+        self.batches.setdefault(partition, []).append(batch)
 
     async def wait_committed(self, partition: int, end_offset: int, timeout_ms: int) -> None:
         """At once, or while `hold` is set until :meth:`release` (raising its error)."""
@@ -311,5 +421,10 @@ class MemoryRecordStore:
             self._released.set_result(code)
 
     def read(self, partition: int) -> Iterator[Record]:
-        """Every record of the partition, oldest first."""
-        yield from self.records.get(partition, [])
+        """Every data record of the partition, oldest first."""
+        for batch in self.batches.get(partition, []):
+            yield from batch.records
+
+    def read_batches(self, partition: int) -> Iterator[StoredBatch]:
+        """Every batch of the partition, oldest first."""
+        yield from self.batches.get(partition, [])

@@ -17,6 +17,7 @@ from kt.broker.groups import GroupCoordinator
 from kt.broker.groups.coordinator import JoinRequest
 from kt.broker.groups.offsets_log import CONSUMER_OFFSETS, partition_for
 from kt.broker.handlers import RequestContext, handles
+from kt.broker.transactions.state_log import TRANSACTION_STATE
 from kt.protocol import ErrorCode, Struct, apis
 
 KEY_TYPE_GROUP = 0
@@ -37,8 +38,9 @@ def client_host(ctx: RequestContext) -> str:
 
 @handles(apis.FIND_COORDINATOR.key, (0, 4))
 async def find_coordinator(ctx: RequestContext, request: Struct) -> Any:
-    """The leader of the group's `__consumer_offsets` partition (creating the topic
-    on first use); transactions have no coordinator yet."""
+    """The leader of the group's `__consumer_offsets` partition, or of the
+    transactional id's `__transaction_state` partition (creating the topic on first
+    use)."""
     version = ctx.version
     key_type = request.key_type if version >= 1 else KEY_TYPE_GROUP
     keys = list(request.coordinator_keys) if version >= 4 else [request.key]
@@ -50,8 +52,8 @@ async def find_coordinator(ctx: RequestContext, request: Struct) -> Any:
             await coordinator(ctx).ensure_topic()
             entry.update(_group_coordinator(ctx, key))
         elif key_type == KEY_TYPE_TRANSACTION:
-            entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                         error_message="The coordinator is not available.")  # fmt: skip
+            await ctx.broker.transactions.ensure_topic()
+            entry.update(_coordinator_of(ctx, TRANSACTION_STATE, key))
         else:
             entry.update(error_code=ErrorCode.INVALID_REQUEST,
                          error_message=f"Unsupported key type {key_type}")  # fmt: skip
@@ -241,11 +243,16 @@ async def delete_groups(ctx: RequestContext, request: Struct) -> Any:
 
 def _group_coordinator(ctx: RequestContext, group_id: str) -> dict[str, Any]:
     """Where the group's coordinator is: the live leader of its partition."""
+    return _coordinator_of(ctx, CONSUMER_OFFSETS, group_id)
+
+
+def _coordinator_of(ctx: RequestContext, topic: str, key: str) -> dict[str, Any]:
+    """The live leader of `key`'s partition of an internal topic."""
     cache = ctx.broker.metadata.cache
-    count = cache.num_partitions(CONSUMER_OFFSETS)
+    count = cache.num_partitions(topic)
     if not count:
         return _not_available()
-    view = cache.partition(CONSUMER_OFFSETS, partition_for(group_id, count))
+    view = cache.partition(topic, partition_for(key, count))
     leader = cache.broker(view.leader) if view is not None and view.leader >= 0 else None
     ep = None
     if leader is not None:

@@ -1,4 +1,4 @@
-"""InitProducerId: producer ids for idempotent (and, later, transactional) producers.
+"""InitProducerId: producer ids for idempotent and transactional producers.
 
 Ids come from the broker's ProducerIdManager (`kt.broker.producer_ids`), which
 reserves them from the cluster metadata in blocks, so a restart never hands out
@@ -10,6 +10,10 @@ transactional id, and what a KIP-360 client asking for an "epoch bump" after
 UNKNOWN_PRODUCER_ID or OUT_OF_ORDER_SEQUENCE accepts (Kafka's own Java producer
 and kafka-python both take the new id). Any broker may answer, so nothing here
 may depend on which broker handed out the previous id.
+
+A transactional producer is answered by its transaction coordinator
+(`kt.broker.transactions.coordinator`): its own producer id with the epoch
+bumped, fencing the previous producer of the same transactional id.
 """
 
 from __future__ import annotations
@@ -32,9 +36,10 @@ def _refused(error: int) -> Any:
 
 @handles(apis.INIT_PRODUCER_ID.key, (0, 4))
 async def init_producer_id(ctx: RequestContext, request: Struct) -> Any:
-    """A new producer id at epoch 0 for an idempotent producer."""
+    """A new producer id at epoch 0 for an idempotent producer; the coordinator's
+    answer for a transactional one."""
     if request.transactional_id is not None:
-        return _refused(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return await _transactional(ctx, request)
     try:
         pid = await ctx.broker.producer_ids.allocate()
     except (StoreError, RuntimeError) as exc:
@@ -44,4 +49,29 @@ async def init_producer_id(ctx: RequestContext, request: Struct) -> Any:
         return _refused(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
     return apis.INIT_PRODUCER_ID.response(
         throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=pid, producer_epoch=0
+    )
+
+
+async def _transactional(ctx: RequestContext, request: Struct) -> Any:
+    expected: tuple[int, int] | None = None
+    if ctx.version >= 3:
+        pid, epoch = request.producer_id, request.producer_epoch
+        if (pid == -1) != (epoch == -1):
+            # Kafka: both or neither.
+            return _refused(ErrorCode.INVALID_REQUEST)
+        if pid != -1:
+            expected = (pid, epoch)
+    result = await ctx.broker.transactions.coordinator.init_producer_id(
+        request.transactional_id, request.transaction_timeout_ms, expected
+    )
+    error = result.error
+    if error == ErrorCode.PRODUCER_FENCED and ctx.version < 4:
+        error = ErrorCode.INVALID_PRODUCER_EPOCH  # KIP-588: older clients know only this
+    if error != ErrorCode.NONE:
+        return _refused(error)
+    return apis.INIT_PRODUCER_ID.response(
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        producer_id=result.producer_id,
+        producer_epoch=result.producer_epoch,
     )

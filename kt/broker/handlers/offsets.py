@@ -1,9 +1,12 @@
-"""Offset APIs: OffsetCommit, OffsetFetch and OffsetDelete, served by the group coordinator.
+"""Offset APIs: OffsetCommit, TxnOffsetCommit, OffsetFetch and OffsetDelete, served
+by the group coordinator.
 
 Partitions of unknown topics are refused per partition (UNKNOWN_TOPIC_OR_PARTITION)
 and metadata over `offset.metadata.max.bytes` with OFFSET_METADATA_TOO_LARGE; the
 rest of a commit is written in one batch, all or nothing, and answered once it is
 replicated (the request waits; the connection's later requests wait behind it).
+A TxnOffsetCommit's offsets take effect when its transaction commits; until then
+an OffsetFetch asking for stable offsets gets UNSTABLE_OFFSET_COMMIT for them.
 """
 
 from __future__ import annotations
@@ -81,6 +84,70 @@ async def offset_commit(ctx: RequestContext, request: Struct) -> Any:
     )
 
 
+def _valid_offsets(
+    ctx: RequestContext, topics: Any, errors: dict[tuple[str, int], ErrorCode]
+) -> tuple[dict[tuple[str, int], OffsetEntry], list[tuple[str, list[tuple[str, int]]]]]:
+    """The partitions of a TxnOffsetCommit worth writing, per-partition refusals in
+    `errors`, and the request's order."""
+    coord = coordinator(ctx)
+    now = now_ms()
+    max_meta = coord.settings.offset_metadata_max_bytes
+    valid: dict[tuple[str, int], OffsetEntry] = {}
+    order: list[tuple[str, list[tuple[str, int]]]] = []
+    for topic in topics:
+        tps = []
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            tps.append(tp)
+            metadata = p.committed_metadata if p.committed_metadata is not None else NO_METADATA
+            if coord.partition_exists is not None and not coord.partition_exists(*tp):
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif len(metadata.encode("utf-8")) > max_meta:
+                errors[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                valid[tp] = OffsetEntry(
+                    offset=p.committed_offset,
+                    leader_epoch=p.committed_leader_epoch if ctx.version >= 2 else -1,
+                    metadata=metadata,
+                    commit_timestamp=now,
+                )
+        order.append((topic.name, tps))
+    return valid, order
+
+
+@handles(apis.TXN_OFFSET_COMMIT.key, (0, 3))
+async def txn_offset_commit(ctx: RequestContext, request: Struct) -> Any:
+    """Offsets committed as part of a producer's transaction (send_offsets_to_transaction)."""
+    version = ctx.version
+    coord = coordinator(ctx)
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    valid, order = _valid_offsets(ctx, request.topics, errors)
+    group_error = coord.check_group(request.group_id)
+    if group_error == ErrorCode.NONE:
+        group_error = await coord.commit_txn_offsets(
+            request.group_id,
+            (request.producer_id, request.producer_epoch),
+            request.generation_id if version >= 3 else -1,
+            (request.member_id or "") if version >= 3 else "",
+            request.group_instance_id if version >= 3 else None,
+            valid,
+        )
+    for tp in valid:
+        errors[tp] = group_error
+    return apis.TXN_OFFSET_COMMIT.response(
+        throttle_time_ms=0,
+        topics=[
+            {
+                "name": name,
+                "partitions": [
+                    {"partition_index": p, "error_code": errors[(name, p)]} for _, p in tps
+                ],
+            }
+            for name, tps in order
+        ],
+    )
+
+
 def _fetch_group(
     ctx: RequestContext, group_id: str, topics: Any, require_stable: bool
 ) -> tuple[ErrorCode, list[dict[str, Any]]]:
@@ -90,6 +157,9 @@ def _fetch_group(
     if topics is not None:
         wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
     error, found = coord.fetch_offsets(group_id, wanted)
+    unstable: set[tuple[str, int]] = set()
+    if require_stable and error == ErrorCode.NONE:
+        unstable = coord.unstable_partitions(group_id, [(t, p) for t, p, _ in found])
     by_topic: dict[str, list[dict[str, Any]]] = {}
     if error != ErrorCode.NONE:
         if wanted is None or ctx.version >= 2:
@@ -97,6 +167,14 @@ def _fetch_group(
         # v0-1 have no group-level error: each partition carries it.
         found = [(t, p, None) for t, p in wanted]
     for topic, partition, entry in found:
+        if (topic, partition) in unstable:
+            # Kafka answers no offset, and the error, for a partition still in flight.
+            by_topic.setdefault(topic, []).append(
+                {"partition_index": partition, "committed_offset": -1,
+                 "committed_leader_epoch": -1, "metadata": NO_METADATA,
+                 "error_code": ErrorCode.UNSTABLE_OFFSET_COMMIT}
+            )  # fmt: skip
+            continue
         by_topic.setdefault(topic, []).append(
             {
                 "partition_index": partition,

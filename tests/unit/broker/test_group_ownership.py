@@ -92,7 +92,7 @@ def test_only_led_partitions_are_served_and_load_on_election() -> None:
         # Another broker committed for GID before this one became the leader.
         other, other_store = await make()
         await other.commit_offsets(GID, -1, "", None, OFF)
-        store.records[P] = other_store.records[P]
+        store.batches[P] = other_store.batches[P]
         await other.stop()
         store.leaders.add(P)
         coord.on_election([P])

@@ -37,8 +37,13 @@ def test_state_round_trip(tmp_path: Path) -> None:
     c.save()
     again = LocalCluster.load(tmp_path)
     assert again.bootstrap_servers == c.bootstrap_servers
-    # a cluster of two gets an offsets topic replication factor it can meet
-    assert again.overrides == {"num.partitions": "3", "offsets.topic.replication.factor": "2"}
+    # a cluster of two gets internal-topic factors it can meet
+    assert again.overrides == {
+        "num.partitions": "3",
+        "offsets.topic.replication.factor": "2",
+        "transaction.state.log.replication.factor": "2",
+        "transaction.state.log.min.isr": "1",
+    }
     mine = LocalCluster.create(tmp_path, 5, overrides={"offsets.topic.replication.factor": "4"})
     assert mine.overrides == {"offsets.topic.replication.factor": "4"}
     assert not again.running  # pids 0: nothing runs

@@ -1,0 +1,116 @@
+"""WriteTxnMarkers over the wire: the broker's `MarkerSender`.
+
+Markers go to the partition's leader as the metadata cache knows it: through the
+codec without a socket when that is this broker (as the controller's channel
+reaches its own broker), over one reconnecting connection per other broker
+otherwise. A request not answered within `request.timeout.ms` drops the
+connection, and the caller retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from kt.broker.controller.channel import BrokerLink
+from kt.broker.controller.links import LoopbackLink, NetworkLink
+from kt.broker.transactions.markers import NO_LEADER, TxnMarker
+from kt.protocol import apis
+
+if TYPE_CHECKING:
+    from kt.broker.broker import Broker
+
+TopicPartitionT = tuple[str, int]
+
+
+class BrokerMarkerSender:
+    """Sends markers from a broker to partition leaders (itself included)."""
+
+    def __init__(self, broker: Broker, *, timeout_s: float = 30.0) -> None:
+        self.broker = broker
+        self.timeout_s = timeout_s
+        self._links: dict[int, BrokerLink] = {}
+
+    def leader_of(self, topic: str, partition: int) -> int | None:
+        """The live leader from the metadata cache (NO_LEADER while none; None when
+        the partition is unknown)."""
+        cache = self.broker.metadata.cache
+        view = cache.partition(topic, partition)
+        if view is None:
+            return None
+        if view.leader < 0 or cache.broker(view.leader) is None:
+            return NO_LEADER
+        return view.leader
+
+    def _link(self, broker_id: int) -> BrokerLink:
+        link = self._links.get(broker_id)
+        if link is not None:
+            return link
+        b = self.broker
+        client_id = f"broker-{b.node_id}-txn-markers"
+        if broker_id == b.node_id:
+            link = LoopbackLink(b, client_id=client_id)
+        else:
+
+            def address() -> tuple[str, int] | None:
+                info = b.metadata.cache.broker(broker_id)
+                if info is None:
+                    return None
+                ep = info.endpoint(b.listener_name) or info.endpoint()
+                return (ep.host, ep.port) if ep is not None else None
+
+            link = NetworkLink(address, broker_id=broker_id, client_id=client_id)
+        self._links[broker_id] = link
+        return link
+
+    async def send(self, broker_id: int, marker: TxnMarker) -> dict[TopicPartitionT, int]:
+        """One WriteTxnMarkers request; the error per partition."""
+        by_topic: dict[str, list[int]] = {}
+        for topic, p in marker.partitions:
+            by_topic.setdefault(topic, []).append(p)
+        body = {
+            "markers": [
+                {
+                    "producer_id": marker.producer_id,
+                    "producer_epoch": marker.producer_epoch,
+                    "transaction_result": marker.committed,
+                    "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()],
+                    "coordinator_epoch": marker.coordinator_epoch,
+                }
+            ]
+        }
+        link = self._link(broker_id)
+        try:
+            response = await asyncio.wait_for(link.send(apis.WRITE_TXN_MARKERS, body),
+                                              self.timeout_s)  # fmt: skip
+        except TimeoutError:
+            await self._drop(broker_id)
+            raise
+        except OSError:
+            await self._drop(broker_id)
+            raise
+        except Exception as exc:
+            # A broker that does not serve the API, or an undecodable answer.
+            await self._drop(broker_id)
+            raise ConnectionError(f"WriteTxnMarkers to broker {broker_id} failed: {exc!r}") from exc
+        out: dict[TopicPartitionT, int] = {}
+        for m in response.markers:
+            if m.producer_id != marker.producer_id:
+                continue
+            for t in m.topics:
+                for p in t.partitions:
+                    out[(t.name, p.partition_index)] = p.error_code
+        return out
+
+    async def _drop(self, broker_id: int) -> None:
+        link = self._links.pop(broker_id, None)
+        if link is not None:
+            try:
+                await link.close()
+            except Exception:
+                pass
+
+    async def close(self) -> None:
+        """Close every connection."""
+        for broker_id in list(self._links):
+            await self._drop(broker_id)

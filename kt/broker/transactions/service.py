@@ -1,0 +1,71 @@
+"""The transaction coordinator of a broker: built from its config and wired to the
+replica manager's leadership changes (as the group coordinator is)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kt.broker.transactions.coordinator import TransactionCoordinator, TxnSettings
+from kt.broker.transactions.sender import BrokerMarkerSender
+from kt.broker.transactions.state_log import TRANSACTION_STATE, TransactionLogStore
+from kt.broker.transactions.state_manager import TransactionStateManager
+from kt.storage.checkpoint import TopicPartition
+
+if TYPE_CHECKING:
+    from kt.broker.broker import Broker
+    from kt.broker.partition import Partition
+
+
+class TransactionService:
+    """Owns the broker's transaction coordinator, its log and its marker sender."""
+
+    def __init__(self, broker: Broker) -> None:
+        settings = TxnSettings.from_config(broker.config)
+        self.store = TransactionLogStore(broker)
+        self.state = TransactionStateManager(self.store, write_timeout_ms=settings.write_timeout_ms)
+        self.sender = BrokerMarkerSender(broker, timeout_s=settings.write_timeout_ms / 1000)
+        self.coordinator = TransactionCoordinator(
+            self.state, self.sender, broker.producer_ids.allocate, settings
+        )
+        self._started = False
+        state = self.state
+
+        def on_leadership(leaders: list[Partition], followers: list[Partition], _: Any) -> None:
+            if not self._started:
+                return
+            resigned = [p.tp.partition for p in followers if p.tp.topic == TRANSACTION_STATE]
+            elected = [p.tp.partition for p in leaders if p.tp.topic == TRANSACTION_STATE]
+            if resigned:
+                state.on_resignation(resigned)
+            if elected:
+                state.on_election(elected)
+
+        def on_stopped(tps: list[TopicPartition]) -> None:
+            stopped = [tp.partition for tp in tps if tp.topic == TRANSACTION_STATE]
+            if stopped:
+                state.on_resignation(stopped)
+
+        broker.replica_manager.leadership_listeners.append(on_leadership)
+        broker.replica_manager.stop_listeners.append(on_stopped)
+
+    async def start(self) -> None:
+        """Load the partitions led now; later changes come through the listeners."""
+        self._started = True
+        self.state.on_election(self.store.led_partitions())
+        await self.state.wait_loaded()
+        self.coordinator.start_background_tasks()
+
+    async def ensure_topic(self) -> None:
+        """Create `__transaction_state` on first use (FindCoordinator); after creating
+        it, wait for the partitions led here to load."""
+        existed = self.store.exists()
+        await self.store.ensure()
+        if not existed and self.store.exists():
+            self.state.on_election(self.store.led_partitions())
+            await self.state.wait_loaded()
+
+    async def stop(self) -> None:
+        """Stop the coordinator and close the marker connections."""
+        self._started = False
+        await self.coordinator.stop()
+        await self.sender.close()
