@@ -785,10 +785,17 @@ class KafkaController:
         """Kafka's checkAndTriggerAutoLeaderRebalance, run as an event: preferred
         elections for the partitions of every broker whose leader imbalance exceeds
         leader.imbalance.per.broker.percentage, where the preferred replica is online
-        and in the ISR. Returns the partitions whose leadership moved. Runs inside
+        and in the ISR; nothing while a reassignment runs. Returns the partitions whose leadership moved. Runs inside
         the event task (tests: `controller.call(controller.auto_rebalance)`)."""
         v = self.view
         if not self.active:
+            return []
+        if self.reassignments.targets:
+            # Kafka checks partitionsBeingReassigned.isEmpty: no preferred elections
+            # while any reassignment runs (it moves leaders itself, and an election
+            # against RS = TRS ++ ORS would fight it).
+            log.debug("controller: auto leader rebalance skipped: %d partitions being "
+                      "reassigned", len(self.reassignments.targets))  # fmt: skip
             return []
         imbalance = rebalance.preferred_replica_imbalance(
             v.all_partitions(), v.replicas, v.leadership, v.to_delete
