@@ -451,7 +451,9 @@ class KafkaController:
         # The partitions they host, again: their offline replicas no longer name them
         # (Kafka's OnlineReplica transition), even where leadership and ISR stay put.
         self._send_update_metadata(others, hosted)
-        self._send_leader_and_isr(hosted, only=set(ids))
+        # Full: every partition each of them should host, so a replica removed while
+        # it was down (a reassignment completed without it) is known to be stray.
+        self._send_leader_and_isr(hosted, only=set(ids), full=True)
         offline = [tp for tp, lead in v.leadership.items() if lead.leader not in v.live]
         await self._elect_offline(offline)
         await self.reassignments.on_brokers_started(ids)
