@@ -20,6 +20,7 @@ import click
 
 from kt.broker.controller.assignment import BrokerMetadata
 from kt.client import KafkaClient, PartitionReassignment
+from kt.tools.command_config import apply_command_config
 from kt.tools.console import emit_json, fail, handle_errors, stdout_is_terminal, usage_error
 from kt.tools.reassign_plan import (
     Plan,
@@ -116,10 +117,16 @@ def _topics_from(path: str) -> list[str]:
     "--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
     metavar="SECONDS", help="--progress: seconds between samples.",
 )  # fmt: skip
+@click.option(
+    "--command-config", metavar="FILE",
+    help="Admin client properties (Kafka's): bootstrap.servers, client.id, "
+    "request.timeout.ms, default.api.timeout.ms, security.protocol=PLAINTEXT.",
+)  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @handle_errors
 def reassign_partitions(
     wire: Wire,
+    command_config: str | None,
     mode: str | None,
     topics_to_move_json_file: str | None,
     broker_list: str | None,
@@ -152,8 +159,11 @@ def reassign_partitions(
     malformed plan is refused before anything starts (exit 2). --throttle sets
     Kafka's throttles (both rates on every broker involved, the topics'
     throttled-replica lists); --verify clears them once nothing of the plan is
-    in progress, unless --preserve-throttles.
+    in progress, unless --preserve-throttles. --command-config reads Kafka's
+    admin properties file; a property kt cannot honour (TLS, SASL, ...) is an
+    error, not ignored.
     """
+    wire = apply_command_config(wire, command_config)
     if mode is None:
         usage_error(
             "Command must include exactly one action: --generate, --execute, --verify, "

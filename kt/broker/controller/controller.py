@@ -787,8 +787,9 @@ class KafkaController:
         """Kafka's checkAndTriggerAutoLeaderRebalance, run as an event: preferred
         elections for the partitions of every broker whose leader imbalance exceeds
         leader.imbalance.per.broker.percentage, where the preferred replica is online
-        and in the ISR; nothing while a reassignment runs. Returns the partitions whose leadership moved. Runs inside
-        the event task (tests: `controller.call(controller.auto_rebalance)`)."""
+        and in the ISR; nothing while a reassignment runs. Returns the partitions
+        whose leadership moved. Runs inside the event task (tests:
+        `controller.call(controller.auto_rebalance)`)."""
         v = self.view
         if not self.active:
             return []

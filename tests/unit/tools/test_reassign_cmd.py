@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 from hypothesis import given
@@ -185,3 +186,57 @@ def test_throttle_lists_are_kafkas():
                 "follower.replication.throttled.replicas": "0:3"},
     }  # fmt: skip
     assert brokers == [1, 2, 3, 4]  # foo-1 does not move: not involved
+
+
+def test_command_config_is_read_and_unsupported_properties_refused(tmp_path: Path) -> None:
+    props = tmp_path / "admin.properties"
+
+    def invoke(text: str, *args: str):  # type: ignore[no-untyped-def]
+        props.write_text(text)
+        return CliRunner().invoke(
+            cli, ["reassign-partitions", "--list", "--command-config", str(props), *args],
+            env={"KT_BOOTSTRAP_SERVER": None},
+        )  # fmt: skip
+
+    # the file's bootstrap.servers is the one tried (nothing listens on port 1) ...
+    r = invoke("# ops\nbootstrap.servers=127.0.0.1:1\nclient.id=ops\nrequest.timeout.ms=2000\n"
+               "security.protocol=PLAINTEXT\n")  # fmt: skip
+    assert r.exit_code == 1 and "127.0.0.1:1" in r.stderr, r.stderr
+    # ... unless --bootstrap-server is given, which wins, as in Kafka's tools
+    r = invoke("bootstrap.servers=127.0.0.1:1\n", "-b", "127.0.0.1:2", "--timeout", "2")
+    assert r.exit_code == 1 and "127.0.0.1:2" in r.stderr and "127.0.0.1:1" not in r.stderr
+    for text, message in [
+        ("bootstrap.servers=127.0.0.1:1\nsasl.mechanism=PLAIN\n",
+         "unsupported property sasl.mechanism"),
+        ("security.protocol=SSL\n", "security.protocol=SSL is not supported"),
+        ("request.timeout.ms=soon\n", "request.timeout.ms=soon: not a positive integer"),
+    ]:  # fmt: skip
+        r = invoke(text)
+        assert r.exit_code == 2, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and message in r.stderr, r.stderr
+    r = CliRunner().invoke(cli, ["reassign-partitions", "--list", "--command-config",
+                                 str(tmp_path / "none.properties")])  # fmt: skip
+    assert r.exit_code == 2 and "no such file" in r.stderr
+
+
+def test_command_config_sets_the_client_id_and_timeout(tmp_path: Path) -> None:
+    from click.testing import CliRunner as Runner
+
+    from kt.tools.command_config import apply_command_config
+    from kt.tools.wire import Wire
+
+    props = tmp_path / "admin.properties"
+    props.write_text("bootstrap.servers=h:1\nclient.id=ops\nrequest.timeout.ms=5000\n"
+                     "default.api.timeout.ms=60000\n")  # fmt: skip
+    seen: list[Wire] = []
+
+    @click.command()
+    @click.option("--bootstrap", default="localhost:9092")
+    @click.option("--timeout", type=float, default=30.0)
+    def cmd(bootstrap: str, timeout: float) -> None:
+        seen.append(apply_command_config(Wire(bootstrap, timeout), str(props)))
+
+    assert Runner().invoke(cmd, []).exit_code == 0
+    assert seen[-1] == Wire("h:1", 60.0, "ops")
+    assert Runner().invoke(cmd, ["--timeout", "3"]).exit_code == 0
+    assert seen[-1] == Wire("h:1", 3.0, "ops")
