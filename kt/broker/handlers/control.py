@@ -60,7 +60,11 @@ async def leader_and_isr(ctx: RequestContext, request: Struct) -> Any:
     # v5+ says whether it names every partition this broker should host (FULL).
     full = ctx.version >= 5 and request.type == TYPE_FULL
     error, results = await ctx.broker.replica_manager.become_leader_or_follower(
-        request.controller_id, request.controller_epoch, request.broker_epoch, changes, leaders,
+        request.controller_id,
+        request.controller_epoch,
+        request.broker_epoch,
+        changes,
+        leaders,
         full=full,
     )
     if ctx.version < 5:
