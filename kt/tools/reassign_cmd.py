@@ -38,6 +38,7 @@ from kt.tools.reassignment import (
     ReplicaProgress,
     clear_throttles,
     eta_text,
+    sample_finished,
     sample_progress,
     set_throttles,
     with_rates,
@@ -430,6 +431,8 @@ def _list(wire: Wire, as_json: bool) -> None:
 def progress_line(x: ReplicaProgress) -> str:
     """The plain (piped) line of one adding replica."""
     pct = 100.0 * x.fraction
+    if x.state != "copying":
+        return f"{x.partition} broker {x.broker}: {x.state}, {x.copied} of {x.total} bytes"
     rate = "-" if x.rate is None else f"{x.rate:.0f} B/s"
     return (
         f"{x.partition} broker {x.broker}: copied {x.copied} of {x.total} bytes ({pct:.1f}%), "
@@ -484,6 +487,15 @@ def _progress(wire: Wire, plan: Plan | None, watch: bool, interval: float, as_js
                 rows = await sample_progress(c, plan)
                 t1 = time.monotonic()
                 rows = with_rates(rows, before, t1 - t0)
+                if watch:
+                    # Replicas whose reassignment ended since the last sample: their
+                    # final sizes (a finished copy is the leader's size).
+                    listed = {(x.partition, x.broker) for x in rows}
+                    gone = [x for x in before if (x.partition, x.broker) not in listed]
+                    if gone:
+                        finished = await sample_finished(c, gone)
+                        if as_json or not rich_out:
+                            show(finished)
                 if live is not None:
                     live.update(_render(rows), refresh=True)
                 show(rows)
