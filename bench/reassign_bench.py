@@ -128,8 +128,8 @@ def main() -> None:
           f"load average {load0[0]:.1f} at the start", flush=True)  # fmt: skip
     rows = []
     with tempfile.TemporaryDirectory(prefix="kt-reassign-bench-") as tmp:
-        cluster = LocalCluster.create(tmp, 3, overrides={"zookeeper.session.timeout.ms": "6000",
-                                                         "file.delete.delay.ms": "1000"})  # fmt: skip
+        overrides = {"zookeeper.session.timeout.ms": "6000", "file.delete.delay.ms": "1000"}
+        cluster = LocalCluster.create(tmp, 3, overrides=overrides)
         cluster.start()
         try:
             for r in range(args.rounds):
