@@ -328,8 +328,9 @@ def test_throttled_copy_takes_at_least_bytes_over_rate_and_progress_adds_up(
     for x in copying:
         assert (x["partition"], x["broker"], x["total"]) == ("thr-0", 2, size), x
         assert x["copied"] + x["remaining"] == size and 0 <= x["copied"] <= size, x
+    # (a sample may see the whole copy before the new replica joins the ISR)
     copied = [x["copied"] for x in copying]
-    assert copied == sorted(copied) and copied[-1] < size
+    assert copied == sorted(copied), copied
     final = [x for x in rows if x["state"] != "copying"]
     assert final == [{**final[0], "state": "completed", "copied": size, "total": size,
                       "remaining": 0}], final  # fmt: skip
