@@ -4,6 +4,7 @@ single-line sorted plan format, --generate (Kafka's placement, --minimal-movemen
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -152,6 +153,42 @@ def test_progress_rate_and_eta():
         "t-0 broker 3: copied 3000 of 5000 bytes (60.0%), remaining 2000 bytes, "
         "rate 1000 B/s, eta 2s"
     )
+
+
+def test_finished_replicas_are_reported_completed_or_cancelled():
+    """--watch's last word on a replica whose reassignment ended: completed with the
+    new replica's size when the broker holds it, cancelled (0 bytes) when not."""
+    from types import SimpleNamespace as NS
+
+    from kt.tools.reassignment import sample_finished
+
+    class FakeClient:
+        metadata = NS(brokers={1: None, 2: None, 3: None})
+
+        async def describe_topics(self, topics):  # type: ignore[no-untyped-def]
+            assert topics == ["t"]
+            return {"t": NS(partitions={0: NS(leader=1, replicas=[1, 2]),
+                                        1: NS(leader=1, replicas=[1])})}  # fmt: skip
+
+        async def describe_log_dirs(self, brokers, wanted):  # type: ignore[no-untyped-def]
+            assert brokers == [1, 2, 3] and wanted == {"t": [0, 1]}
+            lp = lambda p, size, future=False: NS(  # noqa: E731
+                topic="t", partition=p, size=size, is_future=future
+            )
+            return [NS(broker=1, partitions=[lp(0, 900), lp(1, 400)]),
+                    NS(broker=2, partitions=[lp(0, 900), lp(0, 5, True)]),
+                    NS(broker=3, partitions=[lp(1, 120)])]  # fmt: skip
+
+    gone = [ReplicaProgress("t-0", 2, 800, 900), ReplicaProgress("t-1", 3, 100, 400)]
+    rows = asyncio.run(sample_finished(FakeClient(), gone))  # type: ignore[arg-type]
+    assert [(x.partition, x.broker, x.copied, x.total, x.state) for x in rows] == [
+        ("t-0", 2, 900, 900, "completed"),
+        ("t-1", 3, 0, 400, "cancelled"),
+    ]
+    assert progress_line(rows[0]) == "t-0 broker 2: completed, 900 of 900 bytes"
+    assert progress_line(rows[1]) == "t-1 broker 3: cancelled, 0 of 400 bytes"
+    # rates keep the state (with_rates returns new rows)
+    assert with_rates(rows, gone, 1.0)[1].state == "cancelled"
 
 
 def run(*args: str):  # type: ignore[no-untyped-def]
