@@ -427,6 +427,8 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt reassign-partitions/--interval'
             echo 1
+        case 'kt reassign-partitions/--command-config'
+            echo 1
         case 'kt replica diff/--reference'
             echo 1
         case 'kt topic alter/--bootstrap-server' 'kt topic alter/-b'
@@ -872,6 +874,7 @@ complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'replica-alter-log-dirs-
 complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'preserve-throttles' -d '--verify: leave the throttles in place.'
 complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'watch' -d '--progress: refresh until nothing is in progress.'
 complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'interval' -x -d '--progress: seconds between samples.'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'command-config' -r -F -d 'Admin client properties (Kafka\'s): bootstrap.servers, client.id...'
 complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'json' -d 'JSON output.'
 complete -c kt -n "__kt_is 'kt reassign-partitions'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt replica'" -a 'diff' -d 'Compare the replicas of each partition, with no broker running.'

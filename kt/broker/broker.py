@@ -85,7 +85,10 @@ class Broker:
         # Replication throttles (KIP-73): rates from dynamic broker configs, throttled
         # replicas from the topics' configs as this broker knows them.
         self.replication_throttles = ReplicationThrottles(
-            config.node_id, lambda topic: self.metadata.configs.get(topic, {})
+            config.node_id,
+            lambda topic: self.metadata.configs.get(topic, {}),
+            windows=max(2, config.get_int("replication.quota.window.num")),
+            window_s=max(1, config.get_int("replication.quota.window.size.seconds")),
         )
         # Moves between this broker's log directories (AlterReplicaLogDirs).
         self.log_dir_mover = ReplicaAlterLogDirsManager(

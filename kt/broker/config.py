@@ -56,6 +56,9 @@ DEFAULTS: dict[str, str] = {
     "replica.fetch.wait.max.ms": "500",
     "replica.fetch.min.bytes": "1",
     "replica.fetch.max.bytes": "1048576",
+    # The replication throttles' rate measure (Kafka's ReplicationQuotaManager).
+    "replication.quota.window.num": "11",
+    "replication.quota.window.size.seconds": "1",
     "replica.fetch.response.max.bytes": "10485760",
     "replica.fetch.backoff.ms": "1000",
     "replica.socket.timeout.ms": "30000",

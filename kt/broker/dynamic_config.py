@@ -52,7 +52,7 @@ KAFKA_KEY_PREFIXES = ("log.", "num.", "socket.", "offsets.", "group.", "transact
                       "authorizer.", "super.", "control.", "alter.", "create.", "leader.",
                       "follower.", "max.", "metric", "password.", "principal.", "remote.",
                       "kafka.", "client.", "sasl", "early.start", "eligible.", "telemetry.",
-                      "unstable.", "config.", "initial.", "migration.")  # fmt: skip
+                      "unstable.", "config.", "initial.", "migration.", "replication.")  # fmt: skip
 
 _LOG_FIELDS = {f.name.replace("_", ".") for f in fields(LogConfig)}
 

@@ -544,11 +544,15 @@ class ReplicaManager:
         broker_epoch: int,
         changes: list[PartitionStateChange],
         live_leaders: dict[int, tuple[str, int]],
+        *,
+        full: bool = False,
     ) -> tuple[int, dict[TopicPartition, int]]:
         """LeaderAndIsr: for each partition with a newer leader epoch (the same epoch
         updates only the replica set and ISR), create the replica if it is new here,
         then make it leader or follower. Followers are handed to the fetchers,
-        leaders taken from them; `leadership_listeners` hear of both."""
+        leaders taken from them; `leadership_listeners` hear of both. A `full` request
+        (KIP-516's type FULL: every partition this broker should host) also deletes
+        the stray replicas it leaves out (see `_delete_strays`)."""
         stale = self._stale(controller_epoch, broker_epoch)
         if stale:
             log.warning("refusing LeaderAndIsr from controller %d (epoch %d): error %d",
@@ -607,7 +611,36 @@ class ReplicaManager:
                 "LeaderAndIsr from controller %d (epoch %d): leading %d, following %d",
                 controller_id, controller_epoch, len(new_leaders), len(new_followers),
             )  # fmt: skip
+        if full:
+            self._delete_strays({ch.tp for ch in changes})
         return ErrorCode.NONE, results
+
+    def _delete_strays(self, named: set[TopicPartition]) -> None:
+        """Delete the replicas hosted here that a full LeaderAndIsr left out and whose
+        partition the controller's metadata assigns elsewhere: a replica removed by a
+        reassignment that completed while this broker was down never got its
+        StopReplica(delete) (Kafka's KRaft brokers delete such strays at startup; its
+        ZooKeeper brokers kept them, KAFKA-7362). A topic the metadata does not know
+        (or a partition it does not list) is left alone: only the controller's word
+        that another broker holds the partition makes a replica stray."""
+        strays = []
+        for part in list(self._partitions.values()):
+            view = self.metadata_cache.partition(part.tp.topic, part.tp.partition)
+            if part.tp in named or view is None or self.node_id in view.replicas:
+                continue
+            log.warning("deleting stray replica %s: the controller assigns it to %s, "
+                        "not to this broker", _name(part.tp), list(view.replicas))  # fmt: skip
+            strays.append(part.tp)
+        if not strays:
+            return
+        for listener in self.stop_listeners:
+            listener(strays)
+        for tp in strays:
+            self.remove_partition(tp)
+            try:
+                self.logs.delete(tp)
+            except OSError as exc:
+                log.error("cannot delete %s: %s", _name(tp), exc)
 
     def _new_replica(self, ch: PartitionStateChange) -> Partition:
         """A replica this broker did not host: open its log if it is on disk (a

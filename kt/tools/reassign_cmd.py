@@ -21,6 +21,7 @@ import click
 from kt.broker.controller.assignment import BrokerMetadata
 from kt.client import OP_SET, RESOURCE_BROKER, KafkaClient, LogDirInfo, PartitionReassignment
 from kt.protocol.errors import ErrorCode
+from kt.tools.command_config import apply_command_config
 from kt.tools.console import emit_json, fail, handle_errors, stdout_is_terminal, usage_error
 from kt.tools.reassign_plan import (
     Plan,
@@ -40,6 +41,7 @@ from kt.tools.reassignment import (
     ReplicaProgress,
     clear_throttles,
     eta_text,
+    sample_finished,
     sample_progress,
     set_throttles,
     with_rates,
@@ -145,10 +147,16 @@ def _topics_from(path: str) -> list[str]:
     "--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
     metavar="SECONDS", help="--progress: seconds between samples.",
 )  # fmt: skip
+@click.option(
+    "--command-config", metavar="FILE",
+    help="Admin client properties (Kafka's): bootstrap.servers, client.id, "
+    "request.timeout.ms, default.api.timeout.ms, security.protocol=PLAINTEXT.",
+)  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @handle_errors
 def reassign_partitions(
     wire: Wire,
+    command_config: str | None,
     mode: str | None,
     topics_to_move_json_file: str | None,
     broker_list: str | None,
@@ -182,7 +190,9 @@ def reassign_partitions(
     malformed plan is refused before anything starts (exit 2). --throttle sets
     Kafka's throttles (both rates on every broker involved, the topics'
     throttled-replica lists); --verify clears them once nothing of the plan is
-    in progress, unless --preserve-throttles.
+    in progress, unless --preserve-throttles. --command-config reads Kafka's
+    admin properties file; a property kt cannot honour (TLS, SASL, ...) is an
+    error, not ignored.
 
     A log_dirs entry other than "any" moves that broker's replica to that log
     directory (absolute, as `kt log-dirs describe` shows it): --execute checks
@@ -193,6 +203,7 @@ def reassign_partitions(
     successfully." or "... is still in progress." per moved replica; --cancel
     stops the plan's moves still running (each replica stays where it is).
     """
+    wire = apply_command_config(wire, command_config)
     if mode is None:
         usage_error(
             "Command must include exactly one action: --generate, --execute, --verify, "
@@ -633,6 +644,8 @@ def _list(wire: Wire, as_json: bool) -> None:
 def progress_line(x: ReplicaProgress) -> str:
     """The plain (piped) line of one adding replica."""
     pct = 100.0 * x.fraction
+    if x.state != "copying":
+        return f"{x.partition} broker {x.broker}: {x.state}, {x.copied} of {x.total} bytes"
     rate = "-" if x.rate is None else f"{x.rate:.0f} B/s"
     return (
         f"{x.partition} broker {x.broker}: copied {x.copied} of {x.total} bytes ({pct:.1f}%), "
@@ -687,6 +700,15 @@ def _progress(wire: Wire, plan: Plan | None, watch: bool, interval: float, as_js
                 rows = await sample_progress(c, plan)
                 t1 = time.monotonic()
                 rows = with_rates(rows, before, t1 - t0)
+                if watch:
+                    # Replicas whose reassignment ended since the last sample: their
+                    # final sizes (a finished copy is the leader's size).
+                    listed = {(x.partition, x.broker) for x in rows}
+                    gone = [x for x in before if (x.partition, x.broker) not in listed]
+                    if gone:
+                        finished = await sample_finished(c, gone)
+                        if as_json or not rich_out:
+                            show(finished)
                 if live is not None:
                     live.update(_render(rows), refresh=True)
                 show(rows)

@@ -5,7 +5,8 @@
   The CLI's `--progress` and the TUI's reassignments view compute the same numbers
   with the same functions; only where the sizes come from differs (the CLI asks
   DescribeLogDirs for the moving partitions, the TUI reuses the DescribeLogDirs of
-  its refresh).
+  its refresh). `--progress --watch` measures each replica once more when its
+  reassignment ends: completed or cancelled (`sample_finished`).
 - Throttles: Kafka's `--execute --throttle` (the topics' throttled-replica lists, both
   rates on every broker involved) and their removal.
 """
@@ -38,6 +39,9 @@ class ReplicaProgress:
     total: int  # bytes in the leader's replica
     rate: float | None = None  # bytes/s since the previous sample
     eta_s: float | None = None
+    # copying while the reassignment runs; then (--watch's last word on it)
+    # completed (the broker holds a replica) or cancelled (it does not)
+    state: str = "copying"
 
     @property
     def remaining(self) -> int:
@@ -66,6 +70,30 @@ def replica_progress(
     return out
 
 
+async def replica_sizes(
+    c: KafkaClient, wanted: Mapping[TopicPartition, Sequence[int]]
+) -> tuple[dict[tuple[str, int, int], int], dict[TopicPartition, tuple[int, list[int]]]]:
+    """Each (topic, partition, broker)'s replica size in bytes (DescribeLogDirs of the
+    `wanted` brokers and the leaders, future replicas left out), and each partition's
+    (leader, replicas) now."""
+    topics = sorted({t for t, _ in wanted})
+    infos = await c.describe_topics(topics)
+    parts: dict[TopicPartition, tuple[int, list[int]]] = {}
+    for t, p in wanted:
+        info = infos[t].partitions.get(p) if t in infos else None
+        if info is not None:
+            parts[(t, p)] = (info.leader, list(info.replicas))
+    brokers = {b for bs in wanted.values() for b in bs} | {lead for lead, _ in parts.values()}
+    by_topic = {t: sorted(p for tt, p in wanted if tt == t) for t in topics}
+    sizes: dict[tuple[str, int, int], int] = {}
+    for d in await c.describe_log_dirs(sorted(brokers & set(c.metadata.brokers)), by_topic):
+        for lp in d.partitions:
+            if not lp.is_future:
+                key = (lp.topic, lp.partition, d.broker)
+                sizes[key] = max(sizes.get(key, 0), lp.size)
+    return sizes, parts
+
+
 async def sample_progress(c: KafkaClient, plan: Plan | None) -> list[ReplicaProgress]:
     """The adding replicas of the reassignments in progress (of the plan's
     partitions, or all), with their size and the leader's (DescribeLogDirs)."""
@@ -74,22 +102,33 @@ async def sample_progress(c: KafkaClient, plan: Plan | None) -> list[ReplicaProg
         running = {tp: r for tp, r in running.items() if tp in plan}
     if not running:
         return []
-    topics = sorted({t for t, _ in running})
-    infos = await c.describe_topics(topics)
-    wanted = {t: sorted(p for tt, p in running if tt == t) for t in topics}
-    brokers = sorted({b for r in running.values() for b in r.replicas} & set(c.metadata.brokers))
-    sizes: dict[tuple[str, int, int], int] = {}
-    for d in await c.describe_log_dirs(brokers, wanted):
-        for lp in d.partitions:
-            if not lp.is_future:
-                key = (lp.topic, lp.partition, d.broker)
-                sizes[key] = max(sizes.get(key, 0), lp.size)
-    leaders = {
-        (t, p): infos[t].partitions[p].leader
-        for t, p in running
-        if t in infos and p in infos[t].partitions
-    }
+    sizes, parts = await replica_sizes(c, {tp: r.replicas for tp, r in running.items()})
+    leaders = {tp: lead for tp, (lead, _) in parts.items()}
     return replica_progress({tp: r.adding_replicas for tp, r in running.items()}, leaders, sizes)
+
+
+async def sample_finished(c: KafkaClient, gone: Sequence[ReplicaProgress]) -> list[ReplicaProgress]:
+    """The adding replicas of `gone`, whose reassignment is no longer listed, measured
+    once more: completed with the new replica's size against the leader's, or
+    cancelled when the broker no longer holds a replica."""
+    last = {x.partition: x for x in gone}
+    wanted: dict[TopicPartition, list[int]] = {}
+    for x in gone:
+        topic, _, index = x.partition.rpartition("-")
+        wanted.setdefault((topic, int(index)), []).append(x.broker)
+    sizes, parts = await replica_sizes(c, wanted)
+    out = []
+    for (t, p), brokers in sorted(wanted.items()):
+        leader, replicas = parts.get((t, p), (-1, []))
+        name = f"{t}-{p}"
+        for b in brokers:
+            done = b in replicas
+            out.append(ReplicaProgress(
+                name, b, sizes.get((t, p, b), 0) if done else 0,
+                sizes.get((t, p, leader), last[name].total),
+                state="completed" if done else "cancelled",
+            ))  # fmt: skip
+    return out
 
 
 def with_rates(

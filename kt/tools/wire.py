@@ -37,12 +37,13 @@ class Wire:
 
     bootstrap: str
     timeout: float
+    client_id: str = "kt"
 
     def client(self) -> KafkaClient:
         """A new, not yet started client."""
         return KafkaClient(
             self.bootstrap,
-            client_id="kt",
+            client_id=self.client_id,
             request_timeout=self.timeout,
             connect_timeout=min(self.timeout, MAX_CONNECT_TIMEOUT),
         )

@@ -451,7 +451,9 @@ class KafkaController:
         # The partitions they host, again: their offline replicas no longer name them
         # (Kafka's OnlineReplica transition), even where leadership and ISR stay put.
         self._send_update_metadata(others, hosted)
-        self._send_leader_and_isr(hosted, only=set(ids))
+        # Full: every partition each of them should host, so a replica removed while
+        # it was down (a reassignment completed without it) is known to be stray.
+        self._send_leader_and_isr(hosted, only=set(ids), full=True)
         offline = [tp for tp, lead in v.leadership.items() if lead.leader not in v.live]
         await self._elect_offline(offline)
         await self.reassignments.on_brokers_started(ids)
@@ -785,10 +787,18 @@ class KafkaController:
         """Kafka's checkAndTriggerAutoLeaderRebalance, run as an event: preferred
         elections for the partitions of every broker whose leader imbalance exceeds
         leader.imbalance.per.broker.percentage, where the preferred replica is online
-        and in the ISR. Returns the partitions whose leadership moved. Runs inside
-        the event task (tests: `controller.call(controller.auto_rebalance)`)."""
+        and in the ISR; nothing while a reassignment runs. Returns the partitions
+        whose leadership moved. Runs inside the event task (tests:
+        `controller.call(controller.auto_rebalance)`)."""
         v = self.view
         if not self.active:
+            return []
+        if self.reassignments.targets:
+            # Kafka checks partitionsBeingReassigned.isEmpty: no preferred elections
+            # while any reassignment runs (it moves leaders itself, and an election
+            # against RS = TRS ++ ORS would fight it).
+            log.debug("controller: auto leader rebalance skipped: %d partitions being "
+                      "reassigned", len(self.reassignments.targets))  # fmt: skip
             return []
         imbalance = rebalance.preferred_replica_imbalance(
             v.all_partitions(), v.replicas, v.leadership, v.to_delete

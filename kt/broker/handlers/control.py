@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kt.broker.controller.requests import TYPE_FULL
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.metadata.cache import Endpoint, LiveBroker, PartitionView
 from kt.broker.replica_manager import PartitionStateChange, StopReplicaChange
@@ -56,8 +57,15 @@ async def leader_and_isr(ctx: RequestContext, request: Struct) -> Any:
                 )
             )
     leaders = {b.broker_id: (b.host_name, b.port) for b in request.live_leaders}
+    # v5+ says whether it names every partition this broker should host (FULL).
+    full = ctx.version >= 5 and request.type == TYPE_FULL
     error, results = await ctx.broker.replica_manager.become_leader_or_follower(
-        request.controller_id, request.controller_epoch, request.broker_epoch, changes, leaders
+        request.controller_id,
+        request.controller_epoch,
+        request.broker_epoch,
+        changes,
+        leaders,
+        full=full,
     )
     if ctx.version < 5:
         errors = [

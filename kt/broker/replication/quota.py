@@ -13,7 +13,7 @@ follower leaves the partition out of its fetch request. So a reassignment's new
 replicas copy at the throttled rate while the ISR's replication is never slowed.
 
 The rate is measured like Kafka's `Rate` over `replication.quota.window.num` (11)
-windows of `replication.quota.window.size.seconds` (1 s).
+windows of `replication.quota.window.size.seconds` (1 s), both broker settings.
 """
 
 from __future__ import annotations
@@ -109,11 +109,18 @@ def _rate(value: str | None) -> float | None:
 class ReplicationThrottles:
     """One broker's leader and follower quotas and the topics' throttled replicas."""
 
-    def __init__(self, broker_id: int, topic_configs: Callable[[str], Mapping[str, str]]) -> None:
+    def __init__(
+        self,
+        broker_id: int,
+        topic_configs: Callable[[str], Mapping[str, str]],
+        *,
+        windows: int = 11,
+        window_s: float = 1.0,
+    ) -> None:
         self.broker_id = broker_id
         self.topic_configs = topic_configs
-        self.leader = ReplicationQuota()
-        self.follower = ReplicationQuota()
+        self.leader = ReplicationQuota(windows=windows, window_s=window_s)
+        self.follower = ReplicationQuota(windows=windows, window_s=window_s)
         # The dynamic configs as stored (for DescribeConfigs): <default>, this broker's.
         self.dynamic_defaults: dict[str, str] = {}
         self.dynamic_own: dict[str, str] = {}

@@ -235,3 +235,50 @@ def test_no_rebalance_timer_when_disabled():
         await c.shutdown()
 
     run(go)
+
+
+def test_rebalance_waits_while_any_partition_is_being_reassigned():
+    """Kafka's checkAndTriggerAutoLeaderRebalance elects nothing while
+    partitionsBeingReassigned is non-empty, even for partitions not moving."""
+
+    async def go() -> None:
+        zk = three_brokers()
+        zk.add_broker(4, fire=False)
+        zk.topics["t"] = TopicReplicas(bytes(16), {0: [1, 2], 1: [1, 2], 2: [2, 3]})
+        c, _ = await started(zk, settings=ControllerSettings(auto_leader_rebalance=False))
+        set_state(zk, c, TP("t", 0), 2, (1, 2))
+        set_state(zk, c, TP("t", 1), 2, (1, 2))
+        # t-2 moves to {2,4}: 4 is not in sync yet, so the reassignment stays open.
+        result = await c.alter_partition_reassignments({TP("t", 2): [2, 4]})
+        assert result is not None and result[TP("t", 2)].error == ErrorCode.NONE
+        await settle()
+        assert await c.call(c.auto_rebalance) == []
+        assert [zk.states[TP("t", p)].leader for p in (0, 1)] == [2, 2]
+        # Cancelled: nothing is being reassigned any more, the rebalance runs.
+        await c.alter_partition_reassignments({TP("t", 2): None})
+        await settle()
+        assert await c.call(c.auto_rebalance) == [TP("t", 0), TP("t", 1)]
+        await c.shutdown()
+
+    run(go)
+
+
+def test_preferred_election_of_a_partition_being_reassigned_uses_the_target_head():
+    """As Kafka's processReplicaLeaderElection: no skipping; the preferred replica is
+    the head of RS = TRS ++ ORS, which can lead only once it is in the ISR."""
+
+    async def go() -> None:
+        zk = three_brokers()
+        zk.add_broker(4, fire=False)
+        zk.topics["t"] = TopicReplicas(bytes(16), {0: [1, 2]})
+        c, _ = await started(zk, settings=ControllerSettings(auto_leader_rebalance=False))
+        tp = TP("t", 0)
+        await c.alter_partition_reassignments({tp: [4, 3, 1]})
+        await settle()
+        assert c.view.replicas(tp) == [4, 3, 1, 2]
+        _, results = await c.elect_leaders(PREFERRED, [tp])
+        assert results[tp][0] == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+        assert zk.states[tp].leader == 1
+        await c.shutdown()
+
+    run(go)

@@ -835,6 +835,44 @@ def test_returning_target_broker_gets_its_replica_and_the_reassignment_completes
     run(go)
 
 
+def test_removed_replica_dead_at_completion_learns_it_is_stray_when_it_returns():
+    """Broker 2's replica is removed while 2 is down (no StopReplica can reach it):
+    when it comes back its LeaderAndIsr is full (KIP-516 type 2) and leaves t-0
+    out, after an UpdateMetadata placing t-0 on 1 and 3, so the broker deletes it."""
+
+    async def go() -> None:
+        zk = three_brokers()
+        zk.topics["t"] = TopicReplicas(bytes(16), {0: [1, 2], 1: [2, 1]})
+        c, rec = await started(zk)
+        tp = TP("t", 0)
+        zk.remove_broker(2)
+        await settle()
+        await _alter(c, tp, [1, 3])
+        await settle()
+        await _join_isr(c, zk, tp, (1, 3))
+        assert zk.topics["t"].partitions[0] == [1, 3] and not zk.topics["t"].removing
+        assert not rec.of("StopReplica", 2)
+        rec.sent.clear()
+        zk.add_broker(2)
+        await settle()
+        lisr = rec.of("LeaderAndIsr", 2)
+        assert [b["type"] for b in lisr] == [2]
+        assert set(rec.leaders_told(2)) == {("t", 1)}
+        told = rec.sent.index(next(x for x in rec.sent if x[:2] == (2, "LeaderAndIsr")))
+        placed = [
+            p["replicas"]
+            for bid, name, body in rec.sent[:told]
+            if (bid, name) == (2, "UpdateMetadata")
+            for t in body["topic_states"]
+            for p in t["partition_states"]
+            if (t["topic_name"], p["partition_index"]) == ("t", 0)
+        ]
+        assert placed and placed[-1] == [1, 3]
+        await c.shutdown()
+
+    run(go)
+
+
 def test_failover_takes_dead_brokers_out_of_the_isrs():
     """A broker died while no controller watched (e.g. with the old controller): the
     new controller removes its replicas from the ISRs, even where it only followed."""

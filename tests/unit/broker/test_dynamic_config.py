@@ -20,6 +20,9 @@ from kt.storage.log_config import LONG_MAX
           "listeners": "PLAINTEXT://:1", "offsets.retention.minutes": "1"}, True,
          "Cannot update these configs dynamically: HashSet(broker.id, log.dirs, node.id, "
          "num.partitions, offsets.retention.minutes)"),
+        # static broker settings kt reads at startup only, as Kafka does
+        ({"replication.quota.window.num": "2"}, True,
+         "Cannot update these configs dynamically: Set(replication.quota.window.num)"),
         ({"ssl.keystore.location": "/k"}, True,
          "These security configs can be dynamically updated only per-listener using the "
          "listener prefix: Set(ssl.keystore.location)"),

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -227,3 +229,48 @@ def test_a_refused_ineligible_follower_waits_for_new_metadata(rm: ReplicaManager
     part.update_follower_fetch_state(2, 0, 1004, 0)
     rm.maybe_expand_isr(part, 2)
     assert len(proposals) == 2 and part.isr == [1]
+
+
+def _assign(rm: ReplicaManager, placement: dict[TopicPartition, tuple[int, ...]]) -> None:
+    from kt.broker.metadata.cache import PartitionView
+
+    rm.metadata_cache.update(
+        controller_id=2, controller_epoch=1, brokers=[],
+        partitions=[(tp.topic, TID, tp.partition, PartitionView(r[0], 1, r, r))
+                    for tp, r in placement.items()],
+    )  # fmt: skip
+
+
+def _state(tp: TopicPartition, replicas: tuple[int, ...]) -> Any:
+    from kt.broker.replica_manager import PartitionStateChange
+
+    return PartitionStateChange(tp=tp, topic_id=TID, controller_epoch=1, leader=replicas[0],
+                                leader_epoch=5, isr=replicas, partition_epoch=1,
+                                replicas=replicas)  # fmt: skip
+
+
+def test_full_leader_and_isr_deletes_replicas_assigned_elsewhere(rm: ReplicaManager) -> None:
+    """A replica a reassignment removed while this broker was down: the full
+    LeaderAndIsr at its return leaves it out and the metadata places it elsewhere."""
+    t0, t1, u0 = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 0)
+    rm.create_partition(u0, TID, rm.logs.create(u0, TID, {}))  # a topic nobody knows
+    _assign(rm, {t0: (1, 2), t1: (2, 3)})
+    stopped: list[TopicPartition] = []
+    rm.stop_listeners.append(stopped.extend)
+    # An incremental request never deletes anything.
+    err, _ = asyncio.run(rm.become_leader_or_follower(2, 1, -1, [_state(t0, (1, 2))], {}))
+    assert err == ErrorCode.NONE and t1 in rm and rm.logs.get(t1) is not None
+    err, results = asyncio.run(
+        rm.become_leader_or_follower(2, 1, -1, [_state(t0, (1, 2))], {}, full=True)
+    )
+    assert err == ErrorCode.NONE and results == {t0: ErrorCode.NONE}
+    assert t1 not in rm and rm.logs.get(t1) is None and stopped == [t1]
+    assert t0 in rm and u0 in rm and rm.logs.get(u0) is not None
+
+
+def test_refused_full_leader_and_isr_deletes_nothing(rm: ReplicaManager) -> None:
+    t1 = TopicPartition("t", 1)
+    _assign(rm, {t1: (2, 3)})
+    rm.controller_epoch = 7
+    err, _ = asyncio.run(rm.become_leader_or_follower(2, 1, -1, [], {}, full=True))
+    assert err == ErrorCode.STALE_CONTROLLER_EPOCH and t1 in rm

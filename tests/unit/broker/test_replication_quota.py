@@ -40,6 +40,24 @@ def test_rate_over_windows_counts_at_least_ten_windows():
     assert not ReplicationQuota(None, clock=clock).is_exceeded()
 
 
+def test_broker_settings_size_the_windows(tmp_path: Path) -> None:
+    """replication.quota.window.num / .size.seconds, as Kafka's: with 2 windows the
+    elapsed time counts at least one window, so the first burst allowed is one
+    window's worth."""
+    b = open_broker(tmp_path, **{"replication.quota.window.num": "2",
+                                 "replication.quota.window.size.seconds": "3"})  # fmt: skip
+    try:
+        q = b.replication_throttles.leader
+        assert (q.windows, q.window_s) == (2, 3.0)
+        q.rate = 1000
+        q.record(2900)  # 2900 B over (at least) one window of 3 s
+        assert not q.is_exceeded()
+        q.record(200)
+        assert q.is_exceeded()
+    finally:
+        b.close()
+
+
 def test_throttled_replica_lists():
     assert throttled_partitions("0:1,1:2,2:1", 1) == frozenset({0, 2})
     assert throttled_partitions(" 0:1 , 3:1", 1) == frozenset({0, 3})

@@ -4,9 +4,11 @@ single-line sorted plan format, --generate (Kafka's placement, --minimal-movemen
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 from hypothesis import given
@@ -193,6 +195,42 @@ def test_progress_rate_and_eta():
     )
 
 
+def test_finished_replicas_are_reported_completed_or_cancelled():
+    """--watch's last word on a replica whose reassignment ended: completed with the
+    new replica's size when the broker holds it, cancelled (0 bytes) when not."""
+    from types import SimpleNamespace as NS
+
+    from kt.tools.reassignment import sample_finished
+
+    class FakeClient:
+        metadata = NS(brokers={1: None, 2: None, 3: None})
+
+        async def describe_topics(self, topics):  # type: ignore[no-untyped-def]
+            assert topics == ["t"]
+            return {"t": NS(partitions={0: NS(leader=1, replicas=[1, 2]),
+                                        1: NS(leader=1, replicas=[1])})}  # fmt: skip
+
+        async def describe_log_dirs(self, brokers, wanted):  # type: ignore[no-untyped-def]
+            assert brokers == [1, 2, 3] and wanted == {"t": [0, 1]}
+            lp = lambda p, size, future=False: NS(  # noqa: E731
+                topic="t", partition=p, size=size, is_future=future
+            )
+            return [NS(broker=1, partitions=[lp(0, 900), lp(1, 400)]),
+                    NS(broker=2, partitions=[lp(0, 900), lp(0, 5, True)]),
+                    NS(broker=3, partitions=[lp(1, 120)])]  # fmt: skip
+
+    gone = [ReplicaProgress("t-0", 2, 800, 900), ReplicaProgress("t-1", 3, 100, 400)]
+    rows = asyncio.run(sample_finished(FakeClient(), gone))  # type: ignore[arg-type]
+    assert [(x.partition, x.broker, x.copied, x.total, x.state) for x in rows] == [
+        ("t-0", 2, 900, 900, "completed"),
+        ("t-1", 3, 0, 400, "cancelled"),
+    ]
+    assert progress_line(rows[0]) == "t-0 broker 2: completed, 900 of 900 bytes"
+    assert progress_line(rows[1]) == "t-1 broker 3: cancelled, 0 of 400 bytes"
+    # rates keep the state (with_rates returns new rows)
+    assert with_rates(rows, gone, 1.0)[1].state == "cancelled"
+
+
 def run(*args: str):  # type: ignore[no-untyped-def]
     # an unreachable bootstrap: these must fail before connecting
     return CliRunner().invoke(cli, ["reassign-partitions", "-b", "127.0.0.1:1", *args])
@@ -225,3 +263,57 @@ def test_throttle_lists_are_kafkas():
                 "follower.replication.throttled.replicas": "0:3"},
     }  # fmt: skip
     assert brokers == [1, 2, 3, 4]  # foo-1 does not move: not involved
+
+
+def test_command_config_is_read_and_unsupported_properties_refused(tmp_path: Path) -> None:
+    props = tmp_path / "admin.properties"
+
+    def invoke(text: str, *args: str):  # type: ignore[no-untyped-def]
+        props.write_text(text)
+        return CliRunner().invoke(
+            cli, ["reassign-partitions", "--list", "--command-config", str(props), *args],
+            env={"KT_BOOTSTRAP_SERVER": None},
+        )  # fmt: skip
+
+    # the file's bootstrap.servers is the one tried (nothing listens on port 1) ...
+    r = invoke("# ops\nbootstrap.servers=127.0.0.1:1\nclient.id=ops\nrequest.timeout.ms=2000\n"
+               "security.protocol=PLAINTEXT\n")  # fmt: skip
+    assert r.exit_code == 1 and "127.0.0.1:1" in r.stderr, r.stderr
+    # ... unless --bootstrap-server is given, which wins, as in Kafka's tools
+    r = invoke("bootstrap.servers=127.0.0.1:1\n", "-b", "127.0.0.1:2", "--timeout", "2")
+    assert r.exit_code == 1 and "127.0.0.1:2" in r.stderr and "127.0.0.1:1" not in r.stderr
+    for text, message in [
+        ("bootstrap.servers=127.0.0.1:1\nsasl.mechanism=PLAIN\n",
+         "unsupported property sasl.mechanism"),
+        ("security.protocol=SSL\n", "security.protocol=SSL is not supported"),
+        ("request.timeout.ms=soon\n", "request.timeout.ms=soon: not a positive integer"),
+    ]:  # fmt: skip
+        r = invoke(text)
+        assert r.exit_code == 2, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and message in r.stderr, r.stderr
+    r = CliRunner().invoke(cli, ["reassign-partitions", "--list", "--command-config",
+                                 str(tmp_path / "none.properties")])  # fmt: skip
+    assert r.exit_code == 2 and "no such file" in r.stderr
+
+
+def test_command_config_sets_the_client_id_and_timeout(tmp_path: Path) -> None:
+    from click.testing import CliRunner as Runner
+
+    from kt.tools.command_config import apply_command_config
+    from kt.tools.wire import Wire
+
+    props = tmp_path / "admin.properties"
+    props.write_text("bootstrap.servers=h:1\nclient.id=ops\nrequest.timeout.ms=5000\n"
+                     "default.api.timeout.ms=60000\n")  # fmt: skip
+    seen: list[Wire] = []
+
+    @click.command()
+    @click.option("--bootstrap", default="localhost:9092")
+    @click.option("--timeout", type=float, default=30.0)
+    def cmd(bootstrap: str, timeout: float) -> None:
+        seen.append(apply_command_config(Wire(bootstrap, timeout), str(props)))
+
+    assert Runner().invoke(cmd, []).exit_code == 0
+    assert seen[-1] == Wire("h:1", 60.0, "ops")
+    assert Runner().invoke(cmd, ["--timeout", "3"]).exit_code == 0
+    assert seen[-1] == Wire("h:1", 3.0, "ops")
