@@ -6,6 +6,13 @@ buffer, and its record batches are patched and written from there) and one
 processor task handles them strictly in order, so
 responses leave in request order even when a client pipelines; a long-polling
 fetch holds back the requests behind it, as in Kafka (which mutes the channel).
+
+One exception, for throughput: an acks=all Produce whose records are appended but
+not yet replicated gives a `DeferredResponse`, and the connection's next Produce
+requests are handled (appended, in order) while it waits; a writer task sends the
+responses in request order as they become ready. Up to `MAX_DEFERRED` responses
+wait per connection (then reading stops); any other request waits until every
+response before it has been sent, so it sees the state Kafka would show it.
 A frame larger than `socket.request.max.bytes` or one that does not decode closes
 that connection only. Connections idle for `connections.max.idle.ms` are closed.
 Fetched records go from the segment file to the socket with sendfile.
@@ -14,14 +21,23 @@ Fetched records go from the segment file to the socket with sendfile.
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import logging
 import os
-from typing import Any
+from typing import IO, Any, cast
 
 from kt.broker import handlers
-from kt.broker.handlers import HANDLERS, RequestContext
-from kt.protocol import DecodeError, ErrorCode, Request, apis, decode_request, encode_response
+from kt.broker.handlers import HANDLERS, DeferredResponse, Handler, RequestContext
+from kt.protocol import (
+    DecodeError,
+    ErrorCode,
+    Request,
+    RequestHeader,
+    apis,
+    decode_request,
+    encode_response,
+)
 from kt.protocol.framing import FrameReceiver
 
 log = logging.getLogger("kt.broker.network")
@@ -66,6 +82,13 @@ class _Connection(asyncio.BufferedProtocol):
         self.can_write.set()
         self.last_activity = 0.0
         self.task: asyncio.Task[None] | None = None
+        # Responses not sent yet, in request order (only while one is deferred),
+        # and the task sending them; `deferred` counts the DeferredResponses among them.
+        self.responses: collections.deque[tuple[RequestHeader, Any]] = collections.deque()
+        self.deferred = 0
+        self.writer_task: asyncio.Task[None] | None = None
+        # Set whenever the writer sent a response or stopped.
+        self.written = asyncio.Event()
 
     # --- asyncio protocol callbacks ---
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -128,15 +151,35 @@ class _Connection(asyncio.BufferedProtocol):
             raise ConnectionResetError("connection closed")
 
 
+def _as_file(fd: int) -> IO[bytes]:
+    # loop.sendfile uses only fileno() and seek() (see _FdFile).
+    return cast("IO[bytes]", _FdFile(fd))
+
+
 # Requests read ahead of the one being processed before reading pauses.
 _MAX_QUEUED = 32
+#: Deferred responses (acks=all produces waiting for replication) per connection
+#: before the connection's next request waits (Kafka's producers default to 5 in
+#: flight; librdkafka to many more).
+MAX_DEFERRED = 8
+# The requests handled while earlier responses are deferred: Produce only (its
+# appends keep their order); anything else sees the state after those responses.
+_PIPELINED = frozenset({apis.PRODUCE.key})
 
 
 class NetworkServer:
     """Listens on the configured listeners and serves connections."""
 
-    def __init__(self, broker: Any, max_request_size: int, idle_ms: int) -> None:
+    def __init__(
+        self,
+        broker: Any,
+        max_request_size: int,
+        idle_ms: int,
+        handler_table: dict[int, Handler] | None = None,
+    ) -> None:
         self.broker = broker
+        # The request handlers by API key (tests pass their own).
+        self.handlers = HANDLERS if handler_table is None else handler_table
         self.max_request_size = max_request_size
         self.idle_s = idle_ms / 1000
         self.servers: list[asyncio.base_events.Server] = []
@@ -187,7 +230,7 @@ class NetworkServer:
             await asyncio.sleep(min(self.idle_s / 2, 30.0))
             now = loop.time()
             for c in list(self.connections):
-                if now - c.last_activity > self.idle_s and c.queue.empty():
+                if now - c.last_activity > self.idle_s and c.queue.empty() and not c.responses:
                     log.debug("connection %d from %s idle, closing", c.conn_id, c.host)
                     c.close()
 
@@ -198,8 +241,15 @@ class NetworkServer:
             pass
         finally:
             # The processor also stops on a request it will not serve (unknown API
-            # or version, a failing handler): close the connection at once.
+            # or version, a failing handler): close the connection at once. Responses
+            # still deferred are dropped; their produces stay in the purgatory until
+            # they complete or expire, as the appends are done either way.
             conn.close()
+            writer = conn.writer_task
+            if writer is not None:
+                writer.cancel()
+                await asyncio.gather(writer, return_exceptions=True)
+            conn.responses.clear()
 
     async def _process_requests(self, conn: _Connection) -> None:
         host, conn_id, writer = conn.host, conn.conn_id, conn
@@ -212,6 +262,11 @@ class NetworkServer:
                 if conn.transport is not None and not conn.closed:
                     conn.transport.resume_reading()
             header = req.header
+            # Anything but a Produce is handled as Kafka would: once every earlier
+            # response is out.
+            pipelined = header.api_key in _PIPELINED
+            if conn.responses and not pipelined and not await self._written(conn, 0):
+                return
             if req.body is None:
                 if header.api_key == apis.API_VERSIONS.key:
                     # An ApiVersions version we do not know: answer in v0 with the error
@@ -225,8 +280,9 @@ class NetworkServer:
                     "closing connection %d from %s: unsupported API %s v%s",
                     conn_id, host, header.api_key, header.api_version,
                 )  # fmt: skip
+                await self._written(conn, 0)
                 return
-            handler = HANDLERS.get(header.api_key)
+            handler = self.handlers.get(header.api_key)
             if handler is None:
                 log.warning("closing connection %d: no handler for API %d", conn_id, header.api_key)
                 return
@@ -235,14 +291,22 @@ class NetworkServer:
                 body = await handler(ctx, req.body)
             except CloseConnection as exc:
                 log.info("closing connection %d from %s: %s", conn_id, host, exc)
+                # The responses before this request still go out first.
+                await self._written(conn, 0)
                 return
             except Exception:
                 log.exception("error handling %s v%d", header.api_key, header.api_version)
+                await self._written(conn, 0)
                 return
             if body is None:  # e.g. Produce with acks=0: no response at all
                 continue
+            if isinstance(body, DeferredResponse) or conn.responses:
+                self._defer(conn, header, body)
+                if not await self._written(conn, MAX_DEFERRED - 1, deferred=True):
+                    return
+                continue
             try:
-                await self._send(writer, req, body)
+                await self._send(writer, header, body)
             except ConnectionError:
                 return
             except Exception:
@@ -251,11 +315,52 @@ class NetworkServer:
                 )
                 return
 
-    async def _send(self, writer: _Connection, req: Request, body: Any) -> None:
+    def _defer(self, conn: _Connection, header: RequestHeader, body: Any) -> None:
+        """Queue a response behind the deferred ones; the writer sends it in turn."""
+        conn.responses.append((header, body))
+        if isinstance(body, DeferredResponse):
+            conn.deferred += 1
+        if conn.writer_task is None:
+            conn.writer_task = asyncio.get_running_loop().create_task(self._write_responses(conn))
+
+    async def _written(self, conn: _Connection, at_most: int, *, deferred: bool = False) -> bool:
+        """Wait until at most `at_most` responses (deferred ones only, with
+        `deferred`) wait to be sent; False when the writer stopped without sending
+        them all (the connection is closing)."""
+        while (conn.deferred if deferred else len(conn.responses)) > at_most:
+            if conn.writer_task is None or conn.closed:
+                return False
+            conn.written.clear()
+            await conn.written.wait()
+        return True
+
+    async def _write_responses(self, conn: _Connection) -> None:
+        """Send the queued responses in request order, each once it is ready."""
+        try:
+            while conn.responses:
+                header, body = conn.responses[0]
+                if isinstance(body, DeferredResponse):
+                    body = await body.result()
+                    conn.deferred -= 1
+                await self._send(conn, header, body)
+                conn.responses.popleft()
+                conn.written.set()
+        except ConnectionError:
+            conn.close()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            header = conn.responses[0][0]
+            log.exception("cannot answer %s v%d", header.api_key, header.api_version)
+            conn.close()
+        finally:
+            conn.writer_task = None
+            conn.written.set()
+
+    async def _send(self, writer: _Connection, h: RequestHeader, body: Any) -> None:
         from kt.protocol.headers import encode_response_parts
         from kt.protocol.regions import ExternalRecords
 
-        h = req.header
         parts = encode_response_parts(h.api_key, h.api_version, h.correlation_id, body)
         if len(parts) == 1 and isinstance(parts[0], bytes | bytearray):
             writer.write(parts[0])
@@ -270,7 +375,7 @@ class NetworkServer:
                 await writer.drain()
                 try:
                     assert writer.transport is not None
-                    await loop.sendfile(writer.transport, _FdFile(fd), position, part.length)
+                    await loop.sendfile(writer.transport, _as_file(fd), position, part.length)
                 except (NotImplementedError, RuntimeError):
                     writer.write(os.pread(fd, part.length, position))
             else:

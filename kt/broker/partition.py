@@ -232,8 +232,8 @@ class Partition:
     #: whether a follower may join the ISR (alive per the metadata; Kafka's
     #: isReplicaIsrEligible); None: every follower may
     replica_eligible: Callable[[int], bool] | None = None
-    # Set and replaced on every append, so waiting fetches wake up (long polling).
-    _data_arrived: asyncio.Event | None = None
+    # Resolved and replaced on every append, so waiting fetches wake up (long polling).
+    _data_arrived: asyncio.Future[None] | None = None
 
     def __post_init__(self) -> None:
         if self.local_broker_id < 0:
@@ -705,7 +705,10 @@ class Partition:
         """Append the leader's batches as they are (offsets and epochs kept; a
         trailing partial batch is dropped) and apply them to the producer state, so
         idempotent producers keep their sequences if we become leader."""
-        buf = bytes(whole_batches(data))
+        whole = whole_batches(data)
+        # Usually the slice is all whole batches: keep the bytes we were given.
+        buf = data if isinstance(data, bytes) and len(whole) == len(data) else bytes(whole)
+        whole.release()
         headers = _peek_headers(buf)
         leo = self.log.log_end_offset
         if (
@@ -828,15 +831,17 @@ class Partition:
 
     def notify(self) -> None:
         """Wake fetches waiting for data on this partition, and the listener."""
-        event = self._data_arrived
+        arrived = self._data_arrived
         self._data_arrived = None
-        if event is not None:
-            event.set()
+        if arrived is not None and not arrived.done():
+            arrived.set_result(None)
         if self.offsets_listener is not None:
             self.offsets_listener(self)
 
-    def data_arrived(self) -> asyncio.Event:
-        """An event set at the next append or HW move (one event per generation)."""
+    def data_arrived(self) -> asyncio.Future[None]:
+        """A future resolved at the next append or HW move (one per generation,
+        shared by every waiting fetch: wait on it with asyncio.wait, which never
+        cancels it). A future, not an Event: a waiter wakes one loop turn sooner."""
         if self._data_arrived is None:
-            self._data_arrived = asyncio.Event()
+            self._data_arrived = asyncio.get_running_loop().create_future()
         return self._data_arrived

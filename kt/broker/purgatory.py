@@ -34,7 +34,8 @@ class DelayedOperation:
         self.timeout_ms = max(0, timeout_ms)
         self.completed = False
         self.expired = False
-        self._done: asyncio.Future[None] | None = None
+        # One future per waiter, so a cancelled waiter cancels only its own.
+        self._waiters: list[asyncio.Future[None]] = []
         self._timer: asyncio.TimerHandle | None = None
         # Called once at completion (the purgatory stops watching the operation).
         self._on_done: Callable[[DelayedOperation], None] | None = None
@@ -57,8 +58,10 @@ class DelayedOperation:
             self._timer.cancel()
             self._timer = None
         self.on_complete()
-        if self._done is not None and not self._done.done():
-            self._done.set_result(None)
+        waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
         if self._on_done is not None:
             self._on_done(self)
             self._on_done = None
@@ -74,9 +77,13 @@ class DelayedOperation:
         """Until the operation completed (at once if it already has)."""
         if self.completed:
             return
-        if self._done is None:
-            self._done = asyncio.get_running_loop().create_future()
-        await asyncio.shield(self._done)
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        try:
+            await fut
+        finally:
+            if fut in self._waiters:  # cancelled before completion
+                self._waiters.remove(fut)
 
 
 class DelayedOperationPurgatory(Generic[K]):
@@ -103,8 +110,6 @@ class DelayedOperationPurgatory(Generic[K]):
             self._watchers.setdefault(key, []).append(op)
         self._keys[id(op)] = key_list
         op._on_done = self._unwatch
-        if op._done is None:
-            op._done = loop.create_future()
         op._timer = loop.call_later(op.timeout_ms / 1000, op._expire)
         return False
 

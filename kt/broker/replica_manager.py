@@ -738,21 +738,30 @@ class ReplicaManager:
         # A partition's LEO, HW, ISR or role changed: waiting produces may complete.
         self.produce_purgatory.check_and_complete(part.tp)
 
-    async def wait_for_replication(
+    def watch_replication(
         self, required: dict[TopicPartition, int], timeout_ms: int
-    ) -> dict[TopicPartition, BrokerError | None]:
-        """acks=all: wait until each partition's high watermark reaches its required
-        offset (its last appended offset + 1), or `timeout_ms` passes (Kafka's
-        DelayedProduce). Per partition: None (replicated), or the error
-        (REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER)."""
+    ) -> DelayedProduce[TopicPartition]:
+        """acks=all: the delayed produce that completes when each partition's high
+        watermark reaches its required offset (its last appended offset + 1), or when
+        `timeout_ms` passes (Kafka's DelayedProduce); already completed when it
+        could at once. Read its outcome with :func:`replication_errors`."""
 
         def lookup(tp: TopicPartition) -> Partition:
             return self.get_partition_or_error(tp.topic, tp.partition)
 
         op: DelayedProduce[TopicPartition] = DelayedProduce(max(0, timeout_ms), required, lookup)
-        if not self.produce_purgatory.try_complete_else_watch(op, list(required)):
-            await op.wait()
-        return {tp: _as_broker_error(err) for tp, err in op.result.items()}
+        self.produce_purgatory.try_complete_else_watch(op, list(required))
+        return op
+
+    async def wait_for_replication(
+        self, required: dict[TopicPartition, int], timeout_ms: int
+    ) -> dict[TopicPartition, BrokerError | None]:
+        """:meth:`watch_replication`, waited for: per partition None (replicated), or
+        the error (REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        NOT_LEADER_OR_FOLLOWER)."""
+        op = self.watch_replication(required, timeout_ms)
+        await op.wait()
+        return replication_errors(op)
 
     # --- ISR changes (leaders propose, the controller decides) -----------------------
 
@@ -826,6 +835,14 @@ def _epoch_for(part: Partition, offset: int) -> int:
 
 async def _no_configs(_topic: str) -> object:
     return None
+
+
+def replication_errors(
+    op: DelayedProduce[TopicPartition],
+) -> dict[TopicPartition, BrokerError | None]:
+    """A completed delayed produce's outcome per partition: None (replicated) or
+    the error."""
+    return {tp: _as_broker_error(err) for tp, err in op.result.items()}
 
 
 def _as_broker_error(err: BaseException | None) -> BrokerError | None:

@@ -191,8 +191,12 @@ class BrokerConnection:
         client_id: str = "kt",
         connect_timeout: float = 10.0,
         request_timeout: float = 30.0,
+        read_size: int = 1 << 16,
     ) -> None:
         self.host = host
+        # Bytes read from the socket at a time (and the stream's buffer limit): a
+        # replica fetcher receiving 1 MiB responses reads them in a few calls.
+        self.read_size = read_size
         self.port = port
         self.node_id = node_id
         self.connect_timeout = connect_timeout
@@ -253,7 +257,8 @@ class BrokerConnection:
         self._protocol_failed = False
         try:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), self.connect_timeout
+                asyncio.open_connection(self.host, self.port, limit=self.read_size),
+                self.connect_timeout,
             )
         except TimeoutError:
             raise KafkaConnectionError(
@@ -355,7 +360,11 @@ class BrokerConnection:
                 return None
             wait = self.request_timeout if timeout is None else timeout
             try:
-                return await asyncio.wait_for(asyncio.shield(fut), wait)
+                # The future is this call's alone, so no shield: the caller resumes
+                # in the loop turn after the response is read (a replica fetcher's
+                # round trip is on acks=all produces' path).
+                async with asyncio.timeout(wait):
+                    return await fut
             except TimeoutError:
                 # The late response will still arrive in order; it is then dropped.
                 self._pending.pop(correlation_id, None)
@@ -381,7 +390,7 @@ class BrokerConnection:
         reason = "connection closed by the broker"
         try:
             while True:
-                data = await self._reader.read(1 << 16)
+                data = await self._reader.read(self.read_size)
                 if not data:
                     break
                 for resp in self._conn.receive_data(data):

@@ -184,6 +184,21 @@ def _tail(path: Path, lines: int = 1) -> str:
 # --- ZooKeeper --------------------------------------------------------------------------
 
 
+#: ZooKeeper's tickTime in its sample configuration, and the most kt cluster up uses.
+DEFAULT_TICK_TIME_MS = 2000
+#: Kafka's default zookeeper.session.timeout.ms.
+DEFAULT_SESSION_TIMEOUT_MS = 18000
+
+
+def tick_time_for(session_timeout_ms: int) -> int:
+    """The tickTime an operator would give ZooKeeper for brokers with this session
+    timeout: ZooKeeper expires sessions in tickTime buckets, so a dead broker's
+    session ends up to one tick after its timeout. A tenth of the timeout bounds that
+    lag to 10% (1800 ms for Kafka's default 18 s, 600 ms for 6 s), at most the usual
+    2000 ms and at least 100 ms."""
+    return max(100, min(DEFAULT_TICK_TIME_MS, session_timeout_ms // 10))
+
+
 @dataclass
 class LocalZooKeeper:
     """A standalone ZooKeeper server with its config, data and log in `directory`."""
@@ -192,6 +207,8 @@ class LocalZooKeeper:
     port: int = 0  # 0: a free port, chosen at start
     pid: int = 0
     start_time: int | None = None
+    #: ZooKeeper's tickTime (see tick_time_for)
+    tick_time_ms: int = DEFAULT_TICK_TIME_MS
 
     @property
     def address(self) -> str:
@@ -209,9 +226,11 @@ class LocalZooKeeper:
         return self.directory / "zoo.cfg"
 
     def config_text(self) -> str:
-        """zoo.cfg: standalone, loopback only, no admin server, a few 4lw commands."""
+        """zoo.cfg: standalone, loopback only, no admin server, a few 4lw commands; the
+        largest session timeout stays ZooKeeper's 40 s of the usual 2000 ms tick."""
         return (
-            "tickTime=2000\n"
+            f"tickTime={self.tick_time_ms}\n"
+            f"maxSessionTimeout={20 * DEFAULT_TICK_TIME_MS}\n"
             f"dataDir={self.directory / 'data'}\n"
             f"clientPort={self.port}\n"
             f"clientPortAddress={LOOPBACK}\n"
@@ -284,12 +303,19 @@ class LocalZooKeeper:
             "pid": self.pid,
             "start_time": self.start_time,
             "dir": str(self.directory),
+            "tick_time_ms": self.tick_time_ms,
         }
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> LocalZooKeeper:
         """Back from `to_json`."""
-        return cls(Path(doc["dir"]), int(doc["port"]), int(doc["pid"]), doc.get("start_time"))
+        return cls(
+            Path(doc["dir"]),
+            int(doc["port"]),
+            int(doc["pid"]),
+            doc.get("start_time"),
+            int(doc.get("tick_time_ms", DEFAULT_TICK_TIME_MS)),
+        )
 
 
 # --- brokers ----------------------------------------------------------------------------
@@ -406,7 +432,6 @@ class LocalCluster:
             taken.add(port)
             rack = racks[(n - 1) % len(racks)] if racks else None
             members.append(LocalBroker(n, port, root / f"broker-{n}", rack))
-        zk = LocalZooKeeper(root / "zookeeper", zookeeper_port)
         # The internal topics' replication factors are strict in a cluster (as in
         # Kafka): a cluster smaller than the default 3 gets ones it can meet.
         props = {"offsets.topic.replication.factor": str(min(3, brokers))}
@@ -416,6 +441,13 @@ class LocalCluster:
             props["transaction.state.log.replication.factor"] = str(brokers)
             props["transaction.state.log.min.isr"] = "1"
         props.update(overrides or {})
+        try:
+            session_ms = int(props.get("zookeeper.session.timeout.ms", DEFAULT_SESSION_TIMEOUT_MS))
+        except ValueError:
+            session_ms = DEFAULT_SESSION_TIMEOUT_MS  # the broker itself will refuse it
+        zk = LocalZooKeeper(
+            root / "zookeeper", zookeeper_port, tick_time_ms=tick_time_for(session_ms)
+        )
         return cls(root, members, zk, chroot.rstrip("/"), props)
 
     @classmethod

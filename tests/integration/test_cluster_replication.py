@@ -7,7 +7,9 @@ shutdown. Each test leaves brokers down as it likes; the `cluster` fixture heals
 
 from __future__ import annotations
 
+import socket
 import time
+from typing import Any
 
 import pytest
 from cluster_harness import (
@@ -276,3 +278,110 @@ def test_sigterm_moves_leadership_before_exit(cluster: LocalCluster) -> None:
     check_exactly_once(records, producers)
     cluster.start_broker(victim)
     wait_registered(cluster, victim)
+
+
+# --- pipelined acks=all produces ---------------------------------------------------------
+
+
+def _produce_bytes(conn: Any, topic: str, partition: int, value: bytes) -> tuple[int, bytes]:
+    """A Produce v9 request, acks=all, of one record: (correlation id, bytes to send)."""
+    from kt.storage.record_batch import RecordSpec, build_batch
+
+    batch = build_batch([RecordSpec(key=None, value=value, timestamp=int(time.time() * 1000))],
+                        base_offset=0)  # fmt: skip
+    part = {"index": partition, "records": bytes(batch)}
+    body = {"acks": -1, "timeout_ms": 30000,
+            "topic_data": [{"name": topic, "partition_data": [part]}]}  # fmt: skip
+    return conn.send_request(0, 9, body)
+
+
+def _responses(sock: socket.socket, conn: Any, count: int, timeout: float = 60.0) -> list[Any]:
+    """`count` responses (ClientConnection raises on one out of request order)."""
+    got: list[Any] = []
+    sock.settimeout(timeout)
+    while len(got) < count:
+        chunk = sock.recv(1 << 20)
+        assert chunk, f"connection closed after {len(got)} of {count} responses"
+        got += conn.receive_data(chunk)
+    return got
+
+
+def test_pipelined_acks_all_produces_are_answered_in_request_order(cluster: LocalCluster) -> None:
+    """One connection sends 30 requests at once to an RF=3 leader: acks=all produces
+    (each answered only after both followers fetched it, while the next ones are
+    already appended), produces to a partition that does not exist (answered at
+    once with an error) and a Metadata request. The answers come back in request
+    order with consecutive offsets. Then, with both followers paused, produces are
+    sent and the connection closed before any answer: the broker carries on, and
+    what it appended is an in-order prefix of what was sent."""
+    from kt.protocol import ClientConnection, ErrorCode
+
+    topic = "pipelined3"
+    leader = wait_controller(cluster)
+    f1, f2 = (b for b in (1, 2, 3) if b != leader)
+    create_topic(cluster, topic, "--replica-assignment", f"{leader}:{f1}:{f2}",
+                 "--config", "min.insync.replicas=2")  # fmt: skip
+    assert wait_metadata_leader(cluster, topic, 0) == leader
+    conn = ClientConnection()
+    wire = b""
+    expected: list[tuple[int, str]] = []
+    values: list[bytes] = []
+    for i in range(30):
+        if i == 15:
+            cid, data = conn.send_request(3, 12, {"topics": [{"name": topic}],
+                                                  "allow_auto_topic_creation": False})  # fmt: skip
+            expected.append((cid, "metadata"))
+        elif i % 5 == 2:
+            cid, data = _produce_bytes(conn, topic, 9, b"nowhere")
+            expected.append((cid, "unknown"))
+        else:
+            values.append(b"v%d" % i)
+            cid, data = _produce_bytes(conn, topic, 0, values[-1])
+            expected.append((cid, "ok"))
+        wire += data
+    sock = socket.create_connection(("127.0.0.1", cluster.broker(leader).port), timeout=10)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.sendall(wire)
+        got = _responses(sock, conn, len(expected))
+    finally:
+        sock.close()
+    assert [r.correlation_id for r in got] == [cid for cid, _ in expected]
+    offsets = []
+    for r, (_, kind) in zip(got, expected, strict=True):
+        if kind == "metadata":
+            assert r.api_key == 3 and r.body.topics[0].error_code == 0
+            continue
+        p = r.body.responses[0].partition_responses[0]
+        if kind == "unknown":
+            assert p.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        else:
+            assert p.error_code == 0, p
+            offsets.append(p.base_offset)
+    assert offsets == list(range(offsets[0], offsets[0] + len(values)))
+
+    # Responses pending when the client goes away.
+    pending = [b"pending-%d" % i for i in range(5)]
+    conn = ClientConnection()
+    sock = socket.create_connection(("127.0.0.1", cluster.broker(leader).port), timeout=10)
+    cluster.pause_broker(f1)
+    cluster.pause_broker(f2)
+    try:
+        sock.sendall(b"".join(_produce_bytes(conn, topic, 0, v)[1] for v in pending))
+        time.sleep(0.5)  # the leader appends them; no follower can answer for them
+        sock.close()
+    finally:
+        cluster.resume_broker(f1)
+        cluster.resume_broker(f2)
+    wait_for_isr(cluster, topic, 0, [leader, f1, f2])
+    from kafka import KafkaProducer
+
+    p = KafkaProducer(bootstrap_servers=live_bootstrap(cluster), acks="all", linger_ms=0)
+    try:
+        p.send(topic, value=b"after", partition=0).get(timeout=30)
+    finally:
+        p.close(timeout=5)
+    records = [v for _, _, v in consume_all(live_bootstrap(cluster), topic, 0, len(values) + 1)]
+    assert records[: len(values)] == values and records[-1] == b"after"
+    appended = records[len(values) : -1]
+    assert appended == pending[: len(appended)], appended

@@ -69,7 +69,7 @@ class LoopbackLink:
 
     async def send(self, api: Api, body: Any) -> Struct:
         """Encode, handle as a received request would be, and decode the answer."""
-        from kt.broker.handlers import HANDLERS, RequestContext
+        from kt.broker.handlers import HANDLERS, RequestContext, resolve
 
         version = api.max_version
         cid = next(_correlation)
@@ -77,7 +77,9 @@ class LoopbackLink:
         header, request = decode_request(frame)
         handler = HANDLERS[api.key]
         assert request is not None
-        response = await handler(RequestContext(self._broker, header, "loopback", 0), request)
+        response = await resolve(
+            await handler(RequestContext(self._broker, header, "loopback", 0), request)
+        )
         data = encode_response(api.key, version, cid, response, size_prefix=False)
         _, decoded = decode_response(api.key, version, data)
         return decoded

@@ -3,7 +3,11 @@
 A handler is `async def handle(ctx: RequestContext, request: Struct) -> Struct`:
 it gets the decoded request body and returns the response body (a Struct of the
 API's response class or a dict). The network layer encodes it in the request's
-version, so handlers only fill fields; fields a version lacks are dropped.
+version, so handlers only fill fields; fields a version lacks are dropped. A
+handler whose work is done but whose answer must wait (an acks=all Produce
+waiting for replication) may return a :class:`DeferredResponse` instead: the
+network layer sends it in its turn, in request order, and meanwhile handles the
+connection's next Produce requests.
 
 `SERVED` lists, per API key, the version range advertised in ApiVersions. Like
 Apache Kafka 4.0, Produce and Fetch are advertised from version 0 (librdkafka
@@ -44,6 +48,28 @@ class RequestContext:
     def client_id(self) -> str:
         """The client id from the request header ('' when null)."""
         return self.header.client_id or ""
+
+
+class DeferredResponse:
+    """A response that is not ready yet: `finish()` awaits and returns the body.
+    Nothing runs until it is awaited (so an abandoned one leaves nothing behind)."""
+
+    __slots__ = ("_finish",)
+
+    def __init__(self, finish: Callable[[], Awaitable[Any]]) -> None:
+        self._finish = finish
+
+    async def result(self) -> Any:
+        """The response body, once ready."""
+        return await self._finish()
+
+
+async def resolve(response: Any) -> Any:
+    """The response body of a handler's result, waiting out a DeferredResponse (for
+    callers that answer one request at a time, without the network layer)."""
+    if isinstance(response, DeferredResponse):
+        return await response.result()
+    return response
 
 
 # api key -> (min version, max version) advertised in ApiVersions.

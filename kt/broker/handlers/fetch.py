@@ -39,13 +39,9 @@ async def fetch(ctx: RequestContext, request: Struct) -> Any:
         remaining = deadline - time.monotonic()
         if total >= request.min_bytes or remaining <= 0 or not parts or _has_error(responses):
             break
-        events = [p.data_arrived() for p in parts]
-        waiters = [asyncio.ensure_future(e.wait()) for e in events]
-        try:
-            await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for w in waiters:
-                w.cancel()
+        # The partitions' shared futures: asyncio.wait leaves them as they are.
+        arrived = {p.data_arrived() for p in parts}
+        await asyncio.wait(arrived, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
         if broker.stopping:
             break
     return apis.FETCH.response(

@@ -17,8 +17,9 @@ import time
 from typing import Any
 
 from kt.broker.errors import BrokerError, InvalidRecordError, error_code_for
-from kt.broker.handlers import RequestContext, handles
+from kt.broker.handlers import DeferredResponse, RequestContext, handles
 from kt.broker.metadata_store import INTERNAL_TOPICS
+from kt.broker.replica_manager import replication_errors
 from kt.protocol import ErrorCode, Struct, apis
 from kt.storage import record_batch as v2
 from kt.storage.checkpoint import TopicPartition
@@ -68,16 +69,31 @@ async def produce(ctx: RequestContext, request: Struct) -> Any:
 
             raise CloseConnection(f"acks=0 produce failed: {failed[:5]}")
         return None
-    if required:
-        # Kafka's DelayedProduce: answered when the ISR has every write, or at the
-        # request's timeout (the records stay written either way).
-        errors = await ctx.broker.replica_manager.wait_for_replication(
-            {tp: offset for tp, (offset, _) in required.items()}, request.timeout_ms
-        )
-        for tp, error in errors.items():
+    if not required:
+        return apis.PRODUCE.response(responses=responses, throttle_time_ms=0)
+    # Kafka's DelayedProduce: answered when the ISR has every write, or at the
+    # request's timeout (the records stay written either way). The appends are done:
+    # while this waits, the connection's next Produce is appended (the network layer
+    # still answers in request order).
+    replicas = ctx.broker.replica_manager
+    op = replicas.watch_replication(
+        {tp: offset for tp, (offset, _) in required.items()}, request.timeout_ms
+    )
+
+    def answer() -> Any:
+        for tp, error in replication_errors(op).items():
             if error is not None:
                 required[tp][1]["error_code"] = error_code_for(error)
-    return apis.PRODUCE.response(responses=responses, throttle_time_ms=0)
+        return apis.PRODUCE.response(responses=responses, throttle_time_ms=0)
+
+    if op.completed:
+        return answer()
+
+    async def finish() -> Any:
+        await op.wait()
+        return answer()
+
+    return DeferredResponse(finish)
 
 
 def _has_transactional(request: Struct) -> bool:

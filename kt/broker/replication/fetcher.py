@@ -109,6 +109,11 @@ class LeaderEndpoint(Protocol):
         ...
 
 
+# A fetch response is read from the socket in pieces of up to this size (asyncio's
+# default 64 KiB would take many event-loop turns per 1 MiB response).
+_READ_SIZE = 1 << 20
+
+
 class BrokerEndpoint:
     """A LeaderEndpoint over one BrokerConnection, reconnecting after failures."""
 
@@ -145,6 +150,7 @@ class BrokerEndpoint:
             client_id=self.client_id,
             connect_timeout=self.config.socket_timeout_ms / 1000,
             request_timeout=timeout,
+            read_size=_READ_SIZE,
         )
         await conn.connect()
         self._conn = conn

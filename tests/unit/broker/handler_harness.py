@@ -12,7 +12,7 @@ from typing import Any
 
 from kt.broker.broker import Broker
 from kt.broker.config import load_config
-from kt.broker.handlers import HANDLERS, RequestContext, load_all
+from kt.broker.handlers import HANDLERS, RequestContext, load_all, resolve
 from kt.broker.metadata_store import TopicInfo
 from kt.broker.server import RunningBroker
 from kt.protocol import Struct, decode_request, decode_response, encode_request, encode_response
@@ -64,6 +64,11 @@ def open_broker(tmp_path: Path, **overrides: str) -> InProcessBroker:
     return InProcessBroker(tmp_path, **overrides)
 
 
+async def resolve_call(call: Coroutine[Any, Any, Any]) -> Any:
+    """A handler's response body, a deferred one awaited."""
+    return await resolve(await call)
+
+
 def call(broker: InProcessBroker, api: Any, version: int, body: Any) -> Struct | None:
     """One request through its handler: the decoded response body (None: no response)."""
     load_all()
@@ -71,7 +76,7 @@ def call(broker: InProcessBroker, api: Any, version: int, body: Any) -> Struct |
     header, request = decode_request(bytearray(frame))
     assert request is not None
     ctx = RequestContext(broker.broker, header, "127.0.0.1", 1)
-    response = broker.run(HANDLERS[api.key](ctx, request))
+    response = broker.run(resolve_call(HANDLERS[api.key](ctx, request)))
     if response is None:
         return None
     data = encode_response(api.key, version, 1, response, size_prefix=False)

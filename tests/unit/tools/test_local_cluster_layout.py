@@ -51,6 +51,22 @@ def test_state_round_trip(tmp_path: Path) -> None:
         LocalCluster.load(tmp_path / "elsewhere")
 
 
+def test_zookeeper_tick_follows_the_brokers_session_timeout(tmp_path: Path) -> None:
+    """ZooKeeper expires sessions in tickTime buckets: the tick is a tenth of the
+    brokers' zookeeper.session.timeout.ms (Kafka's 18 s by default), at most 2 s."""
+    cases = {None: 1800, "6000": 600, "60000": 2000, "500": 100}
+    for i, (session, tick) in enumerate(cases.items()):
+        overrides = {} if session is None else {"zookeeper.session.timeout.ms": session}
+        c = LocalCluster.create(tmp_path / str(i), 1, overrides=overrides)
+        assert c.zookeeper is not None
+        assert f"tickTime={tick}\n" in c.zookeeper.config_text()
+        # clients asking for long sessions still get them (ZooKeeper's cap is 20 ticks)
+        assert "maxSessionTimeout=40000\n" in c.zookeeper.config_text()
+        c.save()
+        again = LocalCluster.load(tmp_path / str(i)).zookeeper
+        assert again is not None and again.tick_time_ms == tick
+
+
 def test_missing_java_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(local_cluster.shutil, "which", lambda name: None)
     with pytest.raises(ClusterError, match="scripts/setup"):
