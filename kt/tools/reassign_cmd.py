@@ -141,7 +141,9 @@ def _topics_from(path: str) -> list[str]:
     metavar="B/S",
     help="--execute: limit moves between log dirs of a broker to this many bytes/s.",
 )
-@click.option("--preserve-throttles", is_flag=True, help="--verify: leave the throttles in place.")
+@click.option(
+    "--preserve-throttles", is_flag=True, help="--verify, --cancel: leave the throttles in place."
+)
 @click.option("--watch", is_flag=True, help="--progress: refresh until nothing is in progress.")
 @click.option(
     "--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
@@ -190,7 +192,7 @@ def reassign_partitions(
     malformed plan is refused before anything starts (exit 2). --throttle sets
     Kafka's throttles (both rates on every broker involved, the topics'
     throttled-replica lists); --verify clears them once nothing of the plan is
-    in progress, unless --preserve-throttles. --command-config reads Kafka's
+    in progress, and --cancel at once, unless --preserve-throttles. --command-config reads Kafka's
     admin properties file; a property kt cannot honour (TLS, SASL, ...) is an
     error, not ignored.
 
@@ -229,7 +231,7 @@ def reassign_partitions(
         elif mode == "verify":
             _verify(wire, plan, moves, preserve_throttles, as_json)
         else:
-            _cancel(wire, plan, moves, as_json)
+            _cancel(wire, plan, moves, preserve_throttles, as_json)
 
 
 async def _current(c: KafkaClient, topics: list[str] | None = None) -> Plan:
@@ -569,10 +571,16 @@ def _verify(
         click.echo(f"Clearing topic-level throttles on topic{s} {','.join(topics)}")
 
 
-def _cancel(wire: Wire, plan: Plan, moves: LogDirMoves, as_json: bool) -> None:
+def _cancel(
+    wire: Wire, plan: Plan, moves: LogDirMoves, preserve_throttles: bool, as_json: bool
+) -> None:
+    topics = sorted({t for t, _ in plan})
+
     async def go(
         c: KafkaClient,
-    ) -> tuple[list[tuple[str, int]], dict[tuple[str, int], object], list[Replica]]:
+    ) -> tuple[
+        list[tuple[str, int]], dict[tuple[str, int], object], list[Replica], list[int] | None
+    ]:
         running = await c.list_partition_reassignments()
         active = [tp for tp in sorted(plan) if tp in running]
         errors: dict[tuple[str, int], object] = {}
@@ -586,13 +594,18 @@ def _cancel(wire: Wire, plan: Plan, moves: LogDirMoves, as_json: bool) -> None:
             if m.status in ("in_progress", "elsewhere") and m.current is not None
             for t, p, b in [m.replica.rsplit("-", 2)]
         }
-        return active, errors, await start_log_dir_moves(c, back)
+        moved_back = await start_log_dir_moves(c, back)
+        # Kafka's --cancel clears the plan's throttles too (whether or not anything
+        # was still running), unless --preserve-throttles.
+        cleared = None if preserve_throttles else await clear_throttles(c, topics)
+        return active, errors, moved_back, cleared
 
-    active, errors, moved_back = wire.run(go)
+    active, errors, moved_back, cleared = wire.run(go)
     done = [tp for tp in active if tp not in errors]
     if as_json:
         emit_json({"cancelled": [_tp(*tp) for tp in done],
                    "cancelled_log_dir_moves": [_replica(r) for r in sorted(moved_back)],
+                   "throttles_cleared": cleared is not None,
                    "errors": {_tp(*tp): str(e) for tp, e in sorted(errors.items())}})  # fmt: skip
     elif done:
         s = "" if len(done) == 1 else "s"
@@ -608,6 +621,11 @@ def _cancel(wire: Wire, plan: Plan, moves: LogDirMoves, as_json: bool) -> None:
             click.echo(f"Successfully started log directory move{s} for: {_replicas(moved_back)}")
         else:
             click.echo("None of the specified partition moves are active.")
+    if cleared is not None and not as_json:
+        s = "" if len(cleared) == 1 else "s"
+        click.echo(f"Clearing broker-level throttles on broker{s} {_ids(cleared)}")
+        s = "" if len(topics) == 1 else "s"
+        click.echo(f"Clearing topic-level throttles on topic{s} {','.join(topics)}")
     if errors:
         for tp, e in sorted(errors.items()):
             click.echo(f"{_tp(*tp)}: {e}", err=True)

@@ -213,14 +213,35 @@ def test_move_verify_and_cancel(cluster: LocalCluster, tmp_path: Path) -> None:
         listed = on23(c, "reassign-partitions", "--list").stdout.splitlines()
         assert listed[0] == "Current partition reassignments:"
         assert "mv-0: replicas: 1,2,3. adding: 1. removing: 3." in listed
-        r = on23(c, "reassign-partitions", "--cancel", "--reassignment-json-file", str(rollback))
+        # --preserve-throttles: clearing them would ask the paused broker too
+        r = on23(c, "reassign-partitions", "--cancel", "--reassignment-json-file", str(rollback),
+                 "--preserve-throttles")  # fmt: skip
         assert r.exit_code == 0, r.stderr
         assert r.stdout.startswith("Successfully cancelled partition reassignment")
         wait_for(lambda: replicas_of(c, "mv", on23) == {0: [2, 3], 1: [2, 3]})
-        r = on23(c, "reassign-partitions", "--cancel", "--reassignment-json-file", str(rollback))
+        r = on23(c, "reassign-partitions", "--cancel", "--reassignment-json-file", str(rollback),
+                 "--preserve-throttles")  # fmt: skip
         assert r.stdout == "None of the specified partition reassignments are active.\n"
     finally:
         c.resume_broker(1)
+    wait_for(lambda: all_live(c))
+
+    # --cancel clears the plan's throttles as Kafka's does, even with nothing to cancel
+    r = on(c, "reassign-partitions", "--execute", "--reassignment-json-file", str(rollback),
+           "--throttle", "1000")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    r = on(c, "reassign-partitions", "--cancel", "--reassignment-json-file", str(rollback))
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.splitlines()[-2:] == [
+        "Clearing broker-level throttles on brokers 1,2,3",
+        "Clearing topic-level throttles on topic mv",
+    ]
+    wait_for(lambda: replicas_of(c, "mv") == {0: [2, 3], 1: [2, 3]})
+    configs = on(c, "configs", "describe", "--entity-type", "topics", "--entity-name", "mv")
+    assert "throttled" not in configs.stdout
+    for b in ("1", "2", "3"):
+        configs = on(c, "configs", "describe", "--entity-type", "brokers", "--entity-name", b)
+        assert "throttled.rate" not in configs.stdout, configs.stdout
 
 
 def test_throttled_reassignment_copies_at_the_throttled_rate(
