@@ -25,13 +25,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from kt.broker.controller import election, rebalance
 from kt.broker.controller import requests as rq
 from kt.broker.controller.channel import ControllerChannel
-from kt.broker.controller.context import ReplicaAssignment
+from kt.broker.controller.context import ControllerContext, ReplicaAssignment
 from kt.broker.controller.election import ElectionType, LeaderAndIsr, LeaderRecoveryState
 from kt.broker.controller.reassignment import ReassignmentResult, Reassignments
 from kt.broker.controller.requests import BrokerEndpointInfo, TopicReplicas
@@ -149,36 +149,6 @@ class ControllerSettings:
     leader_imbalance_first_check_s: float = 5.0
 
 
-@dataclass(slots=True)
-class _View:
-    """The active controller's view of the cluster (Kafka's ControllerContext)."""
-
-    epoch: int = 0
-    epoch_zk_version: int = 0
-    live: dict[int, BrokerEndpointInfo] = field(default_factory=dict)
-    shutting_down: set[int] = field(default_factory=set)
-    topics: dict[str, TopicReplicas] = field(default_factory=dict)
-    leadership: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
-    to_delete: set[str] = field(default_factory=set)
-    # topic -> replicas that acknowledged StopReplica(delete) for it
-    deleted_by: dict[str, set[tuple[int, int]]] = field(default_factory=dict)
-
-    def replicas(self, tp: TopicPartition) -> list[int]:
-        t = self.topics.get(tp.topic)
-        return list(t.partitions.get(tp.partition, [])) if t else []
-
-    def all_partitions(self) -> list[TopicPartition]:
-        return [TopicPartition(n, p) for n, t in sorted(self.topics.items())
-                for p in sorted(t.partitions)]  # fmt: skip
-
-    def online(self) -> set[int]:
-        """Brokers that may lead or join an ISR: live and not shutting down."""
-        return set(self.live) - self.shutting_down
-
-    def partitions_on(self, broker_id: int) -> list[TopicPartition]:
-        return [tp for tp in self.all_partitions() if broker_id in self.replicas(tp)]
-
-
 Event = Callable[[], Awaitable[None]]
 
 
@@ -216,7 +186,7 @@ class KafkaController:
         self.settings = settings or ControllerSettings()
         self._channel_factory = channel_factory
         self.channel: ControllerChannel | None = None
-        self.view = _View()
+        self.view = ControllerContext()
         self.active = False
         # Bumped at every resignation so watch callbacks of an older term are ignored.
         self._term = 0
@@ -310,7 +280,7 @@ class KafkaController:
         won = await self.zk.try_elect_controller(self.broker_id)
         if won is None:
             return
-        self.view = _View(epoch=won[0], epoch_zk_version=won[1])
+        self.view = ControllerContext(epoch=won[0], epoch_zk_version=won[1])
         self.active = True
         log.info("broker %d is the controller (epoch %d)", self.broker_id, won[0])
         await self._on_failover()
@@ -327,7 +297,7 @@ class KafkaController:
         if self._rebalance_timer is not None:
             self._rebalance_timer.cancel()
             self._rebalance_timer = None
-        self.view = _View()
+        self.view = ControllerContext()
         self.reassignments.reset()
         if delete_znode:
             try:

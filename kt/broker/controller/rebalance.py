@@ -8,7 +8,7 @@ it should lead another broker leads. When that fraction exceeds
 partitions, but only where the preferred replica can win one (live, not shutting
 down, in the ISR), so the periodic task never produces failed elections.
 
-Both the controller (over its view) and `ControllerContext` use these.
+The controller uses these over its ControllerContext; the TUI and tools reuse them.
 """
 
 from __future__ import annotations
