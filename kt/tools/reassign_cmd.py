@@ -49,6 +49,7 @@ from kt.tools.reassignment import (
 from kt.tools.wire import Wire, wire_options
 
 if TYPE_CHECKING:
+    from rich.live import Live
     from rich.table import Table
 
 EXISTING = (
@@ -144,10 +145,21 @@ def _topics_from(path: str) -> list[str]:
 @click.option(
     "--preserve-throttles", is_flag=True, help="--verify, --cancel: leave the throttles in place."
 )
+@click.option(
+    "--clear-throttles-when-done", is_flag=True,
+    help="--execute --throttle: wait for the plan to complete, then clear the throttles "
+    "(beyond Kafka).",
+)  # fmt: skip
+@click.option(
+    "--wait-timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+    metavar="SECONDS",
+    help="--clear-throttles-when-done: stop waiting after this long (throttles stay).",
+)  # fmt: skip
 @click.option("--watch", is_flag=True, help="--progress: refresh until nothing is in progress.")
 @click.option(
     "--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
-    metavar="SECONDS", help="--progress: seconds between samples.",
+    metavar="SECONDS",
+    help="--progress, --clear-throttles-when-done: seconds between samples.",
 )  # fmt: skip
 @click.option(
     "--command-config", metavar="FILE",
@@ -169,6 +181,8 @@ def reassign_partitions(
     throttle: int,
     replica_alter_log_dirs_throttle: int,
     preserve_throttles: bool,
+    clear_throttles_when_done: bool,
+    wait_timeout: float | None,
     watch: bool,
     interval: float,
     as_json: bool,
@@ -204,12 +218,29 @@ def reassign_partitions(
     moving replicas; --verify adds "Reassignment of replica foo-0-1 completed
     successfully." or "... is still in progress." per moved replica; --cancel
     stops the plan's moves still running (each replica stays where it is).
+
+    --execute --throttle B/S --clear-throttles-when-done (beyond Kafka) stays in
+    the foreground, shows the progress as --progress --watch does (every
+    --interval seconds), and once the whole plan is done clears the throttles as
+    --verify does, prints its lines and exits 0. A reassignment cancelled or
+    replaced by someone else: throttles cleared too, exit 1. Ctrl-C / SIGTERM or
+    --wait-timeout stop the wait and leave the throttles in place, saying to run
+    --verify (exit 130 / 143 / 1).
     """
     wire = apply_command_config(wire, command_config)
     if mode is None:
         usage_error(
             "Command must include exactly one action: --generate, --execute, --verify, "
             "--cancel, --list or --progress"
+        )
+    if clear_throttles_when_done and mode != "execute":
+        usage_error("--clear-throttles-when-done works with --execute only")
+    if wait_timeout is not None and not clear_throttles_when_done:
+        usage_error("--wait-timeout needs --clear-throttles-when-done")
+    if clear_throttles_when_done and throttle < 0 and replica_alter_log_dirs_throttle < 0:
+        usage_error(
+            "--clear-throttles-when-done needs --throttle or --replica-alter-log-dirs-throttle "
+            "(without a throttle there is nothing to clear)"
         )
     if mode == "generate":
         _generate(wire, topics_to_move_json_file, broker_list, disable_rack_aware,
@@ -228,6 +259,12 @@ def reassign_partitions(
         if mode == "execute":
             _execute(wire, plan, moves, additional, throttle, replica_alter_log_dirs_throttle,
                      as_json)  # fmt: skip
+            if clear_throttles_when_done:
+                # Imported here: kt.tools.reassign_wait builds on this module.
+                from kt.tools.reassign_wait import run_wait
+
+                run_wait(wire, plan, moves, reassignment_json_file, interval, wait_timeout,
+                         as_json)  # fmt: skip
         elif mode == "verify":
             _verify(wire, plan, moves, preserve_throttles, as_json)
         else:
@@ -533,17 +570,25 @@ async def sample_moves(c: KafkaClient, moves: LogDirMoves) -> list[MoveStatus]:
     return move_statuses(moves, dirs)
 
 
+async def plan_state(
+    c: KafkaClient, plan: Plan, moves: LogDirMoves
+) -> tuple[list[Status], list[MoveStatus]]:
+    """--verify's view of the plan: each partition's status, each log-dir move's."""
+    topics = sorted({t for t, _ in plan})
+    running = await c.list_partition_reassignments(
+        {t: sorted(p for tt, p in plan if tt == t) for t in topics}
+    )
+    statuses = verify_statuses(plan, await _current(c, topics), running)
+    return statuses, await sample_moves(c, moves)
+
+
 def _verify(
     wire: Wire, plan: Plan, moves: LogDirMoves, preserve_throttles: bool, as_json: bool
 ) -> None:
     topics = sorted({t for t, _ in plan})
 
     async def go(c: KafkaClient) -> tuple[list[Status], list[MoveStatus], list[int] | None]:
-        running = await c.list_partition_reassignments(
-            {t: sorted(p for tt, p in plan if tt == t) for t in topics}
-        )
-        statuses = verify_statuses(plan, await _current(c, topics), running)
-        move_states = await sample_moves(c, moves)
+        statuses, move_states = await plan_state(c, plan, moves)
         if not as_json:
             click.echo("Status of partition reassignment:")
             for st in statuses:
@@ -690,51 +735,84 @@ def _render(rows: list[ReplicaProgress]) -> Table:
     return table
 
 
-def _progress(wire: Wire, plan: Plan | None, watch: bool, interval: float, as_json: bool) -> None:
-    rich_out = stdout_is_terminal() and not as_json
+class ProgressDisplay:
+    """How --progress shows its samples (and --execute --clear-throttles-when-done
+    while it waits): rich progress bars on a terminal, one line per replica when
+    piped, NDJSON with --json."""
 
-    def show(rows: list[ReplicaProgress]) -> None:
-        if as_json:
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.rich = stdout_is_terminal() and not as_json
+        self._live: Live | None = None
+
+    def start(self) -> None:
+        """Begin the rich display (nothing when piped)."""
+        if self.rich:
+            from rich.live import Live
+
+            self._live = Live(_render([]), auto_refresh=False)
+            self._live.start()
+
+    def stop(self) -> None:
+        """End the rich display, leaving its last table on screen."""
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def show(self, rows: list[ReplicaProgress], finished: list[ReplicaProgress]) -> None:
+        """One sample: the replicas copying now, after those whose reassignment
+        ended since the previous sample (not on the rich display)."""
+        if finished and not self.rich:
+            self._emit(finished)
+        if self._live is not None:
+            self._live.update(_render(rows), refresh=True)
+        self._emit(rows)
+
+    def _emit(self, rows: list[ReplicaProgress]) -> None:
+        if self.as_json:
             doc = [dict(asdict(x), remaining=x.remaining) for x in rows]
             emit_json({"time": time.time(), "replicas": doc})
-        elif not rich_out:
+        elif not self.rich:
             if not rows:
                 click.echo("No partition reassignments in progress.")
             for x in rows:
                 click.echo(progress_line(x))
 
-    async def go(c: KafkaClient) -> None:
-        live = None
-        if rich_out:
-            from rich.live import Live
 
-            live = Live(_render([]), auto_refresh=False)
-            live.start()
+async def next_sample(
+    c: KafkaClient, plan: Plan | None, before: list[ReplicaProgress], t0: float, watch: bool
+) -> tuple[list[ReplicaProgress], list[ReplicaProgress], float]:
+    """The adding replicas now with their rates since `before` (taken at `t0`), and
+    (`watch`) the replicas of `before` whose reassignment ended meanwhile, measured
+    once more. Also returns when this sample was taken."""
+    rows = await sample_progress(c, plan)
+    t1 = time.monotonic()
+    rows = with_rates(rows, before, t1 - t0)
+    finished: list[ReplicaProgress] = []
+    if watch:
+        listed = {(x.partition, x.broker) for x in rows}
+        gone = [x for x in before if (x.partition, x.broker) not in listed]
+        if gone:
+            finished = await sample_finished(c, gone)
+    return rows, finished, t1
+
+
+def _progress(wire: Wire, plan: Plan | None, watch: bool, interval: float, as_json: bool) -> None:
+    display = ProgressDisplay(as_json)
+
+    async def go(c: KafkaClient) -> None:
+        display.start()
         try:
             before = await sample_progress(c, plan)
             t0 = time.monotonic()
             while True:
                 await asyncio.sleep(interval)
-                rows = await sample_progress(c, plan)
-                t1 = time.monotonic()
-                rows = with_rates(rows, before, t1 - t0)
-                if watch:
-                    # Replicas whose reassignment ended since the last sample: their
-                    # final sizes (a finished copy is the leader's size).
-                    listed = {(x.partition, x.broker) for x in rows}
-                    gone = [x for x in before if (x.partition, x.broker) not in listed]
-                    if gone:
-                        finished = await sample_finished(c, gone)
-                        if as_json or not rich_out:
-                            show(finished)
-                if live is not None:
-                    live.update(_render(rows), refresh=True)
-                show(rows)
+                rows, finished, t0 = await next_sample(c, plan, before, t0, watch)
+                display.show(rows, finished)
                 if not watch or not rows:
                     return
-                before, t0 = rows, t1
+                before = rows
         finally:
-            if live is not None:
-                live.stop()
+            display.stop()
 
     wire.run(go)
