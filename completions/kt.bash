@@ -151,7 +151,7 @@ _kt_node() {
             ;;
         'kt reassign-partitions')
             _kt_subs=''
-            _kt_opts='--bootstrap-server -b --timeout --generate --execute --verify --cancel --list --progress --topics-to-move-json-file --broker-list --disable-rack-aware --minimal-movement --reassignment-json-file --additional --throttle --replica-alter-log-dirs-throttle --preserve-throttles --watch --interval --command-config --json -h --help'
+            _kt_opts='--bootstrap-server -b --timeout --generate --execute --verify --cancel --list --progress --topics-to-move-json-file --broker-list --disable-rack-aware --minimal-movement --reassignment-json-file --additional --throttle --replica-alter-log-dirs-throttle --preserve-throttles --clear-throttles-when-done --wait-timeout --watch --interval --command-config --json -h --help'
             ;;
         'kt replica')
             _kt_subs='diff'
@@ -436,6 +436,7 @@ _kt_option() {
         'kt reassign-partitions/--reassignment-json-file') _kt_nargs=1 _kt_kind=file ;;
         'kt reassign-partitions/--throttle') _kt_nargs=1 ;;
         'kt reassign-partitions/--replica-alter-log-dirs-throttle') _kt_nargs=1 ;;
+        'kt reassign-partitions/--wait-timeout') _kt_nargs=1 ;;
         'kt reassign-partitions/--interval') _kt_nargs=1 ;;
         'kt reassign-partitions/--command-config') _kt_nargs=1 _kt_kind=file ;;
         'kt replica diff/--reference') _kt_nargs=1 _kt_kind=file ;;

@@ -425,6 +425,8 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt reassign-partitions/--replica-alter-log-dirs-throttle'
             echo 1
+        case 'kt reassign-partitions/--wait-timeout'
+            echo 1
         case 'kt reassign-partitions/--interval'
             echo 1
         case 'kt reassign-partitions/--command-config'
@@ -872,8 +874,10 @@ complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'additional' -d '--execu
 complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'throttle' -x -d '--execute: limit the moving replicas\' replication to this many bytes/s.'
 complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'replica-alter-log-dirs-throttle' -x -d '--execute: limit moves between log dirs of a broker to this many bytes/s.'
 complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'preserve-throttles' -d '--verify, --cancel: leave the throttles in place.'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'clear-throttles-when-done' -d '--execute --throttle: wait for the plan to complete, then clear the...'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'wait-timeout' -x -d '--clear-throttles-when-done: stop waiting after this long (throttles stay).'
 complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'watch' -d '--progress: refresh until nothing is in progress.'
-complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'interval' -x -d '--progress: seconds between samples.'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'interval' -x -d '--progress, --clear-throttles-when-done: seconds between samples.'
 complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'command-config' -r -F -d 'Admin client properties (Kafka\'s): bootstrap.servers, client.id...'
 complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'json' -d 'JSON output.'
 complete -c kt -n "__kt_is 'kt reassign-partitions'" -s 'h' -l 'help' -d 'Show this message and exit.'
