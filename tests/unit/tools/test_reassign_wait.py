@@ -188,3 +188,17 @@ def test_json_is_ndjson_ending_with_the_outcome(
     assert any("replicas" in d and d["replicas"] for d in docs[1:-1])
     assert docs[-1]["outcome"] == "completed" and docs[-1]["throttles_cleared"] is True
     assert docs[-1]["partitions"][0]["status"] == "completed"
+
+
+def test_terminal_shows_rich_progress_then_the_lines(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr("kt.tools.reassign_cmd.stdout_is_terminal", lambda: True)
+    fake = FakeClient(polls=2)
+    r = invoke(monkeypatch, tmp_path, fake, "--throttle", "1000", "--clear-throttles-when-done",
+               "--interval", "0.1")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    assert "Partition reassignment progress" in r.stdout
+    assert "copied 400 of 1000" not in r.stdout  # the table, not the piped lines
+    assert r.stdout.splitlines()[-1] == "Clearing topic-level throttles on topic t"
+    assert len(fake.deletes()) == 4
