@@ -9,7 +9,9 @@ reach), so the waiting process is the record. When someone else cancels or
 replaces the reassignment the throttles are cleared too (exit 1: the plan did not
 complete). SIGINT/SIGTERM and `--wait-timeout` stop the wait and leave the
 throttles in place, with one line saying to run `--verify` (exit 130 / 143 as
-shells report those signals; 1 for the timeout).
+shells report those signals; 1 for the timeout). Client errors while waiting (a
+broker restarting) are retried; only after RETRY_FOR seconds of them does the wait
+give up the same way (exit 1).
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ from typing import TypeVar
 
 import click
 
-from kt.client import KafkaClient
-from kt.tools.console import emit_json, fail
+from kt.client import KafkaClient, KafkaConnectionError, KafkaError, KafkaTimeoutError
+from kt.tools.console import emit_json, fail, warn
 from kt.tools.reassign_cmd import (
     LogDirMoves,
     MoveStatus,
@@ -43,18 +45,22 @@ T = TypeVar("T")
 
 #: the signals that stop the wait, and the exit code shells report for each
 STOP_SIGNALS = {signal.SIGINT: 130, signal.SIGTERM: 143}
+#: client errors retried while waiting, and for how long (seconds) before giving up
+RETRIED = (KafkaError, KafkaConnectionError, KafkaTimeoutError)
+RETRY_FOR = 300.0
 
 
 @dataclass
 class WaitOutcome:
     """How the wait ended: completed / cancelled (throttles cleared), or
-    interrupted / timed_out (throttles left in place)."""
+    interrupted / timed_out / failed (throttles left in place)."""
 
     state: str
     statuses: list[Status] = field(default_factory=list)
     move_states: list[MoveStatus] = field(default_factory=list)
     cleared: list[int] | None = None  # the brokers whose throttles were cleared
     signal: int | None = None  # the signal that interrupted the wait
+    error: str | None = None  # the client error that ended the wait (failed)
 
 
 async def _unless_stopped(work: Awaitable[T], stop: asyncio.Event) -> tuple[bool, T | None]:
@@ -84,34 +90,52 @@ async def wait_then_clear(
     stop: asyncio.Event,
     deadline: float | None,
     display: ProgressDisplay,
+    retry_for: float = RETRY_FOR,
 ) -> WaitOutcome:
     """Sample the plan every `interval` seconds (progress to `display`) until it is
     done, then clear the throttles as --verify does. Setting `stop` or passing
-    `deadline` (time.monotonic()) ends the wait with the throttles left alone."""
+    `deadline` (time.monotonic()) ends the wait with the throttles left alone, as
+    do client errors lasting `retry_for` seconds (shorter ones are retried)."""
     topics = sorted({t for t, _ in plan})
     before: list[ReplicaProgress] = []
     t0 = time.monotonic()
+    statuses: list[Status] = []
+    move_states: list[MoveStatus] = []
+    failing_since: float | None = None
     while True:
-        stopped, state = await _unless_stopped(plan_state(c, plan, moves), stop)
-        if stopped or state is None:
-            return WaitOutcome("interrupted")
-        statuses, move_states = state
-        if all(s.status != "in_progress" for s in statuses) and all(m.done for m in move_states):
-            # Not raced against `stop`: a signal now must not leave half the
-            # throttles cleared.
-            cleared = await clear_throttles(c, topics)
-            undone = any(s.status != "completed" for s in statuses) or any(
-                m.status != "completed" for m in move_states
-            )
-            return WaitOutcome(
-                "cancelled" if undone else "completed", statuses, move_states, cleared
-            )
-        stopped, sample = await _unless_stopped(next_sample(c, plan, before, t0, True), stop)
-        if stopped or sample is None:
-            return WaitOutcome("interrupted", statuses, move_states)
-        rows, finished, t0 = sample
-        display.show(rows, finished)
-        before = rows
+        try:
+            stopped, state = await _unless_stopped(plan_state(c, plan, moves), stop)
+            if stopped or state is None:
+                return WaitOutcome("interrupted", statuses, move_states)
+            statuses, move_states = state
+            if all(s.status != "in_progress" for s in statuses) and all(
+                m.done for m in move_states
+            ):
+                # Not raced against `stop`: a signal now must not leave half the
+                # throttles cleared.
+                cleared = await clear_throttles(c, topics)
+                undone = any(s.status != "completed" for s in statuses) or any(
+                    m.status != "completed" for m in move_states
+                )
+                return WaitOutcome(
+                    "cancelled" if undone else "completed", statuses, move_states, cleared
+                )
+            stopped, sample = await _unless_stopped(next_sample(c, plan, before, t0, True), stop)
+            if stopped or sample is None:
+                return WaitOutcome("interrupted", statuses, move_states)
+            rows, finished, t0 = sample
+            display.show(rows, finished)
+            before = rows
+            failing_since = None
+        except RETRIED as exc:
+            # A wait can span broker restarts and controller moves: keep trying
+            # (one warning per streak) rather than leave the throttles behind.
+            now = time.monotonic()
+            if failing_since is None:
+                failing_since = now
+                warn(f"{exc}; retrying every {interval:g}s")
+            if now - failing_since >= retry_for:
+                return WaitOutcome("failed", statuses, move_states, error=str(exc))
         if deadline is not None and time.monotonic() >= deadline:
             return WaitOutcome("timed_out", statuses, move_states)
         if (await _unless_stopped(asyncio.sleep(interval), stop))[0]:
@@ -120,7 +144,7 @@ async def wait_then_clear(
 
 def report(outcome: WaitOutcome, topics: list[str], plan_path: str, as_json: bool) -> None:
     """The outcome as --verify prints it, then exit: 0 completed, 1 cancelled or
-    timed out, 130/143 interrupted (one error line on stderr for those)."""
+    timed out or failed, 130/143 interrupted (one error line on stderr for those)."""
     if as_json:
         emit_json({"outcome": outcome.state,
                    "partitions": [asdict(s) for s in outcome.statuses],
@@ -144,6 +168,9 @@ def report(outcome: WaitOutcome, topics: list[str], plan_path: str, as_json: boo
     if outcome.state == "timed_out":
         fail(f"--wait-timeout reached before the reassignment completed; the throttles "
              f"stay in place: {verify} once it completes")  # fmt: skip
+    if outcome.state == "failed":
+        fail(f"gave up waiting: {outcome.error}; the throttles stay in place: {verify} "
+             "once the reassignment completes")  # fmt: skip
     if outcome.state == "interrupted":
         sig = signal.Signals(outcome.signal or signal.SIGINT)
         fail(f"stopped waiting ({sig.name}); the throttles stay in place: "

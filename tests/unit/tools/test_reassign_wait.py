@@ -1,11 +1,13 @@
 """`kt reassign-partitions --execute --throttle R --clear-throttles-when-done`: usage
 errors before any connection, and the wait against a scripted fake client — a plan
 that completes clears the throttles and prints --verify's lines (exit 0), one
-cancelled by someone else clears them too (exit 1), a signal or --wait-timeout
-leaves them in place with one line saying to run --verify (exit 143 / 130 / 1)."""
+cancelled by someone else clears them too (exit 1), a signal, --wait-timeout or
+lasting client errors leave them in place with one line saying to run --verify
+(exit 143 / 130 / 1); passing client errors are retried."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -13,13 +15,23 @@ from pathlib import Path
 from types import SimpleNamespace as NS
 from typing import Any
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 
 from kt.cli import cli
-from kt.client import OP_DELETE, RESOURCE_BROKER, RESOURCE_TOPIC, LogDirInfo, LogDirPartition
+from kt.client import (
+    OP_DELETE,
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    KafkaConnectionError,
+    LogDirInfo,
+    LogDirPartition,
+)
 from kt.client import PartitionReassignment as PR
 from kt.protocol import ErrorCode
+from kt.tools.reassign_cmd import ProgressDisplay
+from kt.tools.reassign_wait import report, wait_then_clear
 from kt.tools.wire import Wire
 
 PLAN = {"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [2, 3]}]}
@@ -202,3 +214,51 @@ def test_terminal_shows_rich_progress_then_the_lines(
     assert "copied 400 of 1000" not in r.stdout  # the table, not the piped lines
     assert r.stdout.splitlines()[-1] == "Clearing topic-level throttles on topic t"
     assert len(fake.deletes()) == 4
+
+
+class FlakyClient(FakeClient):
+    """Samples of the plan fail with a connection error while `failing(n)`."""
+
+    def __init__(self, failing: Any, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.failing = failing
+
+    async def describe_topics(self, topics: list[str]) -> dict[str, Any]:
+        if self.started and self.failing(self.samples):
+            raise KafkaConnectionError("cannot reach broker 2")
+        return await super().describe_topics(topics)
+
+
+def test_client_errors_while_waiting_are_retried(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    fake = FlakyClient(lambda n: n in (2, 3), polls=4)
+    r = invoke(monkeypatch, tmp_path, fake, "--throttle", "1000", "--clear-throttles-when-done",
+               "--interval", "0.1")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    # one warning for the streak of two failures
+    assert r.stderr.strip().splitlines() == [
+        "kt: warning: cannot reach broker 2; retrying every 0.1s"
+    ]
+    assert r.stdout.splitlines()[-1] == "Clearing topic-level throttles on topic t"
+    assert len(fake.deletes()) == 4
+
+
+def test_lasting_client_errors_end_the_wait_leaving_the_throttles() -> None:
+    fake = FlakyClient(lambda n: n >= 1, polls=1)
+    fake.started = True
+    plan = {("t", 0): [2, 3]}
+    out = asyncio.run(wait_then_clear(
+        fake, plan, {}, interval=0.05, stop=asyncio.Event(), deadline=None,  # type: ignore[arg-type]
+        display=ProgressDisplay(as_json=True), retry_for=0.3,
+    ))  # fmt: skip
+    assert out.state == "failed" and out.error == "cannot reach broker 2"
+    assert fake.deletes() == []
+    with pytest.raises(click.ClickException) as exc:
+        report(out, ["t"], "plan.json", as_json=False)
+    assert exc.value.exit_code == 1
+    assert exc.value.format_message() == (
+        "gave up waiting: cannot reach broker 2; the throttles stay in place: run kt "
+        "reassign-partitions --verify --reassignment-json-file plan.json once the "
+        "reassignment completes"
+    )
