@@ -52,17 +52,30 @@ class CloseConnection(Exception):
 
 
 class _FdFile:
-    """The minimal file object loop.sendfile needs, over a borrowed descriptor."""
+    """The minimal file object loop.sendfile needs, over a borrowed descriptor.
+
+    The position is our own (the descriptor is shared, so its offset is never used):
+    native sendfile passes explicit offsets, and asyncio's fallback (taken when
+    os.sendfile fails before sending anything, e.g. on a connection the peer just
+    dropped) seeks here and reads with `readinto`, which preads at that position."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
+        self._pos = 0
 
     def fileno(self) -> int:
         return self._fd
 
     def seek(self, offset: int, whence: int = 0) -> int:
-        # sendfile passes explicit offsets; the shared descriptor's position is unused.
+        if whence != os.SEEK_SET:
+            raise ValueError("only absolute seeks")
+        self._pos = offset
         return offset
+
+    def readinto(self, buf: memoryview) -> int:
+        n = os.preadv(self._fd, [buf], self._pos)
+        self._pos += n
+        return n
 
 
 class _Connection(asyncio.BufferedProtocol):
@@ -152,7 +165,7 @@ class _Connection(asyncio.BufferedProtocol):
 
 
 def _as_file(fd: int) -> IO[bytes]:
-    # loop.sendfile uses only fileno() and seek() (see _FdFile).
+    # loop.sendfile and its fallback use fileno(), seek() and readinto() (see _FdFile).
     return cast("IO[bytes]", _FdFile(fd))
 
 

@@ -237,13 +237,19 @@ class KafkaController:
         """Queue an event for the event task."""
         self._events.put_nowait(event)
 
-    async def call(self, fn: Callable[[], Awaitable[Any]]) -> Any:
-        """Run `fn` as an event and return its result (requests from handlers)."""
+    async def call(self, fn: Callable[[], Awaitable[Any]], moved: Any = None) -> Any:
+        """Run `fn` as an event and return its result (requests from handlers). When
+        a write finds another broker controlling (ControllerMovedError), the caller
+        gets `moved` (its "not the controller" answer) and the error still reaches the
+        event loop, which resigns, as for any other event (Kafka's maybeResign)."""
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
         async def event() -> None:
             try:
                 fut.set_result(await fn())
+            except ControllerMovedError:
+                fut.set_result(moved)
+                raise
             except BaseException as exc:  # handed to the caller
                 fut.set_exception(exc)
 
@@ -665,7 +671,7 @@ class KafkaController:
         partition, an error code and message. `tps` None means every partition, and
         then the partitions that need no election are left out (as Kafka answers)."""
         result: tuple[int, dict[TopicPartition, tuple[int, str | None]]] = await self.call(
-            lambda: self._elect_leaders(election_type, tps)
+            lambda: self._elect_leaders(election_type, tps), (ErrorCode.NOT_CONTROLLER, {})
         )
         return result
 
@@ -795,7 +801,8 @@ class KafkaController:
         """ControlledShutdown: move leadership off `broker_id`, shrink it out of the
         ISRs it follows; answer the replicated partitions it still leads."""
         result: tuple[int, list[TopicPartition]] = await self.call(
-            lambda: self._controlled_shutdown(broker_id, broker_epoch)
+            lambda: self._controlled_shutdown(broker_id, broker_epoch),
+            (ErrorCode.NOT_CONTROLLER, []),
         )
         return result
 
@@ -838,7 +845,8 @@ class KafkaController:
         """AlterPartition from a leader: validate its epochs, write the new ISRs, and
         answer each partition's state as written (or its error)."""
         result: tuple[int, dict[TopicPartition, IsrAnswer]] = await self.call(
-            lambda: self._alter_partition(broker_id, broker_epoch, changes)
+            lambda: self._alter_partition(broker_id, broker_epoch, changes),
+            (ErrorCode.NOT_CONTROLLER, {}),
         )
         return result
 

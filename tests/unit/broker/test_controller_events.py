@@ -576,6 +576,29 @@ def test_deposed_controller_resigns_when_its_write_is_fenced():
     run(go)
 
 
+def test_alter_partition_fenced_write_answers_not_controller_and_resigns():
+    # A leader's AlterPartition reaches a controller deposed behind its back (it was
+    # paused): the fenced write is answered NOT_CONTROLLER (the leader retries with
+    # the new controller) and the deposed controller resigns; neither an unhandled
+    # error for the request nor a controller that keeps believing it is active.
+    async def go() -> None:
+        zk = three_brokers()
+        zk.topics["t"] = TopicReplicas(bytes(16), {0: [1, 2, 3]})
+        c, _ = await started(zk)
+        s = zk.states[TP("t", 0)]
+        zk.controller = 2
+        zk.epoch_version += 1  # no watch fired yet
+        change = IsrChange(TP("t", 0), s.leader_epoch, (1, 2), s.zk_version)
+        top, answers = await c.alter_partition(1, zk.brokers[1].epoch, [change])
+        assert (top, answers) == (ErrorCode.NOT_CONTROLLER, {})
+        await settle()
+        assert not c.active
+        assert zk.states[TP("t", 0)].isr == (1, 2, 3)
+        await c.shutdown()
+
+    run(go)
+
+
 def test_controller_change_watch_makes_it_resign():
     async def go() -> None:
         zk = three_brokers()
