@@ -172,6 +172,7 @@ class Workload:
         # kafka-python logs every refused connection and retry at WARNING/ERROR: under
         # faults that is expected, and the history records what matters
         logging.getLogger("kafka").setLevel(logging.CRITICAL)
+        logging.getLogger("kazoo").setLevel(logging.CRITICAL)  # ZkView's, during zk-restart
         for name, fn in (
             ("p-confluent", self._confluent_producer),
             ("p-kafkapython", self._kafkapython_producer),
@@ -609,7 +610,7 @@ class CampaignResult:
     def report(self) -> str:
         """The table: faults by kind, records acknowledged, anomalies (with slices)."""
         lines = [f"seed {self.seed}", "faults injected:"]
-        lines += [f"  {k:<18} {self.faults.get(k, 0)}" for k in FAULT_KINDS]
+        lines += [f"  {k:<24} {self.faults.get(k, 0)}" for k in FAULT_KINDS]
         lines.append(format_table(self.verdict))
         if not self.final_read_ok:
             lines.append("final read INCOMPLETE (a partition unreadable after healing)")
