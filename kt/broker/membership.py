@@ -127,6 +127,7 @@ class ClusterMembership:
         )
         self.alter_partitions.start()
         rm.submit_isr_change = self.alter_partitions.submit
+        rm.dir_failure_listeners.append(self._announce_dir_failure)
         settings = ControllerSettings(
             unclean_leader_election_default=b.config.unclean_leader_election_enable,
             listener=b.listener_name,
@@ -253,6 +254,22 @@ class ClusterMembership:
         return (controller_id, endpoint.host, endpoint.port) if endpoint else None
 
     # --- session -----------------------------------------------------------------
+
+    def _announce_dir_failure(self, d: object) -> None:
+        """A log dir failed: tell the controller (Kafka's propagateLogDirEvent), which
+        asks this broker which replicas are gone and elects other leaders for them."""
+        log.warning("announcing the failed log directory %s to the controller", d)
+
+        async def announce() -> None:
+            while not self._leaving:
+                try:
+                    await self.cluster.register_log_dir_event(self.broker.node_id)
+                    return
+                except Exception as exc:  # store unreachable: retry, the event matters
+                    log.warning("cannot announce the failed log directory yet: %s", exc)
+                    await asyncio.sleep(1.0)
+
+        self._tasks.append(asyncio.get_running_loop().create_task(announce()))
 
     def _on_session_event(self, event: SessionEvent) -> None:
         if self._leaving:
