@@ -680,6 +680,8 @@ class ReplicaManager:
         (FENCED_LEADER_EPOCH), except for deletions (epoch -2)."""
         stale = self._stale(controller_epoch, broker_epoch)
         if stale:
+            log.warning("refusing StopReplica from controller %d (epoch %d): error %d",
+                        controller_id, controller_epoch, stale)  # fmt: skip
             return stale, {}
         self.controller_epoch = controller_epoch
         results: dict[TopicPartition, int] = {}
@@ -721,6 +723,8 @@ class ReplicaManager:
         """UpdateMetadata: refresh the metadata cache (and wake whoever waits on it)."""
         stale = self._stale(controller_epoch, broker_epoch)
         if stale:
+            log.warning("refusing UpdateMetadata from controller %d (epoch %d): error %d",
+                        controller_id, controller_epoch, stale)  # fmt: skip
             return stale
         self.controller_epoch = controller_epoch
         self.metadata_cache.update(
