@@ -41,7 +41,8 @@ def main() -> int:
     print(f"seed {seed}, directory {directory}", flush=True)
     result = run_kill_cycles(directory, args.cycles, seed, log=lambda s: print(s, flush=True))
     print(result.report())
-    print(f"load average at the end: {' '.join(open('/proc/loadavg').read().split()[:3])}")
+    load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    print(f"load average at the end: {load}")
     return 0 if result.ok else 1
 
 
