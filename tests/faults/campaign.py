@@ -678,6 +678,7 @@ def run_campaign(
             zk.close()
         cluster.stop(kill=True)
         proxies.close()
+        record_log_batches(history, cluster)
         history.close()
     verdict = check(history.events)
     return CampaignResult(
@@ -699,6 +700,38 @@ def _start_zookeeper_again(c: LocalCluster) -> None:
     while port_in_use(c.zookeeper.port) and time.monotonic() < deadline:
         time.sleep(0.1)
     c.zookeeper.start(timeout=30)
+
+
+def record_log_batches(history: History, cluster: LocalCluster) -> None:
+    """Record which producer id and epoch wrote each offset (a `log-batches` event),
+    read from the longest replica of each partition once the brokers stopped: the
+    checker tells a broker's failure to deduplicate from a client's re-send under a
+    new epoch with it."""
+    from kt.storage.file_records import BatchHead, open_file_records
+    from kt.storage.log_files import list_segments
+
+    batches: dict[str, list[list[int]]] = {}
+    for p in range(PARTITIONS):
+        best: list[list[int]] = []
+        for b in cluster.brokers:
+            pdir = b.data_dir / f"{TOPIC}-{p}"
+            if not pdir.is_dir():
+                continue
+            found: list[list[int]] = []
+            for seg in list_segments(pdir):
+                if seg.log is None:
+                    continue
+                records, f = open_file_records(seg.log)
+                with f:
+                    for h in records.headers():
+                        if isinstance(h, BatchHead) and h.header is not None:
+                            hd = h.header
+                            found.append([hd.base_offset, hd.last_offset, hd.producer_id,
+                                          hd.producer_epoch])  # fmt: skip
+            if found and (not best or found[-1][1] > best[-1][1]):
+                best = found
+        batches[str(p)] = best
+    history.record("log", "log-batches", "ok", batches=batches)
 
 
 def _tail_lines(path: Path, n: int) -> list[str]:
