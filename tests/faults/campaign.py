@@ -244,7 +244,13 @@ class Workload:
             enable_idempotence=True,
             acks="all",
             request_timeout_ms=4000,
-            delivery_timeout_ms=15000,
+            # Longer than any fault keeps a partition unavailable: in kafka-python
+            # 3.0.12 a batch that expires after it was sent makes the producer drop
+            # its producer id without asking for a new one (reset_producer_id leaves
+            # the state READY, and init_producer_id only runs from UNINITIALIZED), so
+            # no send resolves ever again (`_livelocked` below). Kafka's Java
+            # producer returns to UNINITIALIZED there (KAFKA-7737).
+            delivery_timeout_ms=120000,
             retry_backoff_ms=200,
             linger_ms=5,
             max_block_ms=5000,
@@ -286,6 +292,7 @@ class Workload:
                 f"{type(exc).__name__} after 60 s: {len(left)} sends unresolved "
                 f"(per partition {dict(sorted(per_partition.items()))}; "
                 f"first {sorted(left, key=lambda v: int(v.rsplit('-', 1)[1]))[:3]})"
+                + _livelocked(p)
             ) from exc
         p.close(5)
 
@@ -351,6 +358,20 @@ class Workload:
             return
         offs = {str(tp.partition): tp.offset for tp in got or [] if tp.error is None}
         self.history.record(proc, "commit", "ok", group=GROUP, offsets=offs)
+
+
+def _livelocked(producer: Any) -> str:
+    """Why a kafka-python producer stopped resolving sends, when it is its own
+    livelock: no producer id, and a state from which it never asks for one."""
+    tm = getattr(producer, "_transaction_manager", None)
+    if tm is None or tm.has_producer_id():
+        return ""
+    state = getattr(getattr(tm, "_current_state", None), "name", "?")
+    return (
+        f"; the client dropped its producer id and, in state {state}, never asks for a "
+        "new one (kafka-python reset_producer_id after an expired batch): a client "
+        "livelock, no broker answer pending"
+    )
 
 
 def final_read(history: History, bootstrap: str, timeout: float = 45.0) -> bool:
