@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kt.broker import dynamic_config as dyn
+from kt.broker.connection_quotas import ConfigValueError, parse_overrides
 from kt.storage.log_config import LONG_MAX, LogConfig
 
 DEFAULTS: dict[str, str] = {
@@ -25,6 +26,10 @@ DEFAULTS: dict[str, str] = {
     "auto.create.topics.enable": "true",
     "socket.request.max.bytes": str(100 * 1024 * 1024),
     "connections.max.idle.ms": str(10 * 60 * 1000),
+    # Kafka's ConnectionQuotas (kt/broker/connection_quotas.py): unlimited by default.
+    "max.connections": str(2**31 - 1),
+    "max.connections.per.ip": str(2**31 - 1),
+    "max.connections.per.ip.overrides": "",
     "offsets.topic.num.partitions": "50",
     # Capped by the live brokers when the topic is created (kt/broker/broker.py).
     "offsets.topic.replication.factor": "3",
@@ -80,7 +85,8 @@ _KNOWN_PREFIXES = ("log.", "num.", "socket.", "offsets.", "group.", "transaction
                    "unclean.", "min.insync", "inter.broker", "auto.", "delete.", "default.",
                    "broker.", "node.", "listener", "advertised.", "cluster.", "connections.",
                    "fetch.", "producer.", "quota.", "reserved.", "request.", "share.",
-                   "authorizer.", "super.", "control.", "alter.", "create.", "leader.")  # fmt: skip
+                   "authorizer.", "super.", "control.", "alter.", "create.", "leader.",
+                   "max.connections")  # fmt: skip
 
 
 class ConfigError(ValueError):
@@ -267,9 +273,14 @@ def load_config(
     unknown = sorted(k for k in given if not k.startswith(_KNOWN_PREFIXES))
     cfg = BrokerConfig(props, node_id, log_dirs, listeners, advertised, log_config, unknown)
     for key in ("num.partitions", "socket.request.max.bytes", "offsets.topic.num.partitions",
-                "transaction.state.log.num.partitions"):  # fmt: skip
+                "transaction.state.log.num.partitions", "max.connections",
+                "max.connections.per.ip"):  # fmt: skip
         if cfg.get_int(key) <= 0:
             raise ConfigError(f"{key} must be > 0")
+    try:
+        parse_overrides(cfg.props.get("max.connections.per.ip.overrides", ""))
+    except ConfigValueError as exc:
+        raise ConfigError(str(exc)) from None
     cfg.get_bool("auto.create.topics.enable")
     return cfg
 

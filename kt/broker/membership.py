@@ -60,6 +60,7 @@ class ClusterMembership:
         self.controller_link: ControllerLink | None = None
         self.fetchers: ReplicaFetcherManager | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None  # the broker's, once joined
         self._leaving = False
 
     # --- start -------------------------------------------------------------------
@@ -127,6 +128,8 @@ class ClusterMembership:
         )
         self.alter_partitions.start()
         rm.submit_isr_change = self.alter_partitions.submit
+        self._loop = asyncio.get_running_loop()
+        rm.dir_failure_listeners.append(self._announce_dir_failure)
         settings = ControllerSettings(
             unclean_leader_election_default=b.config.unclean_leader_election_enable,
             listener=b.listener_name,
@@ -253,6 +256,32 @@ class ClusterMembership:
         return (controller_id, endpoint.host, endpoint.port) if endpoint else None
 
     # --- session -----------------------------------------------------------------
+
+    def _announce_dir_failure(self, d: object) -> None:
+        """A log dir failed: tell the controller (Kafka's propagateLogDirEvent), which
+        asks this broker which replicas are gone and elects other leaders for them."""
+        log.warning("announcing the failed log directory %s to the controller", d)
+
+        async def announce() -> None:
+            while not self._leaving:
+                try:
+                    await self.cluster.register_log_dir_event(self.broker.node_id)
+                    return
+                except Exception as exc:  # store unreachable: retry, the event matters
+                    log.warning("cannot announce the failed log directory yet: %s", exc)
+                    await asyncio.sleep(1.0)
+
+        loop = self._loop
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if loop is None or loop.is_closed():
+            return  # not joined (or already stopped): no controller to tell
+        if running is loop:
+            self._tasks.append(loop.create_task(announce()))
+        else:  # a failure found off the broker's loop (a checkpoint thread)
+            asyncio.run_coroutine_threadsafe(announce(), loop)
 
     def _on_session_event(self, event: SessionEvent) -> None:
         if self._leaving:

@@ -28,6 +28,7 @@ import os
 from typing import IO, Any, cast
 
 from kt.broker import handlers
+from kt.broker.connection_quotas import ConnectionQuotas
 from kt.broker.handlers import HANDLERS, DeferredResponse, Handler, RequestContext
 from kt.protocol import (
     DecodeError,
@@ -52,17 +53,30 @@ class CloseConnection(Exception):
 
 
 class _FdFile:
-    """The minimal file object loop.sendfile needs, over a borrowed descriptor."""
+    """The minimal file object loop.sendfile needs, over a borrowed descriptor.
+
+    The position is our own (the descriptor is shared, so its offset is never used):
+    native sendfile passes explicit offsets, and asyncio's fallback (taken when
+    os.sendfile fails before sending anything, e.g. on a connection the peer just
+    dropped) seeks here and reads with `readinto`, which preads at that position."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
+        self._pos = 0
 
     def fileno(self) -> int:
         return self._fd
 
     def seek(self, offset: int, whence: int = 0) -> int:
-        # sendfile passes explicit offsets; the shared descriptor's position is unused.
+        if whence != os.SEEK_SET:
+            raise ValueError("only absolute seeks")
+        self._pos = offset
         return offset
+
+    def readinto(self, buf: memoryview) -> int:
+        n = os.preadv(self._fd, [buf], self._pos)
+        self._pos += n
+        return n
 
 
 class _Connection(asyncio.BufferedProtocol):
@@ -89,6 +103,7 @@ class _Connection(asyncio.BufferedProtocol):
         self.writer_task: asyncio.Task[None] | None = None
         # Set whenever the writer sent a response or stopped.
         self.written = asyncio.Event()
+        self.admitted = False  # counted by the server's ConnectionQuotas
 
     # --- asyncio protocol callbacks ---
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -96,6 +111,14 @@ class _Connection(asyncio.BufferedProtocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.host = peer[0] if isinstance(peer, tuple) else "unknown"
+        refused = self.server.quotas.admit(self.host)
+        if refused is not None:
+            # Kafka's TooManyConnectionsException: closed right after the accept
+            log.info("rejected a connection from %s: %s", self.host, refused)
+            self.closed = True
+            transport.abort()
+            return
+        self.admitted = True
         loop = asyncio.get_running_loop()
         self.last_activity = loop.time()
         self.task = loop.create_task(self.server._run(self))
@@ -124,6 +147,9 @@ class _Connection(asyncio.BufferedProtocol):
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.admitted:
+            self.admitted = False
+            self.server.quotas.release(self.host)
         self.closed = True
         self.queue.put_nowait(None)
         self.can_write.set()
@@ -152,7 +178,7 @@ class _Connection(asyncio.BufferedProtocol):
 
 
 def _as_file(fd: int) -> IO[bytes]:
-    # loop.sendfile uses only fileno() and seek() (see _FdFile).
+    # loop.sendfile and its fallback use fileno(), seek() and readinto() (see _FdFile).
     return cast("IO[bytes]", _FdFile(fd))
 
 
@@ -176,10 +202,12 @@ class NetworkServer:
         max_request_size: int,
         idle_ms: int,
         handler_table: dict[int, Handler] | None = None,
+        quotas: ConnectionQuotas | None = None,
     ) -> None:
         self.broker = broker
         # The request handlers by API key (tests pass their own).
         self.handlers = HANDLERS if handler_table is None else handler_table
+        self.quotas = quotas if quotas is not None else ConnectionQuotas()
         self.max_request_size = max_request_size
         self.idle_s = idle_ms / 1000
         self.servers: list[asyncio.base_events.Server] = []

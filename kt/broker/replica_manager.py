@@ -165,6 +165,9 @@ class ReplicaManager:
         self.offsets_txn_listeners: list[TxnCompletionListener] = []
         # Moves between this broker's log directories (set by the broker).
         self.log_dir_mover: ReplicaAlterLogDirsManager | None = None
+        # Told when a log directory newly failed (the cluster member announces it to
+        # the controller, which moves leadership away).
+        self.dir_failure_listeners: list[Callable[[Path], None]] = []
 
     # --- the hosted partitions -------------------------------------------------
 
@@ -506,11 +509,15 @@ class ReplicaManager:
         """Kafka's LogDirFailureHandler: take log directory `d` offline with all its
         partitions (clients get KAFKA_STORAGE_ERROR for them), keep serving the other
         directories; the log manager halts the broker when none is left."""
+        newly = d not in self.logs.offline_dirs
         for tp in self.logs.handle_dir_failure(d, exc):
             part = self._partitions.get(tp)
             if part is not None:
                 part.offline = True
                 part.notify()
+        if newly:
+            for listener in self.dir_failure_listeners:
+                listener(d)
 
     # --- the controller's requests ---------------------------------------------------
 
@@ -673,6 +680,8 @@ class ReplicaManager:
         (FENCED_LEADER_EPOCH), except for deletions (epoch -2)."""
         stale = self._stale(controller_epoch, broker_epoch)
         if stale:
+            log.warning("refusing StopReplica from controller %d (epoch %d): error %d",
+                        controller_id, controller_epoch, stale)  # fmt: skip
             return stale, {}
         self.controller_epoch = controller_epoch
         results: dict[TopicPartition, int] = {}
@@ -714,6 +723,8 @@ class ReplicaManager:
         """UpdateMetadata: refresh the metadata cache (and wake whoever waits on it)."""
         stale = self._stale(controller_epoch, broker_epoch)
         if stale:
+            log.warning("refusing UpdateMetadata from controller %d (epoch %d): error %d",
+                        controller_id, controller_epoch, stale)  # fmt: skip
             return stale
         self.controller_epoch = controller_epoch
         self.metadata_cache.update(

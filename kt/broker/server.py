@@ -29,6 +29,7 @@ from pathlib import Path
 
 from kt.broker.broker import Broker
 from kt.broker.config import BrokerConfig, Listener, new_cluster_id
+from kt.broker.connection_quotas import ConnectionQuotas, parse_overrides
 from kt.broker.membership import ClusterMembership
 from kt.broker.metadata.in_process import InProcessStore
 from kt.broker.metadata.store import CoordinationStore
@@ -81,6 +82,11 @@ class RunningBroker:
                 self.broker,
                 config.get_int("socket.request.max.bytes"),
                 config.get_int("connections.max.idle.ms"),
+                quotas=ConnectionQuotas(
+                    config.get_int("max.connections"),
+                    config.get_int("max.connections.per.ip"),
+                    parse_overrides(config.props.get("max.connections.per.ip.overrides", "")),
+                ),
             )
             if network
             else None

@@ -65,7 +65,13 @@ class FrameReceiver:
     buffer of its own and the transport reads straight into it, so a produce
     request's records are received once and never copied again. Frames come back
     as bytearrays the caller owns (and may modify, e.g. to patch record batches).
+
+    A large frame's buffer grows with the bytes that actually arrive (doubling from
+    `BIG_CHUNK`), not to the size its prefix claims: a client announcing frames just
+    under the limit and sending nothing more costs next to no memory.
     """
+
+    BIG_CHUNK = 1 << 20
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, staging: int = 64 * 1024):
         self.max_frame_size = max_frame_size
@@ -74,10 +80,20 @@ class FrameReceiver:
         self._end = 0  # end of received bytes in staging
         self._big: bytearray | None = None  # a large frame being filled directly
         self._big_got = 0
+        self._big_size = 0  # the size the frame will have (its buffer grows to it)
 
     def get_buffer(self) -> memoryview:
         """Where the transport should write the next received bytes."""
         if self._big is not None:
+            if self._big_got == len(self._big):
+                # Full so far: double it (up to the frame's size).
+                more = min(len(self._big), self._big_size - len(self._big))
+                try:
+                    self._big.extend(bytes(more))
+                except BufferError:  # a view of it is still held: move to a new one
+                    grown = bytearray(len(self._big) + more)
+                    grown[: self._big_got] = self._big
+                    self._big = grown
             return memoryview(self._big)[self._big_got :]
         if self._end == len(self._staging):
             # Move the unconsumed tail to the front to make room.
@@ -94,7 +110,7 @@ class FrameReceiver:
         frames: list[bytearray] = []
         if self._big is not None:
             self._big_got += nbytes
-            if self._big_got < len(self._big):
+            if self._big_got < self._big_size:
                 return frames
             frames.append(self._big)
             self._big = None
@@ -115,9 +131,9 @@ class FrameReceiver:
                 continue
             if size + 4 > len(buf):
                 # Too big for staging: give it its own buffer, seeded with what we have.
-                big = bytearray(size)
+                big = bytearray(min(size, max(have, self.BIG_CHUNK)))
                 big[:have] = buf[self._start + 4 : self._end]
-                self._big, self._big_got = big, have
+                self._big, self._big_got, self._big_size = big, have, size
                 self._start = self._end = 0
             break
         if self._start == self._end:

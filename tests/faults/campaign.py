@@ -7,7 +7,10 @@ The cluster's links go through harness-controlled proxies (`proxy.ProxySet`):
   inbound side (nobody can produce to it or replicate from it, while N itself can
   still fetch from the others and talk to ZooKeeper);
 - broker N's `zookeeper.connect` points at its own proxy `zkN`, so N alone can lose
-  ZooKeeper (its session expires while the others keep theirs).
+  ZooKeeper (its session expires while the others keep theirs);
+- the proxies know which broker process opened each connection (`proxy.socket_owner`),
+  so `bN` can refuse broker M alone: N and M stop replicating from each other while
+  clients, the third broker and ZooKeeper still reach both.
 
 A workload (two idempotent acks=all producers, confluent-kafka and kafka-python, and
 a consumer group committing offsets) runs while a seeded nemesis injects faults one
@@ -30,11 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kt.tools.local_cluster import ClusterError, LocalBroker, LocalCluster
+from kt.tools.local_cluster import ClusterError, LocalBroker, LocalCluster, port_in_use
 
 from .checker import Verdict, check, format_table, history_slice
 from .history import History
-from .proxy import ProxySet
+from .proxy import ProxySet, socket_owner
 
 TOPIC = "jepsen"
 PARTITIONS = 3
@@ -52,6 +55,9 @@ FAULT_KINDS = (
     "partition-broker",
     "blackhole-broker",
     "rolling-restart",
+    "partition-pair",
+    "overlap-pause-partition",
+    "zk-restart",
 )
 
 BROKER_PROPS = {
@@ -93,6 +99,10 @@ class ProxiedCluster(LocalCluster):
             "--override",
             f"zookeeper.connect=127.0.0.1:{zk_link.listen_port}{self.chroot}",
         ]
+
+    def broker_pids(self) -> dict[int, str]:
+        """pid -> "brokerN" for the broker processes (the proxies' source names)."""
+        return {b.pid: f"broker{b.broker_id}" for b in self.brokers if b.pid}
 
     @property
     def proxied_bootstrap(self) -> str:
@@ -162,6 +172,7 @@ class Workload:
         # kafka-python logs every refused connection and retry at WARNING/ERROR: under
         # faults that is expected, and the history records what matters
         logging.getLogger("kafka").setLevel(logging.CRITICAL)
+        logging.getLogger("kazoo").setLevel(logging.CRITICAL)  # ZkView's, during zk-restart
         for name, fn in (
             ("p-confluent", self._confluent_producer),
             ("p-kafkapython", self._kafkapython_producer),
@@ -233,7 +244,13 @@ class Workload:
             enable_idempotence=True,
             acks="all",
             request_timeout_ms=4000,
-            delivery_timeout_ms=15000,
+            # Longer than any fault keeps a partition unavailable: in kafka-python
+            # 3.0.12 a batch that expires after it was sent makes the producer drop
+            # its producer id without asking for a new one (reset_producer_id leaves
+            # the state READY, and init_producer_id only runs from UNINITIALIZED), so
+            # no send resolves ever again (`_livelocked` below). Kafka's Java
+            # producer returns to UNINITIALIZED there (KAFKA-7737).
+            delivery_timeout_ms=120000,
             retry_backoff_ms=200,
             linger_ms=5,
             max_block_ms=5000,
@@ -275,6 +292,7 @@ class Workload:
                 f"{type(exc).__name__} after 60 s: {len(left)} sends unresolved "
                 f"(per partition {dict(sorted(per_partition.items()))}; "
                 f"first {sorted(left, key=lambda v: int(v.rsplit('-', 1)[1]))[:3]})"
+                + _livelocked(p)
             ) from exc
         p.close(5)
 
@@ -340,6 +358,20 @@ class Workload:
             return
         offs = {str(tp.partition): tp.offset for tp in got or [] if tp.error is None}
         self.history.record(proc, "commit", "ok", group=GROUP, offsets=offs)
+
+
+def _livelocked(producer: Any) -> str:
+    """Why a kafka-python producer stopped resolving sends, when it is its own
+    livelock: no producer id, and a state from which it never asks for one."""
+    tm = getattr(producer, "_transaction_manager", None)
+    if tm is None or tm.has_producer_id():
+        return ""
+    state = getattr(getattr(tm, "_current_state", None), "name", "?")
+    return (
+        f"; the client dropped its producer id and, in state {state}, never asks for a "
+        "new one (kafka-python reset_producer_id after an expired batch): a client "
+        "livelock, no broker answer pending"
+    )
 
 
 def final_read(history: History, bootstrap: str, timeout: float = 45.0) -> bool:
@@ -441,6 +473,9 @@ class Nemesis:
     def _recover(self) -> None:
         c = self.cluster
         c.proxies.heal()
+        if c.zookeeper is not None and not c.zookeeper.running:
+            with contextlib.suppress(ClusterError):
+                _start_zookeeper_again(c)
         for b in c.brokers:
             with contextlib.suppress(ClusterError):
                 if b.running:
@@ -451,6 +486,52 @@ class Nemesis:
 
     def _inject(self, kind: str, hold: float) -> None:
         c = self.cluster
+        if kind == "zk-restart":
+            # ZooKeeper itself goes away (killed or stopped) and comes back on the same
+            # port and data: the brokers' sessions survive a short outage (the server
+            # restores them from its snapshot), and every broker must reconnect
+            assert c.zookeeper is not None
+            kill = self.rng.random() < 0.5
+            self._note("start", fault=kind, kill=kill)
+            c.zookeeper.stop(kill=kill)
+            time.sleep(hold)
+            _start_zookeeper_again(c)
+            self._note("stop", fault=kind)
+            self._await_registered(30)
+            return
+        if kind == "partition-pair":
+            a, b = self._pair()
+            self._note("start", fault=kind, brokers=[a, b])
+            self._cut_pair(a, b)
+            time.sleep(hold)
+            self._cut_pair(a, b, heal=True)
+            self._note("stop", fault=kind, brokers=[a, b])
+            self._await_registered(30)
+            return
+        if kind == "overlap-pause-partition":
+            # two faults in force at once: a network fault on one broker (cut off from
+            # everyone, blackholed, or cut from one peer), and, while it holds, another
+            # broker paused past its session; healed in the reverse order
+            net = self.rng.choice(("partition-broker", "blackhole-broker", "partition-pair"))
+            a, b = self._pair()
+            paused = self.rng.choice([x.broker_id for x in c.brokers if x.broker_id != a])
+            self._note("start", fault=kind, net=net, brokers=[a, b], paused=paused)
+            if net == "partition-pair":
+                self._cut_pair(a, b)
+            else:
+                c.proxies.set_mode(f"b{a}", "refuse" if net == "partition-broker" else "blackhole")
+            time.sleep(hold / 2)
+            c.pause_broker(paused)
+            time.sleep(SESSION_MS / 1000 + 2)
+            c.resume_broker(paused)
+            time.sleep(hold / 2)
+            if net == "partition-pair":
+                self._cut_pair(a, b, heal=True)
+            else:
+                c.proxies.set_mode(f"b{a}", "open")
+            self._note("stop", fault=kind)
+            self._await_registered(30)
+            return
         if kind == "rolling-restart":
             self._note("start", fault=kind)
             for b in c.brokers:
@@ -511,6 +592,18 @@ class Nemesis:
         self._note("stop", fault=kind, broker=target)
         self._await_registered(30)
 
+    def _pair(self) -> tuple[int, int]:
+        """A partition's leader (or any broker) and another broker."""
+        leader, replicas = self._leader()
+        a = leader if leader is not None else self.rng.choice(replicas)
+        return a, self.rng.choice([r for r in replicas if r != a])
+
+    def _cut_pair(self, a: int, b: int, *, heal: bool = False) -> None:
+        """Cut (or heal) the links between brokers a and b in both directions."""
+        px = self.cluster.proxies
+        px.deny(f"b{a}", () if heal else {f"broker{b}"})
+        px.deny(f"b{b}", () if heal else {f"broker{a}"})
+
     def _await_registered(self, timeout: float) -> None:
         want = {b.broker_id for b in self.cluster.brokers}
         deadline = time.monotonic() + timeout
@@ -538,7 +631,7 @@ class CampaignResult:
     def report(self) -> str:
         """The table: faults by kind, records acknowledged, anomalies (with slices)."""
         lines = [f"seed {self.seed}", "faults injected:"]
-        lines += [f"  {k:<18} {self.faults.get(k, 0)}" for k in FAULT_KINDS]
+        lines += [f"  {k:<24} {self.faults.get(k, 0)}" for k in FAULT_KINDS]
         lines.append(format_table(self.verdict))
         if not self.final_read_ok:
             lines.append("final read INCOMPLETE (a partition unreadable after healing)")
@@ -571,8 +664,8 @@ def run_campaign(
     directory.mkdir(parents=True, exist_ok=True)
     history_path = directory / "history.jsonl"
     history = History(history_path)
-    proxies = ProxySet()
     cluster = ProxiedCluster.create(directory / "cluster", 3, overrides=BROKER_PROPS)
+    proxies = ProxySet(identify=lambda port: socket_owner(port, cluster.broker_pids()))
     zk: ZkView | None = None
     workload: Workload | None = None
     final_ok = False
@@ -606,6 +699,7 @@ def run_campaign(
             zk.close()
         cluster.stop(kill=True)
         proxies.close()
+        record_log_batches(history, cluster)
         history.close()
     verdict = check(history.events)
     return CampaignResult(
@@ -618,6 +712,47 @@ def run_campaign(
         history_path,
         nemesis.problems if nemesis else [],
     )
+
+
+def _start_zookeeper_again(c: LocalCluster) -> None:
+    """Start the cluster's ZooKeeper on its old port once the port is free."""
+    assert c.zookeeper is not None
+    deadline = time.monotonic() + 20
+    while port_in_use(c.zookeeper.port) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    c.zookeeper.start(timeout=30)
+
+
+def record_log_batches(history: History, cluster: LocalCluster) -> None:
+    """Record which producer id and epoch wrote each offset (a `log-batches` event),
+    read from the longest replica of each partition once the brokers stopped: the
+    checker tells a broker's failure to deduplicate from a client's re-send under a
+    new epoch with it."""
+    from kt.storage.file_records import BatchHead, open_file_records
+    from kt.storage.log_files import list_segments
+
+    batches: dict[str, list[list[int]]] = {}
+    for p in range(PARTITIONS):
+        best: list[list[int]] = []
+        for b in cluster.brokers:
+            pdir = b.data_dir / f"{TOPIC}-{p}"
+            if not pdir.is_dir():
+                continue
+            found: list[list[int]] = []
+            for seg in list_segments(pdir):
+                if seg.log is None:
+                    continue
+                records, f = open_file_records(seg.log)
+                with f:
+                    for h in records.headers():
+                        if isinstance(h, BatchHead) and h.header is not None:
+                            hd = h.header
+                            found.append([hd.base_offset, hd.last_offset, hd.producer_id,
+                                          hd.producer_epoch])  # fmt: skip
+            if found and (not best or found[-1][1] > best[-1][1]):
+                best = found
+        batches[str(p)] = best
+    history.record("log", "log-batches", "ok", batches=batches)
 
 
 def _tail_lines(path: Path, n: int) -> list[str]:

@@ -17,6 +17,9 @@ Events (every one has `i` (its index), `t` (seconds since the run began) and `pr
 - `{"f": "commit", "type": "ok", "group": g, "offsets": {p: o}}` (a commit the group
   coordinator acknowledged)
 - `{"f": "committed", "type": "ok", "group": g, "offsets": {p: o}}` (offsets read back)
+- `{"f": "log-batches", "type": "ok", "batches": {p: [[first, last, pid, epoch], ...]}}`
+  (optional, read from a replica's log files at the end: which producer id and epoch
+  wrote each offset)
 - `{"proc": "nemesis", ...}` (faults; only shown in the slices)
 
 Anomaly kinds (`KINDS`), each with the events that show it:
@@ -25,7 +28,13 @@ Anomaly kinds (`KINDS`), each with the events that show it:
 - `inconsistent-offset`: one (partition, offset) seen holding two different values
   (acknowledgements and reads alike);
 - `duplicate`: a value seen at two different (partition, offset) positions; the
-  producers are idempotent, so any value (acknowledged or not) must appear at most once;
+  producers are idempotent, so any value (acknowledged or not) must appear at most once
+  within one producer id and epoch. A broker can only deduplicate retries within an
+  epoch (Kafka's too): when the log batches show the copies were written under
+  different (producer id, epoch) pairs, the client re-sent the value after bumping its
+  own epoch (librdkafka does so after OUT_OF_ORDER_SEQUENCE on a later in-flight
+  request during a leader change, confluentinc/librdkafka#4953). Those are counted as
+  `resent`, not anomalies;
 - `reorder`: two values of one producer in one partition in the wrong order (by the
   producer's sequence) among acknowledgements or in the final read;
 - `phantom`: a read value that no producer ever sent;
@@ -36,9 +45,10 @@ Anomaly kinds (`KINDS`), each with the events that show it:
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +82,9 @@ class Verdict:
     unacknowledged: int
     read_values: int
     anomalies: list[Anomaly]
+    #: values found twice, written under different producer ids or epochs (the
+    #: client re-sent them after bumping its epoch; see `duplicate`)
+    resent: list[Anomaly] = field(default_factory=list)
 
     @property
     def valid(self) -> bool:
@@ -99,6 +112,7 @@ def check(history: Sequence[Event]) -> Verdict:
     acked: dict[str, tuple[Position, int]] = {}  # value -> (position, index of the ok)
     not_acked: dict[str, int] = {}  # value -> index of the fail/info
     acked_anywhere: dict[str, tuple[int, int]] = {}  # value -> (partition, index of the ok)
+    ack_dups: list[tuple[str, Position, Position, list[int]]] = []
     for ev in history:
         if ev.get("f") != "send":
             continue
@@ -112,16 +126,18 @@ def check(history: Sequence[Event]) -> Verdict:
         elif ev["type"] == "ok":
             pos = (int(ev["partition"]), int(ev["offset"]))
             if v in acked and acked[v][0] != pos:
-                anomalies.append(
-                    Anomaly(
-                        "duplicate",
-                        f"value {v!r} acknowledged at {acked[v][0]} and at {pos}",
-                        [acked[v][1], int(ev["i"])],
-                    )
-                )
+                ack_dups.append((v, acked[v][0], pos, [acked[v][1], int(ev["i"])]))
             acked.setdefault(v, (pos, int(ev["i"])))
         else:
             not_acked.setdefault(v, int(ev["i"]))
+
+    writer = _writers(history)
+    for v, a, b, evs in ack_dups:
+        ids = (writer(*a), writer(*b))
+        if ids[0] is None or ids[1] is None or ids[0] == ids[1]:
+            anomalies.append(
+                Anomaly("duplicate", f"value {v!r} acknowledged at {a} and at {b}", evs)
+            )
 
     # every observation of a position: acknowledgements and reads
     at: dict[Position, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
@@ -147,6 +163,7 @@ def check(history: Sequence[Event]) -> Verdict:
                     "inconsistent-offset", f"partition {pos[0]} offset {pos[1]} holds {shown}", evs
                 )
             )
+    resent: list[Anomaly] = []
     read_values = 0
     for v, positions in sorted(where.items()):
         read_values += 1
@@ -159,6 +176,11 @@ def check(history: Sequence[Event]) -> Verdict:
             if v in sent:
                 evs = [sent[v][2], *evs]
             status = "acknowledged" if v in acked else "unacknowledged"
+            ids = [writer(p, o) for p, o in sorted(positions)]
+            if all(ids) and len(set(ids)) == len(ids):
+                who = ", ".join(f"pid {i[0]} epoch {i[1]}" for i in ids if i)
+                resent.append(Anomaly("resent", f"{status} value {v!r} at {shown} ({who})", evs))
+                continue
             anomalies.append(Anomaly("duplicate", f"{status} value {v!r} at {shown}", evs))
 
     # lost: judged against the final read, taken after every fault healed; an
@@ -203,7 +225,28 @@ def check(history: Sequence[Event]) -> Verdict:
     anomalies += _check_commits(history)
     n_acked = len(set(acked) | set(acked_anywhere))
     unacked = set(not_acked) - set(acked) - set(acked_anywhere)
-    return Verdict(n_acked, len(unacked), read_values, anomalies)
+    return Verdict(n_acked, len(unacked), read_values, anomalies, resent)
+
+
+def _writers(history: Sequence[Event]) -> Callable[[int, int], tuple[int, int] | None]:
+    """(partition, offset) -> (producer id, epoch) of the batch holding it, from the
+    last `log-batches` event (None where unknown)."""
+    batches: dict[int, list[tuple[int, int, int, int]]] = {}
+    for ev in history:
+        if ev.get("f") == "log-batches" and ev.get("type") == "ok":
+            batches = {int(p): sorted(tuple(b) for b in bs) for p, bs in ev["batches"].items()}
+    firsts = {p: [b[0] for b in bs] for p, bs in batches.items()}
+
+    def writer(p: int, o: int) -> tuple[int, int] | None:
+        bs = batches.get(p)
+        if not bs:
+            return None
+        k = bisect.bisect_right(firsts[p], o) - 1
+        if k < 0 or not bs[k][0] <= o <= bs[k][1]:
+            return None
+        return bs[k][2], bs[k][3]
+
+    return writer
 
 
 def _check_order(
@@ -330,6 +373,11 @@ def format_table(verdict: Verdict) -> str:
     w0 = max(len(r[0]) for r in rows)
     w1 = max(len(r[1]) for r in rows)
     lines = [f"{a:<{w0}}  {b:>{w1}}  {c}" for a, b, c in rows]
+    if verdict.resent:
+        lines.append(
+            f"{len(verdict.resent)} values re-sent by a client under a new producer epoch "
+            f"(not deduplicable by any broker), e.g. {verdict.resent[0].message}"
+        )
     lines.append(
         f"acknowledged {verdict.acknowledged}, unacknowledged {verdict.unacknowledged}, "
         f"values read {verdict.read_values}: {'VALID' if verdict.valid else 'INVALID'}"

@@ -10,14 +10,21 @@ thread per connection). Each `Link` listens on 127.0.0.1:<port> and forwards to
   accepted and hang; healing lets the queued bytes through;
 - `refuse`: existing connections are reset and new ones closed at once (a host that
   answers with RST).
+
+On top of its mode a link can refuse chosen *sources* only (`deny`): the ProxySet's
+`identify` callable names the process behind each accepted connection (from the
+peer's port), and connections from a denied source are reset while everyone else's
+pass. That cuts the link between two brokers while clients still reach both.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 LOOPBACK = "127.0.0.1"
@@ -32,16 +39,22 @@ class Link:
     target_port: int
     listen_port: int = 0
     mode: str = "open"
+    #: sources (as `ProxySet.identify` names them) whose connections are refused
+    denied: frozenset[str] = frozenset()
     _open: asyncio.Event | None = None
     _writers: set[asyncio.StreamWriter] = field(default_factory=set)
+    #: accepted client connection -> its source (None: unknown)
+    _sources: dict[asyncio.StreamWriter, str | None] = field(default_factory=dict)
     _server: asyncio.base_events.Server | None = None
 
 
 class ProxySet:
     """Proxies on a private event loop; `set_mode` is safe from any thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, identify: Callable[[int], str | None] | None = None) -> None:
         self.links: dict[str, Link] = {}
+        #: peer port of an accepted connection -> the name of the process that made it
+        self.identify = identify
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
@@ -75,8 +88,16 @@ class ProxySet:
         if link.mode == "refuse":
             _reset(writer)
             return
+        source = None
+        if self.identify is not None:
+            peer = writer.get_extra_info("peername")
+            source = self.identify(peer[1]) if peer else None
+        if source is not None and source in link.denied:
+            _reset(writer)
+            return
         assert link._open is not None
         link._writers.add(writer)
+        link._sources[writer] = source
         try:
             # blackholed: the client's connect succeeded, but nothing reaches the target
             await link._open.wait()
@@ -94,6 +115,7 @@ class ProxySet:
                 _close(up_w)
         finally:
             link._writers.discard(writer)
+            link._sources.pop(writer, None)
             _close(writer)
 
     async def _pump(self, link: Link, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
@@ -131,10 +153,26 @@ class ProxySet:
                 _reset(w)
             link._writers.clear()
 
+    def deny(self, name: str, sources: Iterable[str]) -> None:
+        """Refuse connections from `sources` on link `name` (resetting those it already
+        carries); an empty `sources` lets everyone through again."""
+        link = self.links[name]
+        self._call(self._deny(link, frozenset(sources)))
+
+    async def _deny(self, link: Link, sources: frozenset[str]) -> None:
+        link.denied = sources
+        for w, src in list(link._sources.items()):
+            if src is not None and src in sources:
+                _reset(w)
+                link._writers.discard(w)
+                link._sources.pop(w, None)
+
     def heal(self) -> None:
-        """Every link open again."""
+        """Every link open again, nobody denied."""
         for name in self.links:
             self.set_mode(name, "open")
+            if self.links[name].denied:
+                self.deny(name, ())
 
     def close(self) -> None:
         """Stop every proxy and the loop."""
@@ -150,6 +188,35 @@ class ProxySet:
             self._call(shut())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+
+
+def socket_owner(port: int, pids: dict[int, str]) -> str | None:
+    """The name (from `pids`: pid -> name) of the process owning the loopback TCP
+    socket bound to local `port`, found through /proc/net/tcp and the processes' fd
+    tables (Linux); None when none of them owns it."""
+    inode = None
+    want = f"0100007F:{port:04X}"
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as fh:
+            for line in fh.readlines()[1:]:
+                cols = line.split()
+                local = cols[1]
+                if local == want or (local.endswith(f":{port:04X}") and "0000FFFF7F" in local):
+                    inode = cols[9]
+                    break
+        if inode:
+            break
+    if not inode:
+        return None
+    target = f"socket:[{inode}]"
+    for pid, name in pids.items():
+        fd_dir = f"/proc/{pid}/fd"
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(fd_dir):
+                with contextlib.suppress(OSError):
+                    if os.readlink(f"{fd_dir}/{fd}") == target:
+                        return name
+    return None
 
 
 def _close(w: asyncio.StreamWriter) -> None:

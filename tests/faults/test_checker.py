@@ -109,6 +109,30 @@ def test_unacknowledged_duplicate() -> None:
     assert "unacknowledged" in v.anomalies[0].message
 
 
+def _resend_history(epochs: tuple[int, int]) -> H:
+    # a-1 written at 1 (its ack lost), then again at 2 after the client's epoch bump
+    h = H().send("a", 0, 0, 0)
+    h.add("a", "send", "invoke", value="a-1", partition=0, seq=1)
+    h.add("a", "send", "ok", value="a-1", partition=0, offset=2)
+    h.add("log", "log-batches", "ok",
+          batches={"0": [[0, 1, 1000, epochs[0]], [2, 2, 1000, epochs[1]]]})  # fmt: skip
+    return h.final([[0, 0, "a-0"], [0, 1, "a-1"], [0, 2, "a-1"]])
+
+
+def test_copies_under_two_producer_epochs_are_a_client_resend() -> None:
+    # the broker cannot deduplicate across epochs: counted, not an anomaly
+    v = check(_resend_history((9, 11)).events)
+    assert v.valid, v.anomalies
+    assert [a.kind for a in v.resent] == ["resent"] and "epoch 11" in v.resent[0].message
+    assert "re-sent by a client" in format_table(v)
+
+
+def test_copies_under_one_producer_epoch_are_a_duplicate() -> None:
+    # the same epoch: a retry the broker should have answered with the first offset
+    v = check(_resend_history((9, 9)).events)
+    assert [a.kind for a in v.anomalies] == ["duplicate"] and not v.resent
+
+
 def test_reorder_within_a_partition() -> None:
     h = H().send("a", 0, 0, 1).send("a", 1, 0, 0).final([[0, 0, "a-1"], [0, 1, "a-0"]])
     assert kinds(h) == {"reorder"}

@@ -4,13 +4,16 @@ resets connections."""
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 
 import pytest
 
-from .proxy import ProxySet
+from .proxy import ProxySet, socket_owner
 
 
 @pytest.fixture
@@ -101,3 +104,39 @@ def test_refuse_resets_existing_and_new_connections(echo_port: int, proxies: Pro
     assert closed_at_once(link.listen_port)
     proxies.heal()
     assert roundtrip(link.listen_port, b"again") == b"again"
+
+
+def test_deny_cuts_one_source_only(echo_port: int) -> None:
+    # sockets of this process are "self"; a child process is unknown and passes
+    ps = ProxySet(identify=lambda port: socket_owner(port, {os.getpid(): "self"}))
+    try:
+        link = ps.add("x", echo_port)
+        with socket.create_connection(("127.0.0.1", link.listen_port), timeout=2) as s:
+            s.sendall(b"a")
+            assert s.recv(10) == b"a"
+            ps.deny("x", {"self"})
+            try:
+                got = s.recv(10)
+            except ConnectionResetError:
+                got = b""
+            assert got == b""
+        assert closed_at_once(link.listen_port)
+        child = subprocess.run(
+            [sys.executable, "-c", CHILD_ROUNDTRIP, str(link.listen_port)],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+        assert child.stdout.strip() == "other", child.stderr
+        ps.heal()
+        assert roundtrip(link.listen_port, b"again") == b"again"
+    finally:
+        ps.close()
+
+
+CHILD_ROUNDTRIP = """
+import socket, sys
+with socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5) as s:
+    s.sendall(b"other")
+    print(s.recv(10).decode())
+"""

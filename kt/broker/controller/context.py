@@ -92,6 +92,9 @@ class ControllerContext:
     to_delete: set[str] = field(default_factory=set)
     # topic -> replicas that acknowledged StopReplica(delete) for it
     deleted_by: dict[str, set[tuple[int, int]]] = field(default_factory=dict)
+    # broker -> its replicas on a failed log directory (Kafka's replicasOnOfflineDirs),
+    # until the broker registers again
+    offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
 
     def replicas(self, tp: TopicPartition) -> list[int]:
         """The partition's assigned replicas, preferred leader first ([] if unknown)."""
@@ -106,6 +109,19 @@ class ControllerContext:
     def online(self) -> set[int]:
         """Brokers that may lead or join an ISR: live and not shutting down."""
         return set(self.live) - self.shutting_down
+
+    def online_for(self, tp: TopicPartition) -> set[int]:
+        """Brokers that may lead or join `tp`'s ISR: online, with `tp`'s log not on a
+        failed directory."""
+        return {b for b in self.online() if tp not in self.offline_dirs.get(b, ())}
+
+    def offline_replicas(self) -> dict[TopicPartition, set[int]]:
+        """Per partition, the live brokers whose replica of it is on a failed dir."""
+        out: dict[TopicPartition, set[int]] = {}
+        for b, tps in self.offline_dirs.items():
+            for tp in tps:
+                out.setdefault(tp, set()).add(b)
+        return out
 
     def partitions_on(self, broker_id: int) -> list[TopicPartition]:
         """The partitions with a replica assigned to `broker_id`."""

@@ -117,6 +117,14 @@ class ControllerZk(Protocol):
         """Drop a deletion marker of a topic that does not exist."""
         ...
 
+    async def log_dir_events(self) -> dict[str, int]:
+        """Pending /log_dir_event_notification children: name -> broker id."""
+        ...
+
+    async def delete_log_dir_events(self, names: list[str], epoch_zk_version: int) -> None:
+        """Delete processed log dir event notifications (fenced)."""
+        ...
+
     def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> Cancellable:
         """Persistent child watch, called on the loop."""
         ...
@@ -237,13 +245,19 @@ class KafkaController:
         """Queue an event for the event task."""
         self._events.put_nowait(event)
 
-    async def call(self, fn: Callable[[], Awaitable[Any]]) -> Any:
-        """Run `fn` as an event and return its result (requests from handlers)."""
+    async def call(self, fn: Callable[[], Awaitable[Any]], moved: Any = None) -> Any:
+        """Run `fn` as an event and return its result (requests from handlers). When
+        a write finds another broker controlling (ControllerMovedError), the caller
+        gets `moved` (its "not the controller" answer) and the error still reaches the
+        event loop, which resigns, as for any other event (Kafka's maybeResign)."""
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
         async def event() -> None:
             try:
                 fut.set_result(await fn())
+            except ControllerMovedError:
+                fut.set_result(moved)
+                raise
             except BaseException as exc:  # handed to the caller
                 fut.set_exception(exc)
 
@@ -355,7 +369,12 @@ class KafkaController:
             gone = {r for tp in stale for r in v.leadership[tp].isr if r not in v.live}
             await self._remove_from_isr(stale, gone)
         # Every live replica learns its role, whatever it had before (it may have
-        # restarted while no controller was there).
+        # restarted while no controller was there); replicas on failed directories
+        # answer KAFKA_STORAGE_ERROR, so pending log dir events need no reading
+        # (Kafka deletes them at failover too).
+        await self.zk.delete_log_dir_events(
+            list(await self.zk.log_dir_events()), v.epoch_zk_version
+        )
         self._send_leader_and_isr(v.all_partitions(), full=True)
         await self.reassignments.resume()
         v.to_delete = self.reassignments.defer_deletions(
@@ -366,6 +385,9 @@ class KafkaController:
             self.zk.watch_children("/brokers/ids", self._watch(self._on_broker_change)),
             self.zk.watch_children("/brokers/topics", self._watch(self._on_topic_change)),
             self.zk.watch_children("/admin/delete_topics", self._watch(self._on_delete_topics)),
+            self.zk.watch_children(
+                "/log_dir_event_notification", self._watch(self._on_log_dir_events)
+            ),
         ]
         for name in v.topics:
             self._watches.append(
@@ -400,6 +422,7 @@ class KafkaController:
         for b in ids:
             v.live.pop(b, None)
             v.shutting_down.discard(b)
+            v.offline_dirs.pop(b, None)  # a restarted broker has its dirs back
             if self.channel is not None:
                 await self.channel.remove_broker(b)
         led = [tp for tp, lead in v.leadership.items() if lead.leader in gone]
@@ -589,7 +612,7 @@ class KafkaController:
         v = self.view
 
         async def choose(tp: TopicPartition, lead: LeaderAndIsr) -> LeaderAndIsr:
-            replicas, online = v.replicas(tp), v.online()
+            replicas, online = v.replicas(tp), v.online_for(tp)
             elected = election.offline_election(replicas, lead.isr, online, unclean_allowed=False)
             if elected is None and await self._unclean_allowed(tp.topic):
                 elected = election.offline_election(
@@ -665,7 +688,7 @@ class KafkaController:
         partition, an error code and message. `tps` None means every partition, and
         then the partitions that need no election are left out (as Kafka answers)."""
         result: tuple[int, dict[TopicPartition, tuple[int, str | None]]] = await self.call(
-            lambda: self._elect_leaders(election_type, tps)
+            lambda: self._elect_leaders(election_type, tps), (ErrorCode.NOT_CONTROLLER, {})
         )
         return result
 
@@ -700,7 +723,7 @@ class KafkaController:
         async def choose(tp: TopicPartition, lead: LeaderAndIsr) -> LeaderAndIsr:
             # Called again with the re-read state when a write lost a race.
             res = election.elect_leaders(
-                election_type, f"{tp.topic}-{tp.partition}", v.replicas(tp), lead, v.online()
+                election_type, f"{tp.topic}-{tp.partition}", v.replicas(tp), lead, v.online_for(tp)
             )
             outcome[tp] = res
             if res.elected is None:
@@ -795,7 +818,8 @@ class KafkaController:
         """ControlledShutdown: move leadership off `broker_id`, shrink it out of the
         ISRs it follows; answer the replicated partitions it still leads."""
         result: tuple[int, list[TopicPartition]] = await self.call(
-            lambda: self._controlled_shutdown(broker_id, broker_epoch)
+            lambda: self._controlled_shutdown(broker_id, broker_epoch),
+            (ErrorCode.NOT_CONTROLLER, []),
         )
         return result
 
@@ -838,7 +862,8 @@ class KafkaController:
         """AlterPartition from a leader: validate its epochs, write the new ISRs, and
         answer each partition's state as written (or its error)."""
         result: tuple[int, dict[TopicPartition, IsrAnswer]] = await self.call(
-            lambda: self._alter_partition(broker_id, broker_epoch, changes)
+            lambda: self._alter_partition(broker_id, broker_epoch, changes),
+            (ErrorCode.NOT_CONTROLLER, {}),
         )
         return result
 
@@ -904,7 +929,7 @@ class KafkaController:
         if not change.new_isr or lead.leader not in change.new_isr:
             return ErrorCode.INVALID_REQUEST
         added = [r for r in change.new_isr if r not in lead.isr]
-        if any(r not in v.live or r in v.shutting_down for r in added):
+        if any(r not in v.online_for(change.tp) for r in added):
             return ErrorCode.INELIGIBLE_REPLICA
         return ErrorCode.NONE
 
@@ -933,6 +958,61 @@ class KafkaController:
 
         result: dict[TopicPartition, ReplicaAssignment] | None = await self.call(go)
         return result
+
+    # --- log directory failures ------------------------------------------------
+
+    async def _on_log_dir_events(self, children: list[str]) -> None:
+        """Kafka's LogDirEventNotification: a broker announced a failed log dir. It is
+        sent LeaderAndIsr for every replica it hosts; those it answers with
+        KAFKA_STORAGE_ERROR are on the failed dir (`_on_replicas_offline`)."""
+        v = self.view
+        events = await self.zk.log_dir_events()
+        if not events:
+            return
+        await self.zk.delete_log_dir_events(list(events), v.epoch_zk_version)
+        for b in sorted(set(events.values())):
+            if b in v.live:
+                log.info("controller: broker %d reports a failed log directory", b)
+                self._send_leader_and_isr(v.partitions_on(b), only={b})
+
+    def _leader_and_isr_answered(self, broker_id: int) -> Callable[[Struct], None]:
+        """Kafka's onLeaderAndIsrResponseReceived: partitions answered with
+        KAFKA_STORAGE_ERROR are replicas on a failed log dir of that broker."""
+        term = self._term
+        log_top = self._log_errors(broker_id, "LeaderAndIsr")
+
+        def done(response: Struct) -> None:
+            log_top(response)
+            failed = _storage_errors(response, self.view.topics)
+            if failed:
+                self.submit(
+                    self._in_term(term, lambda: self._on_replicas_offline(broker_id, failed))
+                )
+
+        return done
+
+    async def _on_replicas_offline(self, broker_id: int, tps: set[TopicPartition]) -> None:
+        """Replicas on a failed dir go offline (Kafka's onReplicasBecomeOffline): the
+        partitions they lead elect another leader among the rest of the ISR, the
+        others drop them from the ISR, and every broker learns they are offline."""
+        v = self.view
+        if broker_id not in v.live:
+            return
+        known = v.offline_dirs.setdefault(broker_id, set())
+        new = sorted(tp for tp in tps if tp in v.leadership and tp not in known)
+        if not new:
+            return
+        known.update(new)
+        log.warning(
+            "controller: %d replicas on a failed log dir of broker %d go offline",
+            len(new), broker_id,
+        )  # fmt: skip
+        led = [tp for tp in new if v.leadership[tp].leader == broker_id]
+        await self._elect_offline(led)
+        followed = [tp for tp in new if broker_id in v.leadership[tp].isr
+                    and v.leadership[tp].leader != broker_id]  # fmt: skip
+        await self._remove_from_isr(followed, {broker_id})
+        self._send_update_metadata(list(v.live), new)
 
     # --- sending -------------------------------------------------------------
 
@@ -965,7 +1045,7 @@ class KafkaController:
                 full=full,
                 listener=self.settings.listener,
             )
-            self.channel.send(b, apis.LEADER_AND_ISR, body, self._log_errors(b, "LeaderAndIsr"))
+            self.channel.send(b, apis.LEADER_AND_ISR, body, self._leader_and_isr_answered(b))
 
     def _send_update_metadata(
         self,
@@ -989,6 +1069,7 @@ class KafkaController:
                 broker_epoch=v.live[b].epoch,
                 partitions=parts,
                 live_brokers=[v.live[x] for x in sorted(v.live)],
+                offline=v.offline_replicas(),
                 deleting=deleting,
                 full=full,
             )
@@ -1032,6 +1113,23 @@ class KafkaController:
     def partition_leadership(self, tp: TopicPartition) -> LeaderAndIsr | None:
         """The active controller's state of a partition."""
         return self.view.leadership.get(tp)
+
+
+def _storage_errors(response: Struct, topics: dict[str, TopicReplicas]) -> set[TopicPartition]:
+    """The partitions a LeaderAndIsr response answers with KAFKA_STORAGE_ERROR (v0-4
+    name topics in each entry, v5+ group them by topic id)."""
+    out: set[TopicPartition] = set()
+    storage = ErrorCode.KAFKA_STORAGE_ERROR
+    for p in getattr(response, "partition_errors", None) or []:
+        if p.error_code == storage:
+            out.add(TopicPartition(p.topic_name, p.partition_index))
+    by_id = {t.topic_id: name for name, t in topics.items()}
+    for t in getattr(response, "topics", None) or []:
+        name = by_id.get(t.topic_id.bytes) if t.topic_id is not None else None
+        for p in t.partition_errors:
+            if p.error_code == storage and name is not None:
+                out.add(TopicPartition(name, p.partition_index))
+    return out
 
 
 def _stop_replica_errors(response: Struct) -> dict[TopicPartition, int]:

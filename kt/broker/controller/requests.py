@@ -11,7 +11,7 @@ same code, and a mixed cluster with JVM brokers is not a goal.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,11 +113,13 @@ def update_metadata(
     broker_epoch: int,
     partitions: Iterable[tuple[TopicPartition, LeaderAndIsr | None, TopicReplicas]],
     live_brokers: Iterable[BrokerEndpointInfo],
+    offline: Mapping[TopicPartition, Collection[int]] | None = None,
     deleting: bool = False,
     full: bool = False,
 ) -> dict[str, Any]:
     """An UpdateMetadata body. A None leadership (or `deleting`) sends leader -2: the
-    partition is being deleted."""
+    partition is being deleted. Offline replicas are those on dead brokers and those
+    `offline` names (on a failed log dir of a live broker)."""
     live = list(live_brokers)
     live_ids = {b.broker_id for b in live}
     by_topic: dict[str, dict[str, Any]] = {}
@@ -141,7 +143,11 @@ def update_metadata(
                 "partition_index": tp.partition,
                 **state,
                 "replicas": replicas,
-                "offline_replicas": [r for r in replicas if r not in live_ids],
+                "offline_replicas": [
+                    r
+                    for r in replicas
+                    if r not in live_ids or (offline and r in offline.get(tp, ()))
+                ],
             }
         )
     brokers = []

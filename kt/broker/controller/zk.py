@@ -185,6 +185,22 @@ class ZkControllerStore:
         except st.NoNodeError:
             pass
 
+    async def log_dir_events(self) -> dict[str, int]:
+        """Pending log dir event notifications: name -> the broker that sent it."""
+        out: dict[str, int] = {}
+        for name in await self.cluster.log_dir_event_notifications():
+            broker = await self.cluster.read_log_dir_event(name)
+            if broker is not None:
+                out[name] = broker
+        return out
+
+    async def delete_log_dir_events(self, names: list[str], epoch_zk_version: int) -> None:
+        """Delete processed notifications (fenced)."""
+        try:
+            await self.cluster.delete_log_dir_event_notifications(names, epoch_zk_version)
+        except cs.ControllerMovedError as exc:
+            raise ControllerMovedError(str(exc)) from None
+
     def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> st.Watch:
         """Persistent child watch on the loop."""
         return self.cluster.store.watch_children(path, callback)

@@ -46,6 +46,7 @@ class FakeZk:
         self.data_watches: dict[str, list[Callable[[bytes | None], None]]] = {}
         self._czxid = 100
         self.writes: list[tuple[str, TopicReplicas]] = []  # /brokers/topics/T writes
+        self.log_dir_events_: dict[str, int] = {}  # /log_dir_event_notification
 
     # --- test controls ---
     def add_broker(self, broker_id: int, *, fire: bool = True) -> None:
@@ -177,6 +178,18 @@ class FakeZk:
     async def unmark_topic_for_deletion(self, topic: str) -> None:
         self.marked.discard(topic)
 
+    async def log_dir_events(self) -> dict[str, int]:
+        return dict(self.log_dir_events_)
+
+    async def delete_log_dir_events(self, names: list[str], epoch_zk_version: int) -> None:
+        self._fence(epoch_zk_version)
+        for n in names:
+            self.log_dir_events_.pop(n, None)
+
+    def announce_log_dir_failure(self, broker_id: int) -> None:
+        self.log_dir_events_[f"log_dir_event_{len(self.log_dir_events_):010d}"] = broker_id
+        self.fire_children("/log_dir_event_notification")
+
     def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> Any:
         watches = self.child_watches.setdefault(path, [])
         watches.append(callback)
@@ -209,6 +222,9 @@ class Recorder:
     def __init__(self) -> None:
         self.sent: list[tuple[int, str, dict[str, Any]]] = []
         self.down: set[int] = set()
+        # broker -> partitions on a failed log dir there (LeaderAndIsr answers
+        # KAFKA_STORAGE_ERROR for them)
+        self.failed: dict[int, set[TopicPartition]] = {}
 
     def link(self, broker_id: int) -> Any:
         recorder = self
@@ -221,12 +237,31 @@ class Recorder:
                 recorder.sent.append((broker_id, api.name, body))
                 if api is apis.STOP_REPLICA:
                     return apis.STOP_REPLICA.response(error_code=0, partition_errors=[])
+                if api is apis.LEADER_AND_ISR:
+                    return recorder.leader_and_isr_answer(broker_id, body)
                 return api.response(error_code=0)
 
             async def close(self) -> None:
                 pass
 
         return Link()
+
+    def leader_and_isr_answer(self, broker_id: int, body: dict[str, Any]) -> Any:
+        # as a v5+ broker answers: by topic id
+        failed = self.failed.get(broker_id, set())
+        topics = []
+        for t in body["topic_states"]:
+            errs = [
+                {"partition_index": p["partition_index"],
+                 "error_code": ErrorCode.KAFKA_STORAGE_ERROR
+                 if TopicPartition(t["topic_name"], p["partition_index"]) in failed else 0}
+                for p in t["partition_states"]
+            ]  # fmt: skip
+            topics.append({"topic_id": t["topic_id"], "partition_errors": errs})
+        api, version = apis.LEADER_AND_ISR, apis.LEADER_AND_ISR.max_version
+        # through the wire format, as a real link hands it over
+        raw = api.response.encode(api.response(error_code=0, topics=topics), version)
+        return api.response.decode(raw, version)
 
     def of(self, api: str, broker_id: int | None = None) -> list[dict[str, Any]]:
         return [b for bid, name, b in self.sent
@@ -571,6 +606,79 @@ def test_deposed_controller_resigns_when_its_write_is_fenced():
         await settle()
         assert not c.active  # the fenced write made it resign
         assert zk.states[TP("t", 0)].isr == (1, 2, 3)  # and nothing was written
+        await c.shutdown()
+
+    run(go)
+
+
+def test_alter_partition_fenced_write_answers_not_controller_and_resigns():
+    # A leader's AlterPartition reaches a controller deposed behind its back (it was
+    # paused): the fenced write is answered NOT_CONTROLLER (the leader retries with
+    # the new controller) and the deposed controller resigns; neither an unhandled
+    # error for the request nor a controller that keeps believing it is active.
+    async def go() -> None:
+        zk = three_brokers()
+        zk.topics["t"] = TopicReplicas(bytes(16), {0: [1, 2, 3]})
+        c, _ = await started(zk)
+        s = zk.states[TP("t", 0)]
+        zk.controller = 2
+        zk.epoch_version += 1  # no watch fired yet
+        change = IsrChange(TP("t", 0), s.leader_epoch, (1, 2), s.zk_version)
+        top, answers = await c.alter_partition(1, zk.brokers[1].epoch, [change])
+        assert (top, answers) == (ErrorCode.NOT_CONTROLLER, {})
+        await settle()
+        assert not c.active
+        assert zk.states[TP("t", 0)].isr == (1, 2, 3)
+        await c.shutdown()
+
+    run(go)
+
+
+def test_failed_log_dir_moves_leadership_and_shrinks_isrs():
+    # Kafka's log dir failure in ZooKeeper mode: broker 2 announces a failed dir,
+    # the controller sends it LeaderAndIsr for everything it hosts, and the
+    # partitions answered KAFKA_STORAGE_ERROR go offline there: the one 2 led gets
+    # another leader from the rest of its ISR, the one it followed drops it from the
+    # ISR, one on its healthy dir is untouched, and UpdateMetadata names 2 offline.
+    async def go() -> None:
+        zk = three_brokers()
+        zk.topics["t"] = TopicReplicas(bytes(range(16)), {0: [2, 1, 3], 1: [1, 2, 3], 2: [2, 3, 1]})
+        c, rec = await started(zk)
+        assert zk.states[TP("t", 0)].leader == 2
+        rec.failed[2] = {TP("t", 0), TP("t", 1)}
+        zk.announce_log_dir_failure(2)
+        for _ in range(10):
+            await settle()
+        s0, s1, s2 = (zk.states[TP("t", p)] for p in range(3))
+        assert s0.leader == 1 and 2 not in s0.isr
+        assert s1.leader == 1 and s1.isr == (1, 3)
+        assert s2.leader == 2 and s2.isr == (2, 3, 1)
+        assert zk.log_dir_events_ == {}
+        offline = {}
+        for body in rec.of("UpdateMetadata", 3):
+            for t in body["topic_states"]:
+                for p in t["partition_states"]:
+                    offline[p["partition_index"]] = p["offline_replicas"]
+        assert offline[0] == [2] and offline[1] == [2] and offline[2] == []
+        # an offline replica may not rejoin the ISR (it cannot catch up)
+        s1 = zk.states[TP("t", 1)]
+        top, ans = await c.alter_partition(
+            1,
+            zk.brokers[1].epoch,
+            [IsrChange(TP("t", 1), s1.leader_epoch, (1, 2, 3), s1.zk_version)],
+        )
+        assert top == ErrorCode.NONE and ans[TP("t", 1)].error == ErrorCode.INELIGIBLE_REPLICA
+        # once 2 registered again (restarted: its dirs are back), it may rejoin
+        rec.failed.clear()
+        zk.remove_broker(2)
+        await settle()
+        zk.add_broker(2)
+        for _ in range(10):
+            await settle()
+        s1 = zk.states[TP("t", 1)]
+        change = IsrChange(TP("t", 1), s1.leader_epoch, (*s1.isr, 2), s1.zk_version)
+        top, ans = await c.alter_partition(1, zk.brokers[1].epoch, [change])
+        assert ans[TP("t", 1)].error == ErrorCode.NONE
         await c.shutdown()
 
     run(go)

@@ -63,3 +63,26 @@ def test_bad_sizes_raise(size: int) -> None:
     buf[:4] = struct.pack(">i", size)
     with pytest.raises(FrameSizeError):
         receiver.buffer_updated(4)
+
+
+def test_a_large_frame_takes_memory_as_its_bytes_arrive() -> None:
+    # A client announcing a frame near the limit and then sending little must not
+    # make the broker allocate the whole announced size (the fault campaign's
+    # hostile clients do this on many connections).
+    r = FrameReceiver(max_frame_size=100 << 20, staging=1024)
+    announced = 90 << 20
+    buf = r.get_buffer()
+    buf[:8] = struct.pack(">i", announced) + b"abcd"
+    assert r.buffer_updated(8) == []
+    big = r.get_buffer()
+    assert len(big) + 4 <= FrameReceiver.BIG_CHUNK  # not 90 MiB
+    # and it still assembles the whole frame, however it arrives
+    payload = bytes(range(256)) * (announced // 256)
+    pos, frames = 4, []
+    while pos < announced:
+        view = r.get_buffer()
+        n = min(len(view), 3 << 20, announced - pos)
+        view[:n] = payload[pos : pos + n]
+        pos += n
+        frames += r.buffer_updated(n)
+    assert len(frames) == 1 and frames[0][:4] == b"abcd" and frames[0][4:] == payload[4:]
