@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import inspect
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
@@ -48,6 +48,7 @@ from kt.tui.screens.overview import OverviewScreen
 from kt.tui.screens.reassignments import ReassignmentsScreen
 from kt.tui.screens.topic_detail import TopicDetailScreen
 from kt.tui.screens.topics import TopicsScreen
+from kt.tui.screens.transactions import TransactionsScreen
 
 if TYPE_CHECKING:
     from kt.client import KafkaClient
@@ -66,6 +67,14 @@ class Sampler(Protocol):
 
     def close(self) -> Any:  # None or an awaitable
         """Release connections."""
+
+
+@runtime_checkable
+class TopicWatcher(Protocol):
+    """A sampler that asks more about one topic (its producers and last stable
+    offsets) when told which one is on view (ClusterSampler)."""
+
+    watched_topic: str | None
 
 
 class Outcome(Protocol):
@@ -138,6 +147,8 @@ class KtApp(App[None]):
         self._kt_sampling = False
         self._kt_was_down = False
         self._sampler_closed = False
+        #: the topic whose detail is on view (its open transactions are sampled)
+        self.watched_topic: str | None = None
         #: how many snapshots this app has taken (tests wait on it)
         self.refreshes = 0
 
@@ -207,6 +218,17 @@ class KtApp(App[None]):
         if isinstance(screen, DashboardScreen) and screen.is_mounted:
             screen.redraw()
 
+    def watch_topic(self, name: str | None) -> None:
+        """Tell the sampler which topic's transactions to ask for (None: none);
+        a new one is sampled at once rather than at the next tick."""
+        if name == self.watched_topic:
+            return
+        self.watched_topic = name
+        if isinstance(self.sampler, TopicWatcher):
+            self.sampler.watched_topic = name
+            if name is not None and not self.paused:
+                self.refresh_now()
+
     def action_refresh_now(self) -> None:
         self.refresh_now()
 
@@ -264,6 +286,12 @@ class KtApp(App[None]):
         self.switch_mode("brokers")
         if not isinstance(self.screen, ReassignmentsScreen):
             self.push_screen(ReassignmentsScreen())
+
+    def open_transactions(self) -> None:
+        """Brokers screen, then the cluster's transactions."""
+        self.switch_mode("brokers")
+        if not isinstance(self.screen, TransactionsScreen):
+            self.push_screen(TransactionsScreen())
 
     # --- actions -------------------------------------------------------------------------
 
@@ -386,6 +414,11 @@ class KtApp(App[None]):
             "Reassignments and preferred leaders",
             "Reassignments in progress, throttles, leader imbalance per broker",
             self.open_reassignments,
+        )
+        yield SystemCommand(
+            "Transactions",
+            "Transactional ids, the ongoing ones with their duration",
+            self.open_transactions,
         )
         yield SystemCommand(
             "Start a reassignment", "From a plan file (asks first)", self.start_reassignment

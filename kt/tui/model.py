@@ -49,6 +49,16 @@ class PartitionInfo:
     log_start_offset: int  # -1 unknown
     log_end_offset: int  # -1 unknown
     size_bytes: int  # -1 unknown
+    #: ListOffsets latest under read_committed: asked only for the watched topic
+    last_stable_offset: int = -1  # -1 unknown
+
+    @property
+    def lso_lag(self) -> int:
+        """Records a read_committed consumer cannot see yet: high watermark minus
+        last stable offset (-1 unknown)."""
+        if self.last_stable_offset < 0 or self.log_end_offset < 0:
+            return -1
+        return max(0, self.log_end_offset - self.last_stable_offset)
 
     @property
     def preferred_leader(self) -> int:
@@ -209,6 +219,60 @@ class BrokerThrottle:
     follower_rate: int | None
 
 
+#: how long an ongoing transaction may run before the TUI highlights it, when it
+#: is not already past its own timeout (kt transactions find-hanging's idea of
+#: "long" is the broker's max timeout; an operator wants to see it well before)
+LONG_TRANSACTION_MS = 60_000
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionInfo:
+    """A transactional id (ListTransactions), described by its coordinator
+    (DescribeTransactions) when ongoing: otherwise epoch, timeout and start are -1."""
+
+    transactional_id: str
+    coordinator: int
+    producer_id: int
+    producer_epoch: int
+    state: str
+    timeout_ms: int
+    start_ms: int  # -1: no transaction running (or not described)
+    partitions: tuple[tuple[str, int], ...] = ()
+
+    def duration_ms(self, now_ms: int) -> int:
+        """How long the running transaction has been open (-1 when none), as `kt
+        transactions describe` computes it: now minus its start time."""
+        return max(0, now_ms - self.start_ms) if self.start_ms >= 0 else -1
+
+    def long_running(self, now_ms: int, threshold_ms: int = LONG_TRANSACTION_MS) -> bool:
+        """Ongoing for longer than its own timeout or than `threshold_ms`."""
+        d = self.duration_ms(now_ms)
+        if d < 0:
+            return False
+        limit = min(self.timeout_ms, threshold_ms) if self.timeout_ms > 0 else threshold_ms
+        return d > limit
+
+
+@dataclass(frozen=True, slots=True)
+class OpenTransaction:
+    """A producer with a transaction open on one partition (DescribeProducers:
+    current_txn_start_offset >= 0)."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    first_offset: int  # current_txn_start_offset
+    last_timestamp: int  # ms, the producer's last write
+
+    def age_ms(self, now_ms: int) -> int:
+        """Now minus the producer's last timestamp: the transaction duration
+        `kafka-transactions.sh find-hanging` computes for an open transaction
+        (DescribeProducers carries no start time)."""
+        return max(0, now_ms - self.last_timestamp) if self.last_timestamp >= 0 else -1
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterSnapshot:
     """Everything one refresh learned, at one instant."""
@@ -233,6 +297,17 @@ class ClusterSnapshot:
     #: brokers with a replication throttle rate set (asked only while reassignments
     #: are in progress or throttles were seen)
     throttles: tuple[BrokerThrottle, ...] = ()
+    #: every transactional id the brokers list (None: ListTransactions not answered)
+    transactions: tuple[TransactionInfo, ...] | None = None
+    #: the topic whose producers and last stable offsets were asked (the one viewed)
+    watched_topic: str | None = None
+    #: the watched topic's open transactions, per partition
+    open_transactions: tuple[OpenTransaction, ...] = ()
+
+    @property
+    def wall_ms(self) -> int:
+        """The refresh's wall clock in ms (ages are computed against it)."""
+        return int(self.wall_time * 1000)
 
     def topic(self, name: str) -> TopicInfo | None:
         """The topic of that name, if any."""

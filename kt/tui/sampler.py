@@ -54,9 +54,11 @@ from kt.tui.model import (
     GroupMemberInfo,
     GroupPartitionLag,
     LogDirInfo,
+    OpenTransaction,
     PartitionInfo,
     ReassignmentInfo,
     TopicInfo,
+    TransactionInfo,
 )
 
 T = TypeVar("T")
@@ -69,6 +71,12 @@ LATEST = -1
 DYNAMIC_TOPIC_CONFIG = 1
 #: what min.insync.replicas is when the cluster does not say
 DEFAULT_MIN_ISR = 1
+#: ListOffsets isolation levels (read_committed's latest is the last stable offset)
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+#: the transaction state DescribeTransactions is asked about (the others have no
+#: transaction running)
+ONGOING = "Ongoing"
 #: errors after which the connections are not to be trusted any more
 _TRANSPORT_ERRORS = (KafkaConnectionError, KafkaTimeoutError, OSError)
 
@@ -94,6 +102,14 @@ class _Raw:
     reassignments: list[Struct] = field(default_factory=list)
     #: node id -> its throttle rates (config name -> value), when asked
     throttles: dict[int, dict[str, str]] = field(default_factory=dict)
+    #: ListTransactions entries (coordinator, entry), None when no broker answered
+    txn_listing: list[tuple[int, Struct]] | None = None
+    #: transactional id -> DescribeTransactions entry (ongoing ones only)
+    txn_described: dict[str, Struct] = field(default_factory=dict)
+    #: the watched topic's last stable offsets and DescribeProducers partitions
+    stable: dict[TopicPartition, int] = field(default_factory=dict)
+    producers: dict[TopicPartition, list[Struct]] = field(default_factory=dict)
+    watched_topic: str | None = None
     warnings: list[str] = field(default_factory=list)
     transport_failed: bool = False
 
@@ -131,6 +147,9 @@ class ClusterSampler:
         self._known_brokers: list[int] = []
         #: whether the last refresh found throttle rates (keep asking until they go)
         self._throttles_seen = False
+        #: the topic whose producers and last stable offsets each refresh asks for
+        #: (the one the operator views; set by the app); None: no such requests
+        self.watched_topic: str | None = None
         #: the last refresh's timings: wall seconds per request kind (the slowest
         #: request of that kind), "build" and "client_cpu"
         self.last_timings: dict[str, float] = {}
@@ -314,6 +333,17 @@ class ClusterSampler:
             jobs.append(self._configs(client, names, raw))
         if raw.controller_id >= 0:
             jobs.append(self._reassignments(client, raw.controller_id, raw))
+        jobs.append(self._transactions(client, nodes, raw))
+        watched = self.watched_topic
+        if watched is not None:
+            raw.watched_topic = watched
+            for node, topics in by_leader.items():
+                if watched in topics:
+                    mine = {watched: topics[watched]}
+                    jobs.append(
+                        self._offsets(client, node, mine, LATEST, raw.stable, raw, READ_COMMITTED)
+                    )
+                    jobs.append(self._producers(client, node, watched, topics[watched], raw))
         jobs.extend(group_tasks.values())
         await asyncio.gather(*jobs)
         throttled_lists = any(
@@ -338,6 +368,66 @@ class ClusterSampler:
             raw.reassignments = list(resp.topics)
 
         await self._guard(raw, f"broker {node}: ListPartitionReassignments", go())
+
+    async def _transactions(self, client: KafkaClient, nodes: list[int], raw: _Raw) -> None:
+        """ListTransactions on every broker (each lists the ids it coordinates), then
+        one DescribeTransactions per coordinator for its ongoing ones only."""
+
+        async def one(node: int) -> None:
+            async def go() -> None:
+                if not await client.supports(apis.LIST_TRANSACTIONS, node):
+                    return
+                resp = await self._timed(
+                    "list_transactions", client.send(apis.LIST_TRANSACTIONS, _LIST_TXNS, node)
+                )
+                if resp.error_code:
+                    raise KafkaError(resp.error_code, "list transactions")
+                listed = [(node, t) for t in resp.transaction_states]
+                raw.txn_listing = (raw.txn_listing or []) + listed
+                ongoing = sorted(
+                    t.transactional_id for _, t in listed if t.transaction_state == ONGOING
+                )
+                if not ongoing:
+                    return
+                body = apis.DESCRIBE_TRANSACTIONS.request(transactional_ids=ongoing)
+                described = await self._timed(
+                    "describe_transactions", client.send(apis.DESCRIBE_TRANSACTIONS, body, node)
+                )
+                for d in described.transaction_states:
+                    # NOT_COORDINATOR: it moved since the listing; the next refresh
+                    # finds it at its new coordinator
+                    if d.error_code == 0:
+                        raw.txn_described[d.transactional_id] = d
+
+            await self._guard(raw, f"broker {node}: transactions", go())
+
+        await asyncio.gather(*(one(n) for n in nodes))
+
+    async def _producers(
+        self, client: KafkaClient, node: int, topic: str, partitions: list[int], raw: _Raw
+    ) -> None:
+        """DescribeProducers for the watched topic's partitions this broker leads."""
+        body = apis.DESCRIBE_PRODUCERS.request(
+            topics=[{"name": topic, "partition_indexes": sorted(partitions)}]
+        )
+
+        async def go() -> None:
+            if not await client.supports(apis.DESCRIBE_PRODUCERS, node):
+                return
+            resp = await self._timed(
+                "describe_producers", client.send(apis.DESCRIBE_PRODUCERS, body, node)
+            )
+            failed = 0
+            for t in resp.topics:
+                for p in t.partitions:
+                    if p.error_code:
+                        failed += 1
+                        continue
+                    raw.producers[(t.name, p.partition_index)] = list(p.active_producers)
+            if failed:
+                raw.warnings.append(f"broker {node}: no producers for {failed} partition(s)")
+
+        await self._guard(raw, f"broker {node}: DescribeProducers", go())
 
     async def _throttle_rates(self, client: KafkaClient, node: int, raw: _Raw) -> None:
         # Broker configs are answered by that broker only (Kafka refuses another id).
@@ -384,10 +474,11 @@ class ClusterSampler:
         timestamp: int,
         out: dict[TopicPartition, int],
         raw: _Raw,
+        isolation: int = READ_UNCOMMITTED,
     ) -> None:
         body = apis.LIST_OFFSETS.request(
             replica_id=-1,
-            isolation_level=0,
+            isolation_level=isolation,
             timeout_ms=int(self.request_timeout * 1000),
             topics=[
                 {
@@ -413,6 +504,7 @@ class ClusterSampler:
                     out[(rt.name, rp.partition_index)] = off
             if failed:
                 kind = "earliest" if timestamp == EARLIEST else "latest"
+                kind = "last stable" if isolation == READ_COMMITTED else kind
                 raw.warnings.append(f"broker {node}: no {kind} offset for {failed} partition(s)")
 
         await self._guard(raw, f"broker {node}: ListOffsets", go())
@@ -521,6 +613,9 @@ _METADATA_ALL = apis.METADATA.request(topics=None, allow_auto_topic_creation=Fal
 _LOG_DIRS_ALL = apis.DESCRIBE_LOG_DIRS.request(topics=None)
 _LIST_GROUPS = apis.LIST_GROUPS.request()
 _REASSIGNMENTS_ALL = apis.LIST_PARTITION_REASSIGNMENTS.request(timeout_ms=5000, topics=None)
+_LIST_TXNS = apis.LIST_TRANSACTIONS.request(
+    state_filters=[], producer_id_filters=[], duration_filter=-1
+)
 _THROTTLED_LISTS = frozenset(LISTS)
 
 
@@ -631,6 +726,7 @@ def build_snapshot(
                     log_start_offset=raw.earliest.get(tp, -1),
                     log_end_offset=raw.latest.get(tp, -1),
                     size_bytes=size,
+                    last_stable_offset=raw.stable.get(tp, -1),
                 )
             )
         overridden: dict[str, str] = {}
@@ -714,6 +810,43 @@ def build_snapshot(
         reassignments=reassignments,
         reassignment_progress=tuple(progress),
         throttles=throttles,
+        transactions=_transactions(raw),
+        watched_topic=raw.watched_topic,
+        open_transactions=_open_transactions(raw),
+    )
+
+
+def _transactions(raw: _Raw) -> tuple[TransactionInfo, ...] | None:
+    if raw.txn_listing is None:
+        return None
+    out = []
+    for node, t in raw.txn_listing:
+        d = raw.txn_described.get(t.transactional_id)
+        if d is None:
+            out.append(TransactionInfo(t.transactional_id, node, t.producer_id, -1,
+                                       t.transaction_state, -1, -1))  # fmt: skip
+            continue
+        parts = tuple(sorted((x.topic, p) for x in d.topics for p in x.partitions))
+        out.append(TransactionInfo(d.transactional_id, node, d.producer_id, d.producer_epoch,
+                                   d.transaction_state, d.transaction_timeout_ms,
+                                   d.transaction_start_time_ms, parts))  # fmt: skip
+    return tuple(sorted(out, key=lambda x: x.transactional_id))
+
+
+def _open_transactions(raw: _Raw) -> tuple[OpenTransaction, ...]:
+    return tuple(
+        OpenTransaction(
+            tp[0],
+            tp[1],
+            a.producer_id,
+            a.producer_epoch,
+            a.coordinator_epoch,
+            a.current_txn_start_offset,
+            a.last_timestamp,
+        )
+        for tp, states in sorted(raw.producers.items())
+        for a in sorted(states, key=lambda a: a.producer_id)
+        if a.current_txn_start_offset >= 0
     )
 
 

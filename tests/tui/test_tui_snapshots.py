@@ -99,3 +99,20 @@ def test_reassignments(snap_compare) -> None:  # type: ignore[no-untyped-def]
 def test_reassignments_cancel_confirmation(snap_compare) -> None:  # type: ignore[no-untyped-def]
     app = fakes.reassigning_app()
     assert snap_compare(app, run_before=_keys("6", "r", "C"), terminal_size=(80, 24))
+
+
+def test_transactions(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    # billing-txn open for 2m03s, past its 15 s timeout: highlighted
+    app = fakes.transactions_app()
+    assert snap_compare(app, run_before=_keys("6", "t"), terminal_size=(80, 24))
+
+
+def test_topic_detail_open_transactions(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    app = fakes.transactions_app()
+
+    async def run(pilot: Pilot[None]) -> None:
+        await _settle(pilot)
+        app.open_topic("orders")
+        await pilot.pause()
+
+    assert snap_compare(app, run_before=run, terminal_size=(100, 30))

@@ -384,3 +384,80 @@ def reassigning_app(*, actions: FakeActions | None = None, n: int = 14) -> KtApp
         history=h,
         actions=actions if actions is not None else FakeActions(),
     )
+
+
+#: the fake transactions: (transactional id, coordinator, producer id, state,
+#: timeout ms, started ms before T0 or None, partitions of orders)
+TXNS = [
+    ("orders-writer-1", 1, 4001, "Ongoing", 60_000, -10_000, (0, 3)),
+    ("billing-txn", 2, 4002, "Ongoing", 15_000, 95_000, (3,)),
+    ("payments-tx", 3, 4003, "CompleteCommit", 60_000, None, ()),
+    ("legacy-tx", 1, 4004, "Empty", 60_000, None, ()),
+]
+
+
+def transactions_snapshot(i: int, *, watched: str | None = "orders") -> ClusterSnapshot:
+    """The i-th refresh of the fake cluster with two transactions open on `orders`
+    (one for longer than its timeout), one committing and one idle id; `watched` is
+    the topic whose producers the refresh asked for."""
+    from dataclasses import replace
+
+    from kt.tui.model import OpenTransaction, TransactionInfo
+
+    snap = make_snapshot(i)
+    t0 = int(T0 * 1000)
+    txns = []
+    opened: list[OpenTransaction] = []
+    orders = snap.topic("orders")
+    assert orders is not None
+    ends = {p.partition: p.log_end_offset for p in orders.partitions}
+    first: dict[int, int] = {}
+    for tid, coord, pid, state, timeout, before, parts in TXNS:
+        start = -1 if before is None else t0 - before
+        txns.append(
+            TransactionInfo(
+                tid,
+                coord,
+                pid,
+                0 if before is not None else -1,
+                state,
+                timeout if before is not None else -1,
+                start,
+                tuple(("orders", p) for p in parts),
+            )
+        )
+        for p in parts:
+            # its first record 500 records back, its last write a second after start
+            offset = ends[p] - 500 if pid == 4002 else ends[p] - 120
+            first[p] = min(first.get(p, offset), offset)
+            opened.append(OpenTransaction("orders", p, pid, 0, 5, offset, start + 1_000))
+    parts = tuple(
+        replace(p, last_stable_offset=first.get(p.partition, p.log_end_offset))
+        for p in orders.partitions
+    )
+    topics = tuple(replace(t, partitions=parts) if t.name == "orders" else t for t in snap.topics)
+    return replace(
+        snap,
+        topics=topics,
+        transactions=tuple(sorted(txns, key=lambda t: t.transactional_id)),
+        watched_topic=watched,
+        open_transactions=tuple(
+            sorted(opened, key=lambda o: (o.partition, o.producer_id))
+            if watched == "orders"
+            else ()
+        ),
+    )
+
+
+def transactions_app(*, n: int = 14) -> KtApp:
+    """The app on the fake cluster while transactions are open on `orders`."""
+    h = History()
+    for i in range(n):
+        h.add(transactions_snapshot(i))
+    return KtApp(
+        FakeSampler([transactions_snapshot(n)]),
+        bootstrap=BOOTSTRAP,
+        interval=3600,
+        history=h,
+        actions=FakeActions(),
+    )

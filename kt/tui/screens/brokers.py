@@ -1,6 +1,7 @@
 """Brokers: who is live, on which rack, which one is the controller, what each leads and
 hosts; and the partitions that are under-replicated or offline, highlighted. `r` opens
-the reassignments and preferred leaders (kt/tui/screens/reassignments.py).
+the reassignments and preferred leaders (kt/tui/screens/reassignments.py), `t` the
+transactions (kt/tui/screens/transactions.py).
 
 Each refresh's Metadata carries the replicas, ISR and offline replicas of every
 partition, so ISR shrinks and expansions show up here as they happen.
@@ -27,10 +28,14 @@ class BrokersScreen(DashboardScreen):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("r", "reassignments", "Reassignments & leaders"),
+        Binding("t", "transactions", "Transactions"),
     ]
 
     def action_reassignments(self) -> None:
         self.kt.open_reassignments()
+
+    def action_transactions(self) -> None:
+        self.kt.open_transactions()
 
     def body(self) -> ComposeResult:
         yield Static(id="brokers-summary")

@@ -63,6 +63,7 @@ class HelpScreen(DashboardScreen):
         from kt.tui.screens.reassignments import ReassignmentsScreen
         from kt.tui.screens.topic_detail import TopicDetailScreen
         from kt.tui.screens.topics import TopicsScreen
+        from kt.tui.screens.transactions import TransactionsScreen
 
         sections: list[tuple[str, type[Screen[None]] | type[KtApp]]] = [
             ("Everywhere", KtApp),
@@ -73,6 +74,7 @@ class HelpScreen(DashboardScreen):
             ("Messages", MessagesScreen),
             ("Brokers", BrokersScreen),
             ("Reassignments & leaders", ReassignmentsScreen),
+            ("Transactions", TransactionsScreen),
         ]
         text = plain("")
         for title, cls in sections:

@@ -1,17 +1,29 @@
 """One topic: every partition's leader, preferred leader, replicas, ISR, offsets,
-size and rate; a leader that is not the preferred one is highlighted."""
+size and rate; a leader that is not the preferred one is highlighted. Below, the
+transactions open on its partitions (DescribeProducers, asked only for the topic on
+view: the screen tells the app which one) with their age and the partition's LSO
+lag (high watermark minus last stable offset); an old one is highlighted."""
 
 from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
-from kt.tui.model import ClusterSnapshot
+from kt.tui.model import LONG_TRANSACTION_MS, ClusterSnapshot, OpenTransaction, TransactionInfo
 from kt.tui.screens.base import DashboardScreen, fill_table, selected_key
-from kt.tui.widgets.format import human_bytes, human_count, ids, num, plain, tone
+from kt.tui.widgets.format import (
+    human_bytes,
+    human_count,
+    human_duration,
+    ids,
+    num,
+    plain,
+    tone,
+)
 
 
 def partition_rates(
@@ -69,10 +81,35 @@ class TopicDetailScreen(DashboardScreen):
         ):
             table.add_column(header, key=key)
         yield table
+        yield Static(id="open-txns-title")
+        txns: DataTable[object] = DataTable(id="open-txns", cursor_type="row", zebra_stripes=True)
+        for key, header in (
+            ("p", "part"),
+            ("txn", "transactional id"),
+            ("pid", "producer id"),
+            ("epoch", "epoch"),
+            ("first", "first offset"),
+            ("lso", "LSO"),
+            ("lag", "LSO lag"),
+            ("age", "age"),
+        ):
+            txns.add_column(header, key=key)
+        yield txns
 
     def on_mount(self) -> None:
+        self.kt.watch_topic(self.topic)
         super().on_mount()
         self.query_one("#partitions", DataTable).focus()
+
+    def on_screen_resume(self) -> None:
+        # Textual calls DashboardScreen's handler too (it dispatches along the MRO)
+        self.kt.watch_topic(self.topic)
+
+    def on_screen_suspend(self) -> None:
+        self.kt.watch_topic(None)
+
+    def on_unmount(self) -> None:
+        self.kt.watch_topic(None)
 
     def refresh_view(self) -> None:
         snap = self.snapshot
@@ -81,6 +118,7 @@ class TopicDetailScreen(DashboardScreen):
         if snap is None or info is None:
             summary.update(plain(f"{self.topic}: not in the cluster (deleted?)"))
             fill_table(self.query_one("#partitions", DataTable), [])
+            self._draw_transactions(None)
             return
         ok = [s for s in self.history.snapshots() if s.error is None]
         rates = partition_rates(ok[-2] if len(ok) > 1 else None, snap, self.topic)
@@ -102,6 +140,14 @@ class TopicDetailScreen(DashboardScreen):
         text.append(tone(self.app, str(info.offline), "error" if info.offline else "success"))
         text.append("  leader not preferred ")
         text.append(tone(self.app, str(not_pref), "warning" if not_pref else "success"))
+        if snap.watched_topic == self.topic:
+            open_txns = sum(1 for o in snap.open_transactions if o.topic == self.topic)
+            lso_lag = sum(p.lso_lag for p in info.partitions if p.lso_lag > 0)
+            if open_txns or lso_lag:
+                text.append("  open transactions ")
+                text.append(tone(self.app, str(open_txns), "accent"))
+                text.append("  LSO lag ")
+                text.append(tone(self.app, str(lso_lag), "warning" if lso_lag else "success"))
         configs = ", ".join(f"{k}={v}" for k, v in sorted(info.overridden_configs.items()))
         text.append(f"\nconfigs: {configs or '(defaults)'}")
         summary.update(text)
@@ -131,6 +177,61 @@ class TopicDetailScreen(DashboardScreen):
                 )
             )
         fill_table(self.query_one("#partitions", DataTable), rows)
+        self._draw_transactions(snap)
+
+    def _draw_transactions(self, snap: ClusterSnapshot | None) -> None:
+        """The open transactions of the topic, oldest first; title and table hidden
+        while there are none (or the refresh did not ask for this topic yet)."""
+        title = self.query_one("#open-txns-title", Static)
+        table = self.query_one("#open-txns", DataTable)
+        info = snap.topic(self.topic) if snap is not None else None
+        if snap is None or info is None or snap.watched_topic != self.topic:
+            opened: list[OpenTransaction] = []
+        else:
+            opened = [o for o in snap.open_transactions if o.topic == self.topic]
+        title.display = table.display = bool(opened)
+        if snap is None or info is None or not opened:
+            fill_table(table, [])
+            return
+        now = snap.wall_ms
+        by_pid = {t.producer_id: t for t in snap.transactions or ()}
+        parts = {p.partition: p for p in info.partitions}
+        opened.sort(key=lambda o: (-o.age_ms(now), o.partition, o.producer_id))
+        old = sum(1 for o in opened if _old(o, by_pid.get(o.producer_id), now))
+        text = plain(f"Open transactions {len(opened)}")
+        if old:
+            text.append("   older than their timeout or ")
+            text.append(human_duration(LONG_TRANSACTION_MS / 1000) + " ")
+            count = tone(self.app, str(old), "warning")
+            count.justify = None
+            text.append_text(count)
+        title.update(text)
+        rows = []
+        for o in opened:
+            p = parts.get(o.partition)
+            txn = by_pid.get(o.producer_id)
+            age_ms = o.age_ms(now)
+            age: Text = num(human_duration(age_ms / 1000) if age_ms >= 0 else "-")
+            if _old(o, txn, now):
+                age = tone(self.app, age.plain, "error")
+            lag = p.lso_lag if p is not None else -1
+            lso = p.last_stable_offset if p is not None else -1
+            rows.append(
+                (
+                    f"{o.partition}\0{o.producer_id}",
+                    [
+                        num(o.partition),
+                        plain(txn.transactional_id if txn is not None else "?"),
+                        num(o.producer_id),
+                        num(o.producer_epoch),
+                        num(o.first_offset),
+                        num(lso if lso >= 0 else "-"),
+                        tone(self.app, str(lag), "warning") if lag > 0 else num(max(lag, 0)),
+                        age,
+                    ],
+                )
+            )
+        fill_table(table, rows)
 
     def selected_partition(self) -> int:
         """The partition under the cursor (0 when none)."""
@@ -148,3 +249,12 @@ class TopicDetailScreen(DashboardScreen):
 
     def action_delete(self) -> None:
         self.kt.start_delete_topic(self.topic)
+
+
+def _old(o: OpenTransaction, txn: TransactionInfo | None, now_ms: int) -> bool:
+    """Open longer than its transaction's timeout (when its coordinator described
+    it) or than LONG_TRANSACTION_MS."""
+    limit = LONG_TRANSACTION_MS
+    if txn is not None and txn.timeout_ms > 0:
+        limit = min(limit, txn.timeout_ms)
+    return o.age_ms(now_ms) > limit
