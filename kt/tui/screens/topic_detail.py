@@ -214,6 +214,7 @@ class TopicDetailScreen(DashboardScreen):
             age: Text = num(human_duration(age_ms / 1000) if age_ms >= 0 else "-")
             if _old(o, txn, now):
                 age = tone(self.app, age.plain, "error")
+                age.justify = "right"
             lag = p.lso_lag if p is not None else -1
             lso = p.last_stable_offset if p is not None else -1
             rows.append(

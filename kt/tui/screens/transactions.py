@@ -51,14 +51,15 @@ class TransactionsScreen(DashboardScreen):
             id="transactions", cursor_type="row", zebra_stripes=True
         )
         for key, header in (
+            # what an operator looks for first, so it fits in 80 columns
             ("id", "transactional id"),
-            ("coordinator", "coord"),
+            ("state", "state"),
+            ("duration", "duration"),
+            ("timeout", "timeout"),
+            ("partitions", "partitions"),
             ("pid", "producer id"),
             ("epoch", "epoch"),
-            ("state", "state"),
-            ("partitions", "partitions"),
-            ("timeout", "timeout"),
-            ("duration", "duration"),
+            ("coordinator", "coord"),
         ):
             table.add_column(header, key=key)
         yield table
@@ -86,7 +87,7 @@ class TransactionsScreen(DashboardScreen):
                 [("Ongoing", len(ongoing), "accent"), ("Long-running", len(long), "warning")],
             )
         )
-        text.append(f"  (over their timeout or {human_duration(LONG_TRANSACTION_MS / 1000)})")
+        text.append(f" (over timeout or {human_duration(LONG_TRANSACTION_MS / 1000)})")
         summary.update(text)
         rows = [(t.transactional_id, self._cells(t, now)) for t in ordered(txns, now)]
         fill_table(table, rows)
@@ -98,6 +99,7 @@ class TransactionsScreen(DashboardScreen):
             duration = num("-")
         elif t.long_running(now):
             duration = tone(self.app, human_duration(duration_ms / 1000), "error")
+            duration.justify = "right"  # a duration, aligned with the others
         else:
             duration = num(human_duration(duration_ms / 1000))
         state = (
@@ -105,11 +107,11 @@ class TransactionsScreen(DashboardScreen):
         )
         return [
             plain(t.transactional_id),
-            num(t.coordinator),
+            state,
+            duration,
+            num(human_duration(t.timeout_ms / 1000) if t.timeout_ms >= 0 else "-"),
+            plain(partitions_text(t.partitions)),
             num(t.producer_id),
             num(t.producer_epoch if t.producer_epoch >= 0 else "-"),
-            state,
-            plain(partitions_text(t.partitions)),
-            num(human_duration(t.timeout_ms / 1000) if t.timeout_ms >= 0 else "-"),
-            duration,
+            num(t.coordinator),
         ]
