@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import tui_fakes as fakes
 
+from kt.tui.app import KtApp
 from kt.tui.screens.messages import MessagesScreen
 
 OUT = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
@@ -32,8 +33,14 @@ SHOTS = [
 ]
 
 
-async def shoot(name: str, keys: list[str], theme: str | None, size: tuple[int, int]) -> None:
-    app = fakes.fake_app(theme=theme, interval=2.0)
+async def shoot(
+    name: str,
+    keys: list[str],
+    theme: str | None,
+    size: tuple[int, int],
+    app: KtApp | None = None,
+) -> None:
+    app = app if app is not None else fakes.fake_app(theme=theme, interval=2.0)
     async with app.run_test(size=size) as pilot:
         while app.refreshes < 1:
             await pilot.pause(0.01)
@@ -61,6 +68,8 @@ async def main() -> None:
         await shoot(name, keys, None, (100, 30))
     await shoot("overview-light", [], "textual-light", (100, 30))
     await shoot("overview-80x24", [], None, (80, 24))
+    # transactions open on orders, one past its timeout
+    await shoot("transactions", ["6", "t"], None, (100, 30), fakes.transactions_app())
 
 
 if __name__ == "__main__":
