@@ -118,3 +118,62 @@ async def test_open_transaction_shows_with_growing_age_and_goes_on_commit(kt_bro
         # the commit marker is the last record: everything is stable
         assert [p.lso_lag for p in info.partitions] == [0, 0]
         await app.close_sampler()
+
+
+def test_sampler_asks_producers_only_for_the_watched_topic(kt_broker) -> None:  # type: ignore[no-untyped-def]
+    bs = kt_broker.bootstrap
+
+    async def setup() -> None:
+        async with KafkaClient(bs) as c:
+            await c.create_topics([NewTopic("open", 2, 1), NewTopic("other", 1, 1)])
+
+    asyncio.run(setup())
+    done = Producer({"bootstrap.servers": bs, "transactional.id": "done-tx"})
+    done.init_transactions(30)
+    done.begin_transaction()
+    done.produce("other", value=b"x", partition=0)
+    done.commit_transaction(30)
+    held = Producer({"bootstrap.servers": bs, "transactional.id": "held-tx"})
+    held.init_transactions(30)
+    held.begin_transaction()
+    for i in range(4):
+        held.produce("open", value=b"v%d" % i, partition=0)
+    assert held.flush(30) == 0
+
+    sampler = ClusterSampler(bs, request_timeout=5.0)
+    try:
+        snap = asyncio.run(sampler.sample())
+        assert snap.error is None and snap.watched_topic is None
+        assert snap.open_transactions == ()
+        assert "describe_producers" not in sampler.last_timings
+        assert all(p.last_stable_offset == -1 for p in snap.partitions)
+        assert snap.transactions is not None
+        txns = {t.transactional_id: t for t in snap.transactions}
+        assert txns["held-tx"].state == "Ongoing"
+        assert txns["held-tx"].partitions == (("open", 0),)
+        assert txns["held-tx"].start_ms > 0 and txns["held-tx"].timeout_ms == 60_000
+        # only the ongoing ones are described
+        assert txns["done-tx"].state == "CompleteCommit"
+        assert txns["done-tx"].start_ms == -1 and txns["done-tx"].producer_epoch == -1
+
+        sampler.watched_topic = "open"
+        snap = asyncio.run(sampler.sample())
+        assert snap.watched_topic == "open"
+        [o] = snap.open_transactions
+        assert (o.topic, o.partition, o.first_offset) == ("open", 0, 0)
+        assert (o.producer_id, o.producer_epoch) == (
+            txns["held-tx"].producer_id,
+            txns["held-tx"].producer_epoch,
+        )
+        assert o.age_ms(snap.wall_ms) >= 0
+        info = snap.topic("open")
+        assert info is not None
+        assert [(p.log_end_offset, p.last_stable_offset, p.lso_lag) for p in info.partitions] == [
+            (4, 0, 4),
+            (0, 0, 0),
+        ]
+        other = snap.topic("other")
+        assert other is not None and other.partitions[0].last_stable_offset == -1
+        held.abort_transaction(30)
+    finally:
+        asyncio.run(sampler.close())
