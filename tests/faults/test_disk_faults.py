@@ -118,6 +118,11 @@ def test_failed_log_dir_moves_leadership_and_loses_nothing(
         cluster.start(timeout=90)
         zk = ZkView(cluster.zookeeper_connect)
         _create_topic(cluster.bootstrap_servers)
+        # CreateTopics answers once the assignment is written; the replicas are
+        # created when the controller's LeaderAndIsr reaches the brokers
+        deadline = time.monotonic() + 30
+        while not (faulty / f"{TOPIC}-1").is_dir() and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert (faulty / f"{TOPIC}-1").is_dir(), sorted(p.name for p in faulty.iterdir())
         workload = Workload(history, cluster.bootstrap_servers)
         workload.start()
