@@ -168,9 +168,11 @@ class ClusterMembership:
                 return
             except BrokerIdInUseError as exc:
                 existing = await self.cluster.get_broker(b.node_id)
-                ours = existing is not None and set(existing.registration.endpoints) == set(
-                    endpoints
-                )
+                if existing is None:
+                    # The other session's node expired between our create and this
+                    # read (the fault campaign caught a restart failing here).
+                    continue
+                ours = set(existing.registration.endpoints) == set(endpoints)
                 if not ours or time.monotonic() > deadline:
                     raise MembershipError(str(exc)) from None
                 if not announced:
