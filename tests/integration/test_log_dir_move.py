@@ -280,8 +280,11 @@ def test_a_throttled_move_is_cancelled(broker: BrokerProcess, tmp_path: Path) ->
     assert "Clearing broker-level throttles" not in out.stdout
     out = kt("reassign-partitions", "--cancel", *args)
     assert out.returncode == 0, out.stderr
-    last = out.stdout.splitlines()[-1]
-    assert last == f"Successfully started log directory move for: {TOPIC}-0-1"
+    lines = out.stdout.splitlines()
+    assert f"Successfully started log directory move for: {TOPIC}-0-1" in lines
+    # then the throttles go, as after any --cancel without --preserve-throttles
+    assert lines[-2:] == ["Clearing broker-level throttles on broker 1",
+                          f"Clearing topic-level throttles on topic {TOPIC}"]  # fmt: skip
     assert placement(broker)[0] == (src, False)
     assert not list(Path(dst).glob(f"{TOPIC}-0.*-future"))
     out = kt("reassign-partitions", "--verify", *args)
