@@ -203,7 +203,7 @@ _kt_node() {
             ;;
         'kt transactions find-hanging')
             _kt_subs=''
-            _kt_opts='--bootstrap-server -b --timeout --broker-id --topic --partition --max-transaction-timeout --json -h --help'
+            _kt_opts='--bootstrap-server -b --timeout --broker-id --topic --partition --max-transaction-timeout --include-tracked --json -h --help'
             ;;
         'kt transactions list')
             _kt_subs=''

@@ -967,6 +967,7 @@ complete -c kt -n "__kt_is 'kt transactions find-hanging'" -l 'broker-id' -x -d 
 complete -c kt -n "__kt_is 'kt transactions find-hanging'" -l 'topic' -x -d 'Only this topic (required with --partition).'
 complete -c kt -n "__kt_is 'kt transactions find-hanging'" -l 'partition' -x -d 'Only this partition.'
 complete -c kt -n "__kt_is 'kt transactions find-hanging'" -l 'max-transaction-timeout' -x -d 'Only transactions open longer than this (the largest transaction.timeout.ms...'
+complete -c kt -n "__kt_is 'kt transactions find-hanging'" -l 'include-tracked' -d 'Also report open transactions their coordinator still tracks (it aborts them...'
 complete -c kt -n "__kt_is 'kt transactions find-hanging'" -l 'json' -d 'One JSON object per line (NDJSON).'
 complete -c kt -n "__kt_is 'kt transactions find-hanging'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt transactions list'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'

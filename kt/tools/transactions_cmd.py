@@ -229,11 +229,17 @@ def _hanging_row(tp: tuple[str, int], s: ProducerState, now: int) -> list[Any]:
     help="Only transactions open longer than this (the largest transaction.timeout.ms "
     "of your producers).",
 )
+@click.option(
+    "--include-tracked",
+    is_flag=True,
+    help="Also report open transactions their coordinator still tracks (it aborts them "
+    "at their timeout), with when (beyond Kafka's tool).",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line (NDJSON).")
 @handle_errors
 def find_hanging(
     wire: Wire, broker_id: int | None, topic: str | None, partition: int | None,
-    max_transaction_timeout: int, as_json: bool,
+    max_transaction_timeout: int, include_tracked: bool, as_json: bool,
 ) -> None:  # fmt: skip
     """Find hanging transactions: open on a partition (DescribeProducers) for longer
     than --max-transaction-timeout, and unknown to their coordinator — no
@@ -241,7 +247,13 @@ def find_hanging(
     include the partition — so no marker will ever end them and they hold back
     READ_COMMITTED consumers. Columns: Topic Partition ProducerId ProducerEpoch
     CoordinatorEpoch StartOffset LastTimestamp Duration(min). Exit 1 when any are
-    found; `kt transactions abort` ends them."""
+    found; `kt transactions abort` ends them.
+
+    --include-tracked also reports, beyond Kafka's tool, the open transactions
+    their coordinator still tracks (a producer that died mid-transaction): they
+    hold back READ_COMMITTED consumers too, until the coordinator aborts them at
+    their timeout. A last column, Coordinator, says "unknown" (hanging) or when the
+    coordinator aborts it (JSON: trackedByCoordinator, coordinatorAbortsAtMs)."""
     if topic is None and broker_id is None:
         usage_error("find-hanging requires either --topic or --broker-id to limit the scope of "
                     "the search")  # fmt: skip
@@ -249,7 +261,9 @@ def find_hanging(
         usage_error("--partition requires --topic")
     max_ms = max_transaction_timeout * 60_000
 
-    async def go(c: KafkaClient) -> list[tuple[tuple[str, int], ProducerState]]:
+    async def go(
+        c: KafkaClient,
+    ) -> list[tuple[tuple[str, int], ProducerState, TransactionDescription | None]]:
         if topic is not None and partition is not None:
             tps = [(topic, partition)]
         else:
@@ -278,26 +292,42 @@ def find_hanging(
                 if exc.code != ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
                     raise
                 described[tid] = None
-        hanging = []
+        found: list[tuple[tuple[str, int], ProducerState, TransactionDescription | None]] = []
         for tp, s in candidates:
             owner = ids.get(s.producer_id)
             d = described.get(owner) if owner is not None else None
             if d is None or tp not in d.partitions:
-                hanging.append((tp, s))
-        return hanging
+                found.append((tp, s, None))  # hanging: no marker will ever come
+            elif include_tracked:
+                found.append((tp, s, d))
+        return found
 
-    hanging = wire.run(go)
+    found = wire.run(go)
     now = int(time.time() * 1000)
     if as_json:
-        for tp, s in hanging:
+        for tp, s, d in found:
             row = _producer_json(tp, s)
             row["durationMinutes"] = (now - s.last_timestamp) // 60_000
+            if include_tracked:
+                row["trackedByCoordinator"] = d is not None
+                row["coordinatorAbortsAtMs"] = _aborts_at(d)
             emit_json(row)
     else:
-        render_table(
-            ["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch",
-             "StartOffset", "LastTimestamp", "Duration(min)"],
-            [_hanging_row(tp, s, now) for tp, s in hanging],
-        )  # fmt: skip
-    if hanging:
+        headers = ["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch",
+                   "StartOffset", "LastTimestamp", "Duration(min)"]  # fmt: skip
+        rows = [_hanging_row(tp, s, now) for tp, s, _ in found]
+        if include_tracked:
+            headers.append("Coordinator")
+            for cells, (_, _, d) in zip(rows, found, strict=True):
+                at = _aborts_at(d)
+                cells.append("unknown" if at is None else f"aborts in {max(0, at - now) // 1000}s")
+        render_table(headers, rows)
+    if found:
         raise SystemExit(1)
+
+
+def _aborts_at(d: TransactionDescription | None) -> int | None:
+    """When the coordinator aborts a transaction it tracks (its start + timeout)."""
+    if d is None or d.start_ms < 0:
+        return None
+    return d.start_ms + d.timeout_ms

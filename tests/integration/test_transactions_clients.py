@@ -205,7 +205,7 @@ def test_hanging_transaction_blocks_the_lso_until_the_coordinator_aborts_it(
     })  # fmt: skip
     bs = broker.bootstrap
     create(bs, "h", 1)
-    timeout_ms = 15000
+    timeout_ms = 25000  # room for the CLI calls below on a loaded machine
     proc = subprocess.Popen([sys.executable, "-c", HANGING, bs, str(timeout_ms)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
     try:
@@ -228,6 +228,20 @@ def test_hanging_transaction_blocks_the_lso_until_the_coordinator_aborts_it(
         hanging = kt("transactions", "find-hanging", "-b", bs, "--topic", "h",
                      "--max-transaction-timeout", "0", "--json")  # fmt: skip
         assert hanging.returncode == 0 and hanging.stdout == "", hanging
+        # Its coordinator still tracks it (as Kafka's tool, not "hanging"), but
+        # --include-tracked reports it, and when the coordinator will abort it.
+        tracked = kt("transactions", "find-hanging", "-b", bs, "--topic", "h",
+                     "--max-transaction-timeout", "0", "--include-tracked", "--json")  # fmt: skip
+        assert tracked.returncode == 1, tracked
+        (row,) = [json.loads(line) for line in tracked.stdout.splitlines()]
+        assert (row["topic"], row["partition"], row["trackedByCoordinator"]) == ("h", 0, True)
+        assert row["currentTransactionStartOffset"] == 0
+        aborts_in_s = row["coordinatorAbortsAtMs"] / 1000 - time.time()
+        assert 0 < aborts_in_s <= timeout_ms / 1000
+        table = kt("transactions", "find-hanging", "-b", bs, "--topic", "h",
+                   "--max-transaction-timeout", "0", "--include-tracked")  # fmt: skip
+        assert table.returncode == 1 and "Coordinator" in table.stdout.splitlines()[0], table
+        assert "aborts in " in table.stdout.splitlines()[-1], table
         # Committed records after the hanging one are held back by the LSO.
         p = producer(bs, "tx-other")
         p.begin_transaction()
@@ -288,6 +302,10 @@ def test_find_and_abort_a_transaction_no_coordinator_knows(kt_broker) -> None:
     (row,) = [json.loads(line) for line in found.stdout.splitlines()]
     assert (row["topic"], row["partition"], row["producerId"]) == ("g", 0, ghost_pid)
     assert row["currentTransactionStartOffset"] == start
+    both = kt("transactions", "find-hanging", "-b", bs, "--topic", "g", "--include-tracked",
+              "--max-transaction-timeout", "0", "--json")  # fmt: skip
+    (row,) = [json.loads(line) for line in both.stdout.splitlines()]
+    assert row["trackedByCoordinator"] is False and row["coordinatorAbortsAtMs"] is None
     table = kt("transactions", "find-hanging", "-b", bs, "--broker-id", "1",
                "--max-transaction-timeout", "0")  # fmt: skip
     assert table.returncode == 1 and str(ghost_pid) in table.stdout, table
