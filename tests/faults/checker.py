@@ -96,7 +96,8 @@ class Verdict:
     #: values found twice, written under different producer ids or epochs (the
     #: client re-sent them after bumping its epoch; see `duplicate`)
     resent: list[Anomaly] = field(default_factory=list)
-    #: transactions by outcome (committed, aborted, indeterminate), when any ran
+    #: transactions by outcome (committed, aborted, indeterminate), when any ran, and
+    #: how many were open when a fault began
     transactions: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -416,8 +417,16 @@ def check_transactions(history: Sequence[Event]) -> tuple[list[Anomaly], dict[st
     outcome: dict[int, tuple[str, int]] = {}  # txn -> (committed/aborted/unknown, index)
     final: Event | None = None
     reads: list[Event] = []
+    open_txn: int | None = None
+    struck: set[int] = set()  # transactions open when a fault began
     for ev in history:
         f, type_ = ev.get("f"), ev.get("type")
+        if f == "txn-begin" and type_ == "ok":
+            open_txn = int(ev["txn"])
+        elif f == "txn-end" and type_ != "invoke":
+            open_txn = None
+        elif ev.get("proc") == "nemesis" and f in ("start", "restart") and open_txn:
+            struck.add(open_txn)
         if f == "txn-send":
             if type_ == "invoke":
                 values[int(ev["txn"])][str(ev["value"])] = int(ev["i"])
@@ -442,9 +451,10 @@ def check_transactions(history: Sequence[Event]) -> tuple[list[Anomaly], dict[st
     for ev in reads:
         seen: set[int] = set()
         for p, o, v in _records(ev):
-            n = txn_of.get(v)
-            if n is None or n in seen or outcome[n][0] != "aborted":
+            txn = txn_of.get(v)
+            if txn is None or txn in seen or outcome[txn][0] != "aborted":
                 continue
+            n = txn
             seen.add(n)  # one anomaly per transaction and read
             where = "the final read" if ev["f"] == "txn-final-read" else "a poll"
             out.append(
@@ -478,4 +488,6 @@ def check_transactions(history: Sequence[Event]) -> tuple[list[Anomaly], dict[st
     counts: dict[str, int] = defaultdict(int)
     for state, _ in outcome.values():
         counts[state] += 1
+    if struck:
+        counts["open when a fault began"] = len(struck)
     return out, dict(counts)

@@ -173,3 +173,13 @@ def test_any_history_honouring_transactions_passes(
     t.log = {0: [], 1: [], 2: []}
     t.final(visible)
     assert kinds(t) == []
+
+
+def test_counts_transactions_open_when_a_fault_began() -> None:
+    t = T()
+    t.txn(1, 2, "committed")
+    t.add("nemesis", "start", "info", fault="kill-leader", broker=1)  # between transactions
+    t.add("p", "txn-begin", "ok", txn=2)
+    t.add("nemesis", "start", "info", fault="kill-leader", broker=2)  # mid-transaction
+    t.add("p", "txn-end", "ok", txn=2, outcome="aborted")
+    assert check_transactions(t.events)[1]["open when a fault began"] == 1

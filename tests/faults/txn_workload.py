@@ -55,7 +55,7 @@ class TxnWorkload:
     errors: list[str] = field(default_factory=list)
 
     def start(self, rate: float = 4.0) -> None:
-        """Start both threads (about `rate` transactions a second at most)."""
+        """Start both threads (about `rate` transactional values a second at most)."""
         for name, fn in (("p-txn", self._producer), ("c-txn", self._consumer)):
             t = threading.Thread(target=self._guard, args=(name, fn, rate), daemon=True)
             t.start()
@@ -110,16 +110,15 @@ class TxnWorkload:
         while not self.stop.is_set():
             n += 1
             try:
-                self._one_transaction(p, proc, n)
+                self._one_transaction(p, proc, n, rate)
             except _Fatal:
                 with contextlib.suppress(Exception):
                     p.flush(0)
                 p = self._new_producer()
-            time.sleep(1.0 / rate)
         with contextlib.suppress(Exception):
             p.flush(10)
 
-    def _one_transaction(self, p: Any, proc: str, n: int) -> None:
+    def _one_transaction(self, p: Any, proc: str, n: int, rate: float) -> None:
         from confluent_kafka import KafkaException
 
         rec = self.history.record
@@ -143,7 +142,9 @@ class TxnWorkload:
                 # a transaction missing a value it meant to hold is not to be committed
                 action = "abort"
                 break
-            p.poll(0)
+            # values spaced out: a transaction stays open about PER_TXN / rate
+            # seconds, so most faults strike one mid-transaction
+            p.poll(1.0 / rate)
         rec(proc, "txn-end", "invoke", txn=n, action=action)
         self._end(p, proc, n, action)
 
@@ -191,7 +192,7 @@ class TxnWorkload:
         try:
             while not self.stop.is_set():
                 recs = [
-                    [m.partition(), m.offset(), m.value().decode()]
+                    [m.partition(), m.offset(), (m.value() or b"").decode()]
                     for m in c.consume(200, 0.5)
                     if m.error() is None
                 ]
@@ -238,9 +239,10 @@ def txn_final_read(history: History, bootstrap: str, timeout: float = 45.0) -> b
         pos = {q: 0 for q in range(TXN_PARTITIONS)}
         while any(pos[q] < ends[q] for q in ends) and time.monotonic() < deadline:
             for m in c.consume(500, 0.5):
-                if m.error() is None:
-                    recs.append([m.partition(), m.offset(), m.value().decode()])
-                    pos[m.partition()] = max(pos[m.partition()], m.offset() + 1)
+                mp, mo = m.partition(), m.offset()
+                if m.error() is None and mp is not None and mo is not None:
+                    recs.append([mp, mo, (m.value() or b"").decode()])
+                    pos[mp] = max(pos[mp], mo + 1)
             # the position moves past control records (commit/abort markers) and
             # aborted data, which READ_COMMITTED never returns
             with contextlib.suppress(Exception):
@@ -261,7 +263,7 @@ def txn_final_read(history: History, bootstrap: str, timeout: float = 45.0) -> b
 
 def create_txn_topic(bootstrap: str) -> None:
     """TXN_TOPIC with RF 3 and min.insync.replicas 2, as the campaign's topic."""
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     fut = admin.create_topics(
