@@ -13,7 +13,8 @@ The cluster's links go through harness-controlled proxies (`proxy.ProxySet`):
   clients, the third broker and ZooKeeper still reach both.
 
 A workload (two idempotent acks=all producers, confluent-kafka and kafka-python, and
-a consumer group committing offsets) runs while a seeded nemesis injects faults one
+a consumer group committing offsets, plus `txn_workload`'s transactional producer and
+READ_COMMITTED consumer on a second topic) runs while a seeded nemesis injects faults one
 at a time and heals each; at the end everything is healed, every partition is read
 from its start, and `checker.check` judges the recorded history.
 """
@@ -38,6 +39,7 @@ from kt.tools.local_cluster import ClusterError, LocalBroker, LocalCluster, port
 from .checker import Verdict, check, format_table, history_slice
 from .history import History
 from .proxy import ProxySet, socket_owner
+from .txn_workload import TxnWorkload, create_txn_topic, txn_final_read
 
 TOPIC = "jepsen"
 PARTITIONS = 3
@@ -70,6 +72,10 @@ BROKER_PROPS = {
     "group.initial.rebalance.delay.ms": "0",
     "unclean.leader.election.enable": "false",
     "controlled.shutdown.retry.backoff.ms": "500",
+    # the transactional workload's coordinator: few partitions, replicated as the data
+    "transaction.state.log.num.partitions": "3",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
 }
 
 
@@ -627,6 +633,8 @@ class CampaignResult:
     history_path: Path
     #: faults the cluster did not go through as told (a broker that would not stop...)
     problems: list[str] = field(default_factory=list)
+    #: the transactional workload's final READ_COMMITTED read reached every end
+    txn_final_read_ok: bool = True
 
     def report(self) -> str:
         """The table: faults by kind, records acknowledged, anomalies (with slices)."""
@@ -635,6 +643,8 @@ class CampaignResult:
         lines.append(format_table(self.verdict))
         if not self.final_read_ok:
             lines.append("final read INCOMPLETE (a partition unreadable after healing)")
+        if not self.txn_final_read_ok:
+            lines.append("transactional final read INCOMPLETE (read_committed stopped short)")
         for problem in self.problems:
             lines.append(f"cluster problem: {problem}")
         for err in self.harness_errors:
@@ -668,15 +678,21 @@ def run_campaign(
     proxies = ProxySet(identify=lambda port: socket_owner(port, cluster.broker_pids()))
     zk: ZkView | None = None
     workload: Workload | None = None
-    final_ok = False
+    txn_workload: TxnWorkload | None = None
+    final_ok = txn_final_ok = False
     nemesis: Nemesis | None = None
     try:
         cluster.attach(proxies)
         cluster.start(timeout=90)
         zk = ZkView(cluster.zookeeper_connect)
         _create_topic(cluster.proxied_bootstrap)
+        create_txn_topic(cluster.proxied_bootstrap)
         workload = Workload(history, cluster.proxied_bootstrap)
         workload.start()
+        # transactions spanning TXN_TOPIC's partitions, whose leaders and coordinator
+        # are on the brokers the nemesis kills, pauses and cuts off
+        txn_workload = TxnWorkload(history, cluster.proxied_bootstrap)
+        txn_workload.start()
         nemesis = Nemesis(cluster, history, rng, zk)
         t_end = time.monotonic() + duration
         plan = list(kinds)
@@ -690,11 +706,16 @@ def run_campaign(
             time.sleep(rng.uniform(1.0, 3.0))
         proxies.heal()
         time.sleep(3)
+        txn_workload.stop.set()  # no new transactions while the others drain
         workload.join()
+        txn_workload.join()
         final_ok = final_read(history, cluster.proxied_bootstrap)
+        txn_final_ok = txn_final_read(history, cluster.proxied_bootstrap)
     finally:
         if workload is not None:
             workload.stop.set()
+        if txn_workload is not None:
+            txn_workload.stop.set()
         if zk is not None:
             zk.close()
         cluster.stop(kill=True)
@@ -708,9 +729,10 @@ def run_campaign(
         verdict,
         history.events,
         final_ok,
-        workload.errors if workload else [],
+        (workload.errors if workload else []) + (txn_workload.errors if txn_workload else []),
         history_path,
         nemesis.problems if nemesis else [],
+        txn_final_ok,
     )
 
 

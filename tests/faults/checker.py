@@ -41,6 +41,14 @@ Anomaly kinds (`KINDS`), each with the events that show it:
 - `offset-regression`: a group's committed offset for a partition went backwards (a
   commit lower than an earlier acknowledged commit, or a read-back lower than the
   highest commit acknowledged before the read began).
+
+Transactions (`txn-*` events, written by `txn_workload`; see `check_transactions`):
+
+- `aborted-read`: a value of a transaction whose abort the coordinator acknowledged was
+  read by a READ_COMMITTED consumer (while faults ran, or in the final read);
+- `txn-partial`: in the final READ_COMMITTED read, a transaction whose commit was
+  acknowledged lacks some of its values, or an indeterminate one (its outcome unknown
+  to the client) shows some of its values but not all.
 """
 
 from __future__ import annotations
@@ -59,6 +67,9 @@ KINDS = (
     "reorder",
     "phantom",
     "offset-regression",
+    # the transactional workload's checks (`check_transactions`)
+    "aborted-read",
+    "txn-partial",
 )
 
 Event = dict[str, Any]
@@ -85,6 +96,9 @@ class Verdict:
     #: values found twice, written under different producer ids or epochs (the
     #: client re-sent them after bumping its epoch; see `duplicate`)
     resent: list[Anomaly] = field(default_factory=list)
+    #: transactions by outcome (committed, aborted, indeterminate), when any ran, and
+    #: how many were open when a fault began
+    transactions: dict[str, int] = field(default_factory=dict)
 
     @property
     def valid(self) -> bool:
@@ -223,9 +237,11 @@ def check(history: Sequence[Event]) -> Verdict:
 
     anomalies += _check_order(sent, acked, final)
     anomalies += _check_commits(history)
+    txn_anomalies, txn_counts = check_transactions(history)
+    anomalies += txn_anomalies
     n_acked = len(set(acked) | set(acked_anywhere))
     unacked = set(not_acked) - set(acked) - set(acked_anywhere)
-    return Verdict(n_acked, len(unacked), read_values, anomalies, resent)
+    return Verdict(n_acked, len(unacked), read_values, anomalies, resent, txn_counts)
 
 
 def _writers(history: Sequence[Event]) -> Callable[[int, int], tuple[int, int] | None]:
@@ -378,8 +394,100 @@ def format_table(verdict: Verdict) -> str:
             f"{len(verdict.resent)} values re-sent by a client under a new producer epoch "
             f"(not deduplicable by any broker), e.g. {verdict.resent[0].message}"
         )
+    if verdict.transactions:
+        lines.append(
+            "transactions: "
+            + ", ".join(f"{k} {n}" for k, n in sorted(verdict.transactions.items()))
+        )
     lines.append(
         f"acknowledged {verdict.acknowledged}, unacknowledged {verdict.unacknowledged}, "
         f"values read {verdict.read_values}: {'VALID' if verdict.valid else 'INVALID'}"
     )
     return "\n".join(lines)
+
+
+# --- transactions -------------------------------------------------------------------------
+
+
+def check_transactions(history: Sequence[Event]) -> tuple[list[Anomaly], dict[str, int]]:
+    """The transactional workload's rules: `aborted-read` and `txn-partial` (see the
+    module docstring); also the transactions counted by outcome."""
+    values: dict[int, dict[str, int]] = defaultdict(dict)  # txn -> value -> invoke index
+    refused: set[str] = set()  # produce() refused: never part of the transaction
+    outcome: dict[int, tuple[str, int]] = {}  # txn -> (committed/aborted/unknown, index)
+    final: Event | None = None
+    reads: list[Event] = []
+    open_txn: int | None = None
+    struck: set[int] = set()  # transactions open when a fault began
+    for ev in history:
+        f, type_ = ev.get("f"), ev.get("type")
+        if f == "txn-begin" and type_ == "ok":
+            open_txn = int(ev["txn"])
+        elif f == "txn-end" and type_ != "invoke":
+            open_txn = None
+        elif ev.get("proc") == "nemesis" and f in ("start", "restart") and open_txn:
+            struck.add(open_txn)
+        if f == "txn-send":
+            if type_ == "invoke":
+                values[int(ev["txn"])][str(ev["value"])] = int(ev["i"])
+            else:
+                refused.add(str(ev["value"]))
+        elif f == "txn-end" and type_ == "ok":
+            outcome[int(ev["txn"])] = (str(ev["outcome"]), int(ev["i"]))
+        elif f == "txn-end" and type_ in ("info", "fail"):
+            outcome.setdefault(int(ev["txn"]), ("indeterminate", int(ev["i"])))
+        elif f == "txn-poll" and type_ == "ok":
+            reads.append(ev)
+        elif f == "txn-final-read" and type_ == "ok":
+            final = ev
+            reads.append(ev)
+    # a transaction begun but never ended (the run stopped) is indeterminate too
+    for n, vals in values.items():
+        if n not in outcome:
+            outcome[n] = ("indeterminate", max(vals.values()))
+    txn_of = {v: n for n, vals in values.items() for v in vals if v not in refused}
+    out: list[Anomaly] = []
+
+    for ev in reads:
+        seen: set[int] = set()
+        for p, o, v in _records(ev):
+            txn = txn_of.get(v)
+            if txn is None or txn in seen or outcome[txn][0] != "aborted":
+                continue
+            n = txn
+            seen.add(n)  # one anomaly per transaction and read
+            where = "the final read" if ev["f"] == "txn-final-read" else "a poll"
+            out.append(
+                Anomaly(
+                    "aborted-read",
+                    f"value {v!r} of aborted transaction {n} read at p{p}@{o} in {where}",
+                    [values[n][v], outcome[n][1], int(ev["i"])],
+                )
+            )
+
+    if final is not None:
+        got = {v for _p, _o, v in _records(final)}
+        for n, vals in sorted(values.items()):
+            state, end_i = outcome[n]
+            if state == "aborted":
+                continue
+            want = [v for v in vals if v not in refused]
+            present = [v for v in want if v in got]
+            missing = [v for v in want if v not in got]
+            if not missing or (state != "committed" and not present):
+                continue
+            what = "committed" if state == "committed" else "indeterminate"
+            out.append(
+                Anomaly(
+                    "txn-partial",
+                    f"{what} transaction {n}: {len(present)} of {len(want)} values in the "
+                    f"final read, missing {', '.join(repr(v) for v in missing)}",
+                    sorted({values[n][missing[0]], end_i, int(final["i"])}),
+                )
+            )
+    counts: dict[str, int] = defaultdict(int)
+    for state, _ in outcome.values():
+        counts[state] += 1
+    if struck:
+        counts["open when a fault began"] = len(struck)
+    return out, dict(counts)

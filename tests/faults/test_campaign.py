@@ -34,4 +34,6 @@ def test_bounded_fault_campaign(tmp_path: Path) -> None:
     assert not result.problems, f"seed {SEED}: the cluster misbehaved under faults\n{report}"
     assert result.verdict.acknowledged > 0, report
     assert result.final_read_ok, f"seed {SEED}: final read incomplete\n{report}"
+    assert result.txn_final_read_ok, f"seed {SEED}: transactional final read incomplete\n{report}"
+    assert result.verdict.transactions.get("committed", 0) > 0, report
     assert result.verdict.valid, f"seed {SEED}: anomalies found\n{report}"

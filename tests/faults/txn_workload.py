@@ -1,0 +1,273 @@
+"""The fault campaign's transactional workload: a confluent-kafka transactional
+producer writing small transactions across TXN_TOPIC's partitions (committing most,
+aborting every ABORT_EVERY-th on purpose), a READ_COMMITTED consumer reading them
+while faults are injected, and a final READ_COMMITTED read after healing.
+
+What it records (the `txn-*` events `checker.check_transactions` judges):
+
+- `{"f": "txn-begin", "type": "ok", "txn": n}`
+- `{"f": "txn-send", "type": "invoke" | "fail", "txn": n, "value": v, "partition": p}`
+  (`fail`: produce() refused it, nothing enqueued)
+- `{"f": "txn-end", "type": "invoke", "txn": n, "action": "commit" | "abort"}`
+- `{"f": "txn-end", "type": "ok", "txn": n, "outcome": "committed" | "aborted"}` (the
+  coordinator acknowledged the commit or the abort), or `"type": "info"` with the error
+  when the outcome is unknown (a fatal error, retries exhausted): indeterminate
+- `{"f": "txn-poll", "type": "ok", "records": [[p, o, v], ...]}` (READ_COMMITTED reads)
+- `{"f": "txn-final-read", "type": "ok" | "fail", "records": [...], "end": {p: o}}`
+
+Errors are handled as confluent-kafka documents for transactional producers:
+retriable -> call the same method again; txn_requires_abort -> abort_transaction;
+fatal -> a new producer with the same transactional.id, whose init_transactions
+fences the old epoch (and completes or aborts what it left).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .history import History
+
+TXN_TOPIC = "jepsen-txn"
+TXN_PARTITIONS = 3
+TXN_ID = "jepsen-txn-producer"
+PER_TXN = 4  # values per transaction, spread over every partition
+ABORT_EVERY = 5  # every 5th transaction is aborted on purpose
+END_DEADLINE = 40.0  # seconds a commit/abort is retried before its outcome is unknown
+
+
+class _Fatal(Exception):
+    """The producer is unusable (fatal error or fenced): make a new one."""
+
+
+@dataclass
+class TxnWorkload:
+    """The transactional producer and READ_COMMITTED consumer threads."""
+
+    history: History
+    bootstrap: str
+    stop: threading.Event = field(default_factory=threading.Event)
+    threads: list[threading.Thread] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def start(self, rate: float = 4.0) -> None:
+        """Start both threads (about `rate` transactional values a second at most)."""
+        for name, fn in (("p-txn", self._producer), ("c-txn", self._consumer)):
+            t = threading.Thread(target=self._guard, args=(name, fn, rate), daemon=True)
+            t.start()
+            self.threads.append(t)
+
+    def _guard(self, name: str, fn: Callable[[str, float], None], rate: float) -> None:
+        try:
+            fn(name, rate)
+        except Exception as exc:  # a client crash is a harness problem, not an anomaly
+            self.errors.append(f"{name}: {type(exc).__name__}: {exc}")
+
+    def join(self, timeout: float = 90.0) -> None:
+        """Stop starting transactions; wait for the last one to end."""
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout)
+
+    # --- producer ---------------------------------------------------------------------------
+
+    def _new_producer(self) -> Any:
+        from confluent_kafka import KafkaException, Producer
+
+        p = Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "transactional.id": TXN_ID,
+                "transaction.timeout.ms": 30000,
+                "message.timeout.ms": 15000,
+                "request.timeout.ms": 4000,
+                "retry.backoff.ms": 200,
+                "linger.ms": 5,
+                "socket.connection.setup.timeout.ms": 3000,
+                "log_level": 2,
+            }
+        )
+        # init_transactions fences any earlier epoch of TXN_ID; the coordinator may be
+        # down or moving, so retry it (retriable or a timeout) until the campaign ends
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                p.init_transactions(20)
+                return p
+            except KafkaException as exc:
+                err = exc.args[0]
+                if err.fatal() or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
+    def _producer(self, proc: str, rate: float) -> None:
+        p = self._new_producer()
+        n = 0
+        while not self.stop.is_set():
+            n += 1
+            try:
+                self._one_transaction(p, proc, n, rate)
+            except _Fatal:
+                with contextlib.suppress(Exception):
+                    p.flush(0)
+                p = self._new_producer()
+        with contextlib.suppress(Exception):
+            p.flush(10)
+
+    def _one_transaction(self, p: Any, proc: str, n: int, rate: float) -> None:
+        from confluent_kafka import KafkaException
+
+        rec = self.history.record
+        try:
+            p.begin_transaction()
+        except KafkaException as exc:
+            # begin is local: only a fatal state makes it fail
+            rec(proc, "txn-begin", "fail", txn=n, error=exc.args[0].name())
+            raise _Fatal from exc
+        rec(proc, "txn-begin", "ok", txn=n)
+        action = "abort" if n % ABORT_EVERY == 0 else "commit"
+        for k in range(PER_TXN):
+            value = f"t{n}-{k}"
+            part = k % TXN_PARTITIONS
+            rec(proc, "txn-send", "invoke", txn=n, value=value, partition=part)
+            try:
+                p.produce(TXN_TOPIC, value.encode(), partition=part)
+            except (BufferError, KafkaException) as exc:
+                err = exc.args[0].name() if isinstance(exc, KafkaException) else "BufferError"
+                rec(proc, "txn-send", "fail", txn=n, value=value, error=err)
+                # a transaction missing a value it meant to hold is not to be committed
+                action = "abort"
+                break
+            # values spaced out: a transaction stays open about PER_TXN / rate
+            # seconds, so most faults strike one mid-transaction
+            p.poll(1.0 / rate)
+        rec(proc, "txn-end", "invoke", txn=n, action=action)
+        self._end(p, proc, n, action)
+
+    def _end(self, p: Any, proc: str, n: int, action: str) -> None:
+        """commit or abort transaction n, recording its outcome."""
+        from confluent_kafka import KafkaException
+
+        rec = self.history.record
+        deadline = time.monotonic() + END_DEADLINE
+        while True:
+            try:
+                if action == "commit":
+                    p.commit_transaction(15)
+                else:
+                    p.abort_transaction(15)
+                rec(proc, "txn-end", "ok", txn=n,
+                    outcome="committed" if action == "commit" else "aborted")  # fmt: skip
+                return
+            except KafkaException as exc:
+                err = exc.args[0]
+                if err.fatal():
+                    rec(proc, "txn-end", "info", txn=n, action=action, error=err.name())
+                    raise _Fatal from exc
+                if err.txn_requires_abort() and action == "commit":
+                    # the commit cannot go through (a send failed): abort instead
+                    rec(proc, "txn-end", "invoke", txn=n, action="abort", error=err.name())
+                    action = "abort"
+                elif not err.retriable() and not err.txn_requires_abort():
+                    rec(proc, "txn-end", "info", txn=n, action=action, error=err.name())
+                    raise _Fatal from exc
+                if time.monotonic() > deadline:
+                    rec(proc, "txn-end", "info", txn=n, action=action, error=err.name())
+                    # the producer may still hold the transaction open: a new one
+                    # fences it, and the coordinator completes or aborts it
+                    raise _Fatal from exc
+                time.sleep(0.2)
+
+    # --- consumer ---------------------------------------------------------------------------
+
+    def _consumer(self, proc: str, rate: float) -> None:
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+        c = Consumer(_reader_config(self.bootstrap, "txn-reader"))
+        c.assign([TopicPartition(TXN_TOPIC, q, OFFSET_BEGINNING) for q in range(TXN_PARTITIONS)])
+        try:
+            while not self.stop.is_set():
+                recs = [
+                    [m.partition(), m.offset(), (m.value() or b"").decode()]
+                    for m in c.consume(200, 0.5)
+                    if m.error() is None
+                ]
+                if recs:
+                    self.history.record(proc, "txn-poll", "ok", records=recs)
+        finally:
+            with contextlib.suppress(Exception):
+                c.close()
+
+
+def _reader_config(bootstrap: str, group: str) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+        "socket.connection.setup.timeout.ms": 3000,
+        "log_level": 2,
+    }
+
+
+def txn_final_read(history: History, bootstrap: str, timeout: float = 45.0) -> bool:
+    """Read every TXN_TOPIC partition from its start with READ_COMMITTED until the
+    consumer's position reaches the high watermark (every transaction has ended by
+    then, so the last stable offset has caught up); records a txn-final-read event."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    c = Consumer(_reader_config(bootstrap, "txn-final-reader"))
+    deadline = time.monotonic() + timeout
+    ends: dict[int, int] = {}
+    try:
+        for q in range(TXN_PARTITIONS):
+            while q not in ends:
+                try:
+                    ends[q] = c.get_watermark_offsets(TopicPartition(TXN_TOPIC, q), timeout=5)[1]
+                except Exception as exc:
+                    if time.monotonic() > deadline:
+                        history.record("final", "txn-final-read", "fail", error=str(exc)[:120])
+                        return False
+                    time.sleep(0.5)
+        tps = [TopicPartition(TXN_TOPIC, q, OFFSET_BEGINNING) for q in range(TXN_PARTITIONS)]
+        c.assign(tps)
+        recs: list[list[Any]] = []
+        pos = {q: 0 for q in range(TXN_PARTITIONS)}
+        while any(pos[q] < ends[q] for q in ends) and time.monotonic() < deadline:
+            for m in c.consume(500, 0.5):
+                mp, mo = m.partition(), m.offset()
+                if m.error() is None and mp is not None and mo is not None:
+                    recs.append([mp, mo, (m.value() or b"").decode()])
+                    pos[mp] = max(pos[mp], mo + 1)
+            # the position moves past control records (commit/abort markers) and
+            # aborted data, which READ_COMMITTED never returns
+            with contextlib.suppress(Exception):
+                for tp in c.position([TopicPartition(TXN_TOPIC, q) for q in ends]):
+                    if tp.offset >= 0:
+                        pos[tp.partition] = max(pos[tp.partition], tp.offset)
+        short = {q: (pos[q], ends[q]) for q in ends if pos[q] < ends[q]}
+        history.record(
+            "final", "txn-final-read", "ok" if not short else "fail",
+            records=recs, end={str(q): e for q, e in ends.items()},
+            **({"error": f"read stopped short: {short}"} if short else {}),
+        )  # fmt: skip
+        return not short
+    finally:
+        with contextlib.suppress(Exception):
+            c.close()
+
+
+def create_txn_topic(bootstrap: str) -> None:
+    """TXN_TOPIC with RF 3 and min.insync.replicas 2, as the campaign's topic."""
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    fut = admin.create_topics(
+        [NewTopic(TXN_TOPIC, TXN_PARTITIONS, 3, config={"min.insync.replicas": "2"})],
+        operation_timeout=20,
+    )
+    fut[TXN_TOPIC].result(30)
