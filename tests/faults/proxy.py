@@ -190,18 +190,26 @@ class ProxySet:
         self._thread.join(5)
 
 
-def socket_owner(port: int, pids: dict[int, str]) -> str | None:
+def socket_owner(
+    port: int,
+    pids: dict[int, str],
+    tables: tuple[str, ...] = ("/proc/net/tcp", "/proc/net/tcp6"),
+) -> str | None:
     """The name (from `pids`: pid -> name) of the process owning the loopback TCP
     socket bound to local `port`, found through /proc/net/tcp and the processes' fd
     tables (Linux); None when none of them owns it."""
     inode = None
     want = f"0100007F:{port:04X}"
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    for table in tables:
         with contextlib.suppress(OSError), open(table) as fh:
             for line in fh.readlines()[1:]:
                 cols = line.split()
                 local = cols[1]
-                if local == want or (local.endswith(f":{port:04X}") and "0000FFFF7F" in local):
+                # inode 0: a closed connection in TIME_WAIT that used the same port
+                # before; the live socket is further down the table
+                if cols[9] != "0" and (
+                    local == want or (local.endswith(f":{port:04X}") and "0000FFFF7F" in local)
+                ):
                     inode = cols[9]
                     break
         if inode:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -140,3 +141,22 @@ with socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5) as s:
     s.sendall(b"other")
     print(s.recv(10).decode())
 """
+
+
+def test_socket_owner_skips_a_closed_connection_on_the_same_port(
+    echo_port: int, tmp_path: Path
+) -> None:
+    """A port reused while its previous connection lingers in TIME_WAIT (a row with
+    inode 0 in /proc/net/tcp, possibly listed first) still finds the live socket's
+    owner: busy runs reuse ports."""
+    with socket.create_connection(("127.0.0.1", echo_port), timeout=2) as live:
+        port = live.getsockname()[1]
+        with open("/proc/net/tcp") as fh:
+            lines = fh.readlines()
+        (row,) = [ln for ln in lines[1:] if ln.split()[1] == f"0100007F:{port:04X}"]
+        cols = row.split()
+        stale = cols.copy()
+        stale[3], stale[9] = "06", "0"  # TIME_WAIT, no inode
+        table = tmp_path / "tcp"
+        table.write_text(lines[0] + " ".join(stale) + "\n" + row)
+        assert socket_owner(port, {os.getpid(): "self"}, (str(table),)) == "self"
