@@ -268,20 +268,29 @@ class ClusterStore:
         """
         config_path = znodes.config_entity_path("topics", name)
         config_data = znodes.encode_entity_config(configs or {})
-        config_op: Op = (
-            SetData(config_path, config_data)
-            if await self.store.exists(config_path) is not None
-            else Create(config_path, config_data)
-        )
         topic = TopicAssignment(dict(assignment), topic_id)
-        try:
-            await self.store.multi(
-                [config_op, Create(znodes.topic_path(name), znodes.encode_topic(topic))]
+        for _ in range(3):
+            config_op: Op = (
+                SetData(config_path, config_data)
+                if await self.store.exists(config_path) is not None
+                else Create(config_path, config_data)
             )
-        except TransactionFailedError as e:
-            if isinstance(e.results[1], NodeExistsError):
-                raise TopicExistsError(f"topic '{name}' already exists") from None
-            raise e.failure from e
+            try:
+                await self.store.multi(
+                    [config_op, Create(znodes.topic_path(name), znodes.encode_topic(topic))]
+                )
+                return
+            except TransactionFailedError as e:
+                if isinstance(e.results[1], NodeExistsError):
+                    raise TopicExistsError(f"topic '{name}' already exists") from None
+                if isinstance(config_op, Create) and isinstance(e.results[0], NodeExistsError):
+                    # Another broker created the config between our check and our
+                    # write (two first consumers creating __consumer_offsets at once):
+                    # again, with SetData (Kafka's setOrCreateEntityConfigs retries
+                    # the same way); the topic's own create then says who won.
+                    continue
+                raise e.failure from e
+        raise TopicExistsError(f"topic '{name}' is being created by another broker")
 
     async def get_topic_assignment(self, name: str) -> TopicAssignment | None:
         """One topic's assignment and id, or None."""

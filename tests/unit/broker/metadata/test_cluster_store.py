@@ -337,3 +337,31 @@ def test_controller_failover_on_session_expiry(sessions: Any) -> None:
             assert await old.try_elect_controller(1) is None
 
     run(body())
+
+
+def test_a_topic_created_by_two_brokers_at_once_exists_for_the_loser(sessions: Any) -> None:
+    """Two brokers creating the same topic (two first consumers asking for
+    __consumer_offsets): the one whose config check came before the other's write
+    gets TopicExistsError, not a failed multi (it used to fail its FindCoordinator)."""
+
+    async def body() -> None:
+        async with sessions(2) as [s1, s2]:
+            a, b = ClusterStore(s1), ClusterStore(s2)
+            await a.ensure_persistent_paths()
+            real = s2.exists
+            checks: list[str] = []
+
+            async def stale_exists(path: str) -> Any:
+                checks.append(path)
+                if len(checks) == 1:  # b looked before a wrote
+                    await a.create_topic("t", TID, {0: [1]}, {"x": "1"})
+                    return None
+                return await real(path)
+
+            s2.exists = stale_exists  # type: ignore[method-assign]
+            with pytest.raises(TopicExistsError):
+                await b.create_topic("t", TID, {0: [2]}, {"x": "2"})
+            assert len(checks) == 2  # it looked again, then lost on the topic znode
+            assert (await a.get_topic_assignments(["t"]))["t"].partitions == {0: [1]}
+
+    run(body())
