@@ -48,6 +48,10 @@ class Link:
     _server: asyncio.base_events.Server | None = None
 
 
+#: a connection's source not looked up yet (see ProxySet._serve)
+UNRESOLVED = "?unresolved"
+
+
 class ProxySet:
     """Proxies on a private event loop; `set_mode` is safe from any thread."""
 
@@ -88,10 +92,12 @@ class ProxySet:
         if link.mode == "refuse":
             _reset(writer)
             return
-        source = None
-        if self.identify is not None:
-            peer = writer.get_extra_info("peername")
-            source = self.identify(peer[1]) if peer else None
+        # Who opened it is only needed while this link denies someone: looking it up
+        # (/proc scans) for every connection stalled the proxies' loop in reconnect
+        # storms on a loaded machine. Otherwise it is looked up when a deny comes.
+        source: str | None = UNRESOLVED
+        if self.identify is not None and link.denied:
+            source = await self._identify(writer)
         if source is not None and source in link.denied:
             _reset(writer)
             return
@@ -159,9 +165,21 @@ class ProxySet:
         link = self.links[name]
         self._call(self._deny(link, frozenset(sources)))
 
+    async def _identify(self, writer: asyncio.StreamWriter) -> str | None:
+        """The source of an accepted connection, looked up off the loop."""
+        peer = writer.get_extra_info("peername")
+        if self.identify is None or not peer:
+            return None
+        return await asyncio.to_thread(self.identify, peer[1])
+
     async def _deny(self, link: Link, sources: frozenset[str]) -> None:
         link.denied = sources
         for w, src in list(link._sources.items()):
+            if src == UNRESOLVED and sources:
+                src = await self._identify(w)
+                if w not in link._sources:
+                    continue  # closed meanwhile
+                link._sources[w] = src
             if src is not None and src in sources:
                 _reset(w)
                 link._writers.discard(w)
