@@ -664,6 +664,7 @@ def run_campaign(
     *,
     kinds: tuple[str, ...] = FAULT_KINDS,
     log: Callable[[str], None] = print,
+    transactions: bool = True,
 ) -> CampaignResult:
     """Run the workload for about `duration` seconds under the seeded nemesis (every
     kind in `kinds` once, in a seeded order, then random ones while time remains),
@@ -679,20 +680,22 @@ def run_campaign(
     zk: ZkView | None = None
     workload: Workload | None = None
     txn_workload: TxnWorkload | None = None
-    final_ok = txn_final_ok = False
+    final_ok = False
+    txn_final_ok = not transactions  # nothing to read back without them
     nemesis: Nemesis | None = None
     try:
         cluster.attach(proxies)
         cluster.start(timeout=90)
         zk = ZkView(cluster.zookeeper_connect)
         _create_topic(cluster.proxied_bootstrap)
-        create_txn_topic(cluster.proxied_bootstrap)
         workload = Workload(history, cluster.proxied_bootstrap)
         workload.start()
-        # transactions spanning TXN_TOPIC's partitions, whose leaders and coordinator
-        # are on the brokers the nemesis kills, pauses and cuts off
-        txn_workload = TxnWorkload(history, cluster.proxied_bootstrap)
-        txn_workload.start()
+        if transactions:
+            # transactions spanning TXN_TOPIC's partitions, whose leaders and
+            # coordinator are on the brokers the nemesis kills, pauses and cuts off
+            create_txn_topic(cluster.proxied_bootstrap)
+            txn_workload = TxnWorkload(history, cluster.proxied_bootstrap)
+            txn_workload.start()
         nemesis = Nemesis(cluster, history, rng, zk)
         t_end = time.monotonic() + duration
         plan = list(kinds)
@@ -706,11 +709,13 @@ def run_campaign(
             time.sleep(rng.uniform(1.0, 3.0))
         proxies.heal()
         time.sleep(3)
-        txn_workload.stop.set()  # no new transactions while the others drain
+        if txn_workload is not None:
+            txn_workload.stop.set()  # no new transactions while the others drain
         workload.join()
-        txn_workload.join()
         final_ok = final_read(history, cluster.proxied_bootstrap)
-        txn_final_ok = txn_final_read(history, cluster.proxied_bootstrap)
+        if txn_workload is not None:
+            txn_workload.join()
+            txn_final_ok = txn_final_read(history, cluster.proxied_bootstrap)
     finally:
         if workload is not None:
             workload.stop.set()

@@ -153,7 +153,9 @@ def test_socket_owner_skips_a_closed_connection_on_the_same_port(
         port = live.getsockname()[1]
         with open("/proc/net/tcp") as fh:
             lines = fh.readlines()
-        (row,) = [ln for ln in lines[1:] if ln.split()[1] == f"0100007F:{port:04X}"]
+        # the live row (earlier connections on this port may linger in TIME_WAIT)
+        (row,) = [ln for ln in lines[1:]
+                  if ln.split()[1] == f"0100007F:{port:04X}" and ln.split()[9] != "0"]  # fmt: skip
         cols = row.split()
         stale = cols.copy()
         stale[3], stale[9] = "06", "0"  # TIME_WAIT, no inode
