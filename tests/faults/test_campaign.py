@@ -36,11 +36,11 @@ def test_bounded_fault_campaign(tmp_path: Path) -> None:
     strict=False,
     reason=(
         "open bug (issue 13): a rehearsal of CI found a committed transaction partly "
-        "invisible to READ_COMMITTED readers (txn 61: t61-0 on partition 0 and t61-2 on "
-        "partition 2 missing while t61-3, later on partition 0, is read), right after an "
-        "aborted transaction of the same producer, around a leader kill; suspected: the "
-        "previous transaction's ABORT marker landing after the next transaction's first "
-        "batch. Until fixed, transactions run under faults here, not in the campaign above."
+        "missing (txn 61: t61-0 on partition 0 and t61-2 on partition 2 never appended to "
+        "any replica, while t61-3 got the sequence right after the aborted txn 60's last "
+        "record), right after a 7 s abort across a leader kill; whether librdkafka dropped "
+        "them or a broker answer made it is not yet known. Until fixed, transactions run "
+        "under faults here, not in the campaign above."
     ),
 )
 def test_bounded_fault_campaign_with_transactions(tmp_path: Path) -> None:
