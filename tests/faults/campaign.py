@@ -26,7 +26,6 @@ import json
 import logging
 import os
 import random
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from typing import Any
 from kt.tools.local_cluster import ClusterError, LocalBroker, LocalCluster, port_in_use
 
 from .checker import Verdict, check, format_table, history_slice
+from .clients import ClientThreads
 from .history import History
 from .proxy import ProxySet, socket_owner
 from .txn_workload import TxnWorkload, create_txn_topic, txn_final_read
@@ -163,15 +163,8 @@ class ZkView:
 # --- workload -----------------------------------------------------------------------------
 
 
-@dataclass
-class Workload:
+class Workload(ClientThreads):
     """Producers and a consumer writing to / reading from TOPIC, recording everything."""
-
-    history: History
-    bootstrap: str
-    stop: threading.Event = field(default_factory=threading.Event)
-    threads: list[threading.Thread] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
 
     def start(self, rate: float = 40.0) -> None:
         """Start the producer and consumer threads (each writes `rate` values/s at most)."""
@@ -179,26 +172,18 @@ class Workload:
         # faults that is expected, and the history records what matters
         logging.getLogger("kafka").setLevel(logging.CRITICAL)
         logging.getLogger("kazoo").setLevel(logging.CRITICAL)  # ZkView's, during zk-restart
-        for name, fn in (
-            ("p-confluent", self._confluent_producer),
-            ("p-kafkapython", self._kafkapython_producer),
-            ("c-group", self._consumer),
-        ):
-            t = threading.Thread(target=self._guard, args=(name, fn, rate), daemon=True)
-            t.start()
-            self.threads.append(t)
-
-    def _guard(self, name: str, fn: Callable[[str, float], None], rate: float) -> None:
-        try:
-            fn(name, rate)
-        except Exception as exc:  # a client crash is a harness problem, not an anomaly
-            self.errors.append(f"{name}: {type(exc).__name__}: {exc}")
+        self.run_loops(
+            [
+                ("p-confluent", self._confluent_producer),
+                ("p-kafkapython", self._kafkapython_producer),
+                ("c-group", self._consumer),
+            ],
+            rate,
+        )
 
     def join(self, timeout: float = 75.0) -> None:
         """Stop sending and wait for outstanding acknowledgements."""
-        self.stop.set()
-        for t in self.threads:
-            t.join(timeout)
+        self.join_all(timeout)
 
     def _confluent_producer(self, proc: str, rate: float) -> None:
         from confluent_kafka import KafkaException, Producer

@@ -24,12 +24,10 @@ fences the old epoch (and completes or aborts what it left).
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
+from .clients import ClientThreads
 from .history import History
 
 TXN_TOPIC = "jepsen-txn"
@@ -44,34 +42,16 @@ class _Fatal(Exception):
     """The producer is unusable (fatal error or fenced): make a new one."""
 
 
-@dataclass
-class TxnWorkload:
+class TxnWorkload(ClientThreads):
     """The transactional producer and READ_COMMITTED consumer threads."""
-
-    history: History
-    bootstrap: str
-    stop: threading.Event = field(default_factory=threading.Event)
-    threads: list[threading.Thread] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
 
     def start(self, rate: float = 4.0) -> None:
         """Start both threads (about `rate` transactional values a second at most)."""
-        for name, fn in (("p-txn", self._producer), ("c-txn", self._consumer)):
-            t = threading.Thread(target=self._guard, args=(name, fn, rate), daemon=True)
-            t.start()
-            self.threads.append(t)
-
-    def _guard(self, name: str, fn: Callable[[str, float], None], rate: float) -> None:
-        try:
-            fn(name, rate)
-        except Exception as exc:  # a client crash is a harness problem, not an anomaly
-            self.errors.append(f"{name}: {type(exc).__name__}: {exc}")
+        self.run_loops([("p-txn", self._producer), ("c-txn", self._consumer)], rate)
 
     def join(self, timeout: float = 90.0) -> None:
         """Stop starting transactions; wait for the last one to end."""
-        self.stop.set()
-        for t in self.threads:
-            t.join(timeout)
+        self.join_all(timeout)
 
     # --- producer ---------------------------------------------------------------------------
 
