@@ -469,12 +469,13 @@ class GroupCoordinator:
             owner.offset_positions[(topic, partition)] = position
         for pid, pending in loaded.pending_txn.items():
             for (gid, topic, partition), (rec, position) in pending.items():
+                # A group holding nothing else loads Empty, as Kafka's load does.
                 owner = self.groups.get(gid)
                 if owner is None:
                     owner = self.groups[gid] = Group(gid)
-                if rec.value is not None:
-                    txn = owner.pending_txn_offsets.setdefault(pid, {})
-                    txn[(topic, partition)] = (_entry(rec.value), position)
+                assert rec.value is not None  # replay_batches keeps no tombstones pending
+                txn = owner.pending_txn_offsets.setdefault(pid, {})
+                txn[(topic, partition)] = (_entry(rec.value), position)
         if loaded.skipped:
             log.info("__consumer_offsets-%d: skipped %d records of other kinds", p, loaded.skipped)
         pending_groups = {gid for txn in loaded.pending_txn.values() for gid, _, _ in txn}
@@ -1325,15 +1326,9 @@ class GroupCoordinator:
         """Partitions with a commit still in flight or a transactional offset waiting
         for its marker (OffsetFetch require_stable answers UNSTABLE_OFFSET_COMMIT)."""
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or group.state is GroupState.DEAD:
             return set()
-        out = set()
-        for tp in partitions:
-            if tp in group.pending_offsets or any(
-                tp in txn for txn in group.pending_txn_offsets.values()
-            ):
-                out.add(tp)
-        return out
+        return {tp for tp in partitions if group.has_pending_commit(tp)}
 
     def fetch_offsets(
         self, group_id: str, partitions: list[tuple[str, int]] | None
@@ -1372,15 +1367,13 @@ class GroupCoordinator:
                     eligible.append(tp)
         else:
             return E.NON_EMPTY_GROUP, {}
-        present = [tp for tp in eligible if tp in group.offsets]
-        if present:
-            records = [encode_offset_commit(OffsetCommitRecord(group_id, t, p, None))
-                       for t, p in present]  # fmt: skip
-            error = self._append_tombstones(self.partition_for(group_id), records)
+        if eligible:
+            # Kafka's removeOffsets: pending commits of these partitions, transactional
+            # ones included, are cancelled too; an Empty group left with nothing dies.
+            error = self._cleanup(group, eligible)
             if error != E.NONE:
                 log.warning("cannot delete offsets of group %s: %s", group_id, error.name)
                 return error, {}
-            _forget_offsets(group, present)
         for tp in eligible:
             errors[tp] = E.NONE
         return E.NONE, errors
@@ -1444,10 +1437,13 @@ class GroupCoordinator:
             else:
                 by_partition.setdefault(self.partition_for(gid), []).append(group)
         for p, groups in by_partition.items():
+            # Kafka's removeAllOffsets: the committed offsets (with their pending
+            # commits); transactional offsets of other partitions go with the group,
+            # so a marker arriving later finds no group and applies nothing.
             records: list[Record] = []
             for group in groups:
                 records.extend(_tombstones(group, list(group.offsets)))
-                records.append(encode_group_metadata(GroupMetadataRecord(group.group_id, None)))
+                records.extend(_group_tombstone(group))
             error = self._append_tombstones(p, records)
             if error != E.NONE:
                 log.warning("cannot delete groups in partition %d: %s", p, error.name)
@@ -1464,6 +1460,7 @@ class GroupCoordinator:
         group.offsets.clear()
         group.offset_positions.clear()
         group.pending_offsets.clear()
+        group.pending_txn_offsets.clear()
         group.transition_to(GroupState.DEAD)
         if self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
@@ -1481,13 +1478,15 @@ class GroupCoordinator:
 
     def expire_offsets(self, now: int | None = None) -> int:
         """Delete offsets past their retention (Kafka's rules per group kind) and
-        groups left Empty with no offsets; returns how many offsets expired."""
+        groups left Empty with no offsets, pending ones included (Kafka's
+        cleanupGroupMetadata); returns how many offsets expired."""
         now = now_ms() if now is None else now
         expired_total = 0
         for group in list(self.groups.values()):
             expired = self._expired_offsets(group, now)
-            self._remove_offsets(group, expired)
-            expired_total += len(expired)
+            # Kafka's removeExpiredOffsets leaves pending commits alone.
+            if self._cleanup(group, expired, cancel_pending=False) == E.NONE:
+                expired_total += len(expired)
         return expired_total
 
     def _expired_offsets(self, group: Group, now: int) -> list[tuple[str, int]]:
@@ -1520,6 +1519,11 @@ class GroupCoordinator:
         for (topic, partition), entry in group.offsets.items():
             if only_unsubscribed and group.subscribed_topics and topic in group.subscribed_topics:
                 continue
+            if (topic, partition) in group.pending_offsets:
+                # A commit in flight renews it (Kafka's removeExpiredOffsets). A pending
+                # transactional offset does not: Kafka 3.x's coordinator expires the
+                # committed one all the same; the marker may bring a new one.
+                continue
             if entry.expire_timestamp >= 0:
                 if now >= entry.expire_timestamp:
                     out.append((topic, partition))
@@ -1527,38 +1531,46 @@ class GroupCoordinator:
                 out.append((topic, partition))
         return out
 
-    def _remove_offsets(self, group: Group, partitions: list[tuple[str, int]]) -> None:
-        """Tombstone `partitions`' offsets; an Empty group left without offsets dies."""
-        if not self._live(group):
-            return
-        if self._is_loading(group.group_id):
-            return
+    def _cleanup(
+        self, group: Group, partitions: list[tuple[str, int]], *, cancel_pending: bool = True
+    ) -> ErrorCode:
+        """Kafka's cleanupGroupMetadata for one group: remove `partitions` (tombstones
+        for the committed offsets; with `cancel_pending` their pending commits,
+        transactional ones included, are cancelled: Group.remove_offsets), then an
+        Empty group left without offsets (Group.has_offsets: a producer's pending
+        transactional offsets keep it) dies, with a group tombstone if it had a
+        generation. The tombstones are appended first: if that fails nothing changes."""
+        if not self._live(group) or self._is_loading(group.group_id):
+            return E.NONE
         dies = (
             group.state is GroupState.EMPTY
             and not group.pending_members
-            and not (set(group.offsets) - set(partitions))
+            and not group.has_offsets(partitions, cancel_pending=cancel_pending)
         )
-        if not partitions and not dies:
-            return
-        records = _tombstones(group, partitions)
+        committed = [tp for tp in partitions if tp in group.offsets]
+        records = _tombstones(group, committed)
         if dies:
-            records.append(encode_group_metadata(GroupMetadataRecord(group.group_id, None)))
-        error = self._append_tombstones(self.partition_for(group.group_id), records)
-        if error != E.NONE:
-            log.warning("cannot expire offsets of group %s: %s", group.group_id, error.name)
-            return
-        _forget_offsets(group, partitions)
-        if partitions:
-            log.info("removed %d offsets of group %s", len(partitions), group.group_id)
+            records.extend(_group_tombstone(group))
+        if records:
+            error = self._append_tombstones(self.partition_for(group.group_id), records)
+            if error != E.NONE:
+                log.warning("cannot remove offsets of group %s: %s", group.group_id, error.name)
+                return error
+        group.remove_offsets(partitions, cancel_pending=cancel_pending)
+        if committed:
+            log.info("removed %d offsets of group %s", len(committed), group.group_id)
         if dies:
             self._drop_group(group)
+        return E.NONE
 
     def on_topic_deleted(self, topic: str) -> None:
-        """Drop every group's offsets of a deleted topic."""
+        """Drop every group's offsets of a deleted topic, pending ones included; as
+        Kafka's handleDeletedPartitions this cleans up every group (an Empty one
+        without offsets dies)."""
         for group in list(self.groups.values()):
-            gone = [tp for tp in group.offsets if tp[0] == topic]
-            if gone:
-                self._remove_offsets(group, gone)
+            txn = [tp for pending in group.pending_txn_offsets.values() for tp in pending]
+            known = set(group.offsets) | set(group.pending_offsets) | set(txn)
+            self._cleanup(group, sorted(tp for tp in known if tp[0] == topic))
 
     # --- persistence -----------------------------------------------------------------
 
@@ -1667,15 +1679,15 @@ def _offset_record(group_id: str, topic: str, partition: int, e: OffsetEntry) ->
     return OffsetCommitRecord(group_id, topic, partition, value, key_version=1)
 
 
-def _forget_offsets(group: Group, partitions: Iterable[tuple[str, int]]) -> None:
-    # A deletion also cancels commits still in flight (Kafka's removeOffsets).
-    for tp in partitions:
-        group.offsets.pop(tp, None)
-        group.offset_positions.pop(tp, None)
-        group.pending_offsets.pop(tp, None)
-
-
 def _tombstones(group: Group, partitions: list[tuple[str, int]]) -> list[Record]:
     return [
         encode_offset_commit(OffsetCommitRecord(group.group_id, t, p, None)) for t, p in partitions
     ]
+
+
+def _group_tombstone(group: Group) -> list[Record]:
+    # Kafka writes none for a group of generation 0: it only ever stored offsets,
+    # never group metadata.
+    if group.generation <= 0:
+        return []
+    return [encode_group_metadata(GroupMetadataRecord(group.group_id, None))]

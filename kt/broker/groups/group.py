@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import time
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -340,3 +341,46 @@ class Group:
         if self.subscribed_topics is None:
             return True
         return topic in self.subscribed_topics
+
+    # --- offsets ---
+
+    def has_offsets(
+        self, excluding: Collection[tuple[str, int]] = (), *, cancel_pending: bool = True
+    ) -> bool:
+        """Kafka's hasOffsets, once `excluding` is removed (:meth:`remove_offsets`
+        with the same `cancel_pending`): committed offsets, commits in flight, or a
+        producer with transactional offsets waiting for its marker (even one whose
+        partitions were all removed: it stays until its marker, as in Kafka). A
+        group Empty and without any of these dies at the next clean-up."""
+        if self.pending_txn_offsets:
+            return True
+        gone = set(excluding)
+        if any(tp not in gone for tp in self.offsets):
+            return True
+        return any(tp not in gone or not cancel_pending for tp in self.pending_offsets)
+
+    def has_pending_commit(self, tp: tuple[str, int]) -> bool:
+        """Kafka's hasPendingOffsetCommitsForTopicPartition: a commit of `tp` still
+        in flight, or a transactional one waiting for its marker."""
+        if tp in self.pending_offsets:
+            return True
+        return any(tp in txn for txn in self.pending_txn_offsets.values())
+
+    def remove_offsets(
+        self, partitions: Iterable[tuple[str, int]], *, cancel_pending: bool = True
+    ) -> list[tuple[str, int]]:
+        """Forget the partitions' committed offsets; returns those that had one (they
+        need a tombstone). With `cancel_pending` (Kafka's removeOffsets: OffsetDelete,
+        DeleteGroups, topic deletion) their commits still pending are cancelled too,
+        transactional ones included, so a later marker applies nothing for them;
+        without (Kafka's removeExpiredOffsets) those stay."""
+        removed = []
+        for tp in partitions:
+            if cancel_pending:
+                self.pending_offsets.pop(tp, None)
+                for txn in self.pending_txn_offsets.values():
+                    txn.pop(tp, None)
+            self.offset_positions.pop(tp, None)
+            if self.offsets.pop(tp, None) is not None:
+                removed.append(tp)
+        return removed

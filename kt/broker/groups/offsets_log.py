@@ -334,7 +334,11 @@ def replay_batches(batches: Iterable[StoredBatch]) -> LoadedPartition:
                 continue
             k = (rec.group, rec.topic, rec.partition)
             if batch.transactional:
-                out.pending_txn.setdefault(batch.producer_id, {})[k] = (rec, batch.position)
+                txn = out.pending_txn.setdefault(batch.producer_id, {})
+                if rec.value is None:
+                    txn.pop(k, None)  # as Kafka's load: a transactional tombstone cancels
+                else:
+                    txn[k] = (rec, batch.position)
             elif rec.value is None:
                 out.offsets.pop(k, None)
                 out.positions.pop(k, None)
