@@ -11,6 +11,7 @@ an OffsetFetch asking for stable offsets gets UNSTABLE_OFFSET_COMMIT for them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kt.broker.groups.group import OffsetEntry, now_ms
@@ -21,79 +22,26 @@ from kt.protocol import ErrorCode, Struct, apis
 NO_METADATA = ""
 
 
-@handles(apis.OFFSET_COMMIT.key, (0, 8))
-async def offset_commit(ctx: RequestContext, request: Struct) -> Any:
-    """Commit offsets for a group member (or a group without members, generation -1)."""
-    version = ctx.version
-    coord = coordinator(ctx)
-    now = now_ms()
-    retention = request.retention_time_ms if 2 <= version <= 4 else -1
-    max_meta = coord.settings.offset_metadata_max_bytes
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    valid: dict[tuple[str, int], OffsetEntry] = {}
-    order: list[tuple[str, list[tuple[str, int]]]] = []
-    for topic in request.topics:
-        tps = []
-        for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
-            tps.append(tp)
-            metadata = p.committed_metadata if p.committed_metadata is not None else NO_METADATA
-            if coord.partition_exists is not None and not coord.partition_exists(*tp):
-                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif len(metadata.encode("utf-8")) > max_meta:
-                errors[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            else:
-                expire = -1
-                if retention >= 0:
-                    expire = now + retention
-                elif version == 1 and p.commit_timestamp != -1:
-                    # v1 clients chose the commit time; retention counts from it.
-                    expire = p.commit_timestamp + coord.settings.offsets_retention_ms
-                valid[tp] = OffsetEntry(
-                    offset=p.committed_offset,
-                    leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
-                    metadata=metadata,
-                    commit_timestamp=now,
-                    expire_timestamp=expire,
-                )
-        order.append((topic.name, tps))
-    group_error = coord.check_group(request.group_id)
-    if group_error == ErrorCode.NONE:
-        group_error = await coord.commit_offsets(
-            request.group_id,
-            request.generation_id_or_member_epoch if version >= 1 else -1,
-            (request.member_id or "") if version >= 1 else "",
-            request.group_instance_id if version >= 7 else None,
-            valid,
-        )
-    for tp in valid:
-        errors[tp] = group_error
-    if group_error == ErrorCode.INVALID_GROUP_ID:
-        errors = dict.fromkeys(errors, group_error)
-    return apis.OFFSET_COMMIT.response(
-        throttle_time_ms=0,
-        topics=[
-            {
-                "name": name,
-                "partitions": [
-                    {"partition_index": p, "error_code": errors[(name, p)]} for _, p in tps
-                ],
-            }
-            for name, tps in order
-        ],
-    )
+Partition = tuple[str, int]
 
 
-def _valid_offsets(
-    ctx: RequestContext, topics: Any, errors: dict[tuple[str, int], ErrorCode]
-) -> tuple[dict[tuple[str, int], OffsetEntry], list[tuple[str, list[tuple[str, int]]]]]:
-    """The partitions of a TxnOffsetCommit worth writing, per-partition refusals in
-    `errors`, and the request's order."""
+def _offsets_to_write(
+    ctx: RequestContext,
+    topics: Any,
+    errors: dict[Partition, ErrorCode],
+    *,
+    with_leader_epoch: bool,
+    expire_timestamp: Callable[[Any, int], int],
+) -> tuple[dict[Partition, OffsetEntry], list[tuple[str, list[Partition]]]]:
+    """The partitions of an OffsetCommit / TxnOffsetCommit worth writing (their
+    refusals go to `errors`: unknown partition, metadata too large) and the
+    request's order of topics and partitions. `expire_timestamp(partition, now)`
+    gives an entry's explicit expiry (-1: none)."""
     coord = coordinator(ctx)
     now = now_ms()
     max_meta = coord.settings.offset_metadata_max_bytes
-    valid: dict[tuple[str, int], OffsetEntry] = {}
-    order: list[tuple[str, list[tuple[str, int]]]] = []
+    valid: dict[Partition, OffsetEntry] = {}
+    order: list[tuple[str, list[Partition]]] = []
     for topic in topics:
         tps = []
         for p in topic.partitions:
@@ -107,12 +55,61 @@ def _valid_offsets(
             else:
                 valid[tp] = OffsetEntry(
                     offset=p.committed_offset,
-                    leader_epoch=p.committed_leader_epoch if ctx.version >= 2 else -1,
+                    leader_epoch=p.committed_leader_epoch if with_leader_epoch else -1,
                     metadata=metadata,
                     commit_timestamp=now,
+                    expire_timestamp=expire_timestamp(p, now),
                 )
         order.append((topic.name, tps))
     return valid, order
+
+
+def _partition_errors(
+    order: list[tuple[str, list[Partition]]], errors: dict[Partition, ErrorCode]
+) -> list[dict[str, Any]]:
+    """The per-partition answer of a commit, in the request's order."""
+    return [
+        {
+            "name": name,
+            "partitions": [{"partition_index": p, "error_code": errors[(name, p)]} for _, p in tps],
+        }
+        for name, tps in order
+    ]
+
+
+@handles(apis.OFFSET_COMMIT.key, (0, 8))
+async def offset_commit(ctx: RequestContext, request: Struct) -> Any:
+    """Commit offsets for a group member (or a group without members, generation -1)."""
+    version = ctx.version
+    coord = coordinator(ctx)
+    retention = request.retention_time_ms if 2 <= version <= 4 else -1
+
+    def expire(p: Any, now: int) -> int:
+        if retention >= 0:
+            return now + retention
+        if version == 1 and p.commit_timestamp != -1:
+            # v1 clients chose the commit time; retention counts from it.
+            return int(p.commit_timestamp) + coord.settings.offsets_retention_ms
+        return -1
+
+    errors: dict[Partition, ErrorCode] = {}
+    valid, order = _offsets_to_write(
+        ctx, request.topics, errors, with_leader_epoch=version >= 6, expire_timestamp=expire
+    )
+    group_error = coord.check_group(request.group_id)
+    if group_error == ErrorCode.NONE:
+        group_error = await coord.commit_offsets(
+            request.group_id,
+            request.generation_id_or_member_epoch if version >= 1 else -1,
+            (request.member_id or "") if version >= 1 else "",
+            request.group_instance_id if version >= 7 else None,
+            valid,
+        )
+    for tp in valid:
+        errors[tp] = group_error
+    if group_error == ErrorCode.INVALID_GROUP_ID:
+        errors = dict.fromkeys(errors, group_error)
+    return apis.OFFSET_COMMIT.response(throttle_time_ms=0, topics=_partition_errors(order, errors))
 
 
 @handles(apis.TXN_OFFSET_COMMIT.key, (0, 3))
@@ -120,8 +117,10 @@ async def txn_offset_commit(ctx: RequestContext, request: Struct) -> Any:
     """Offsets committed as part of a producer's transaction (send_offsets_to_transaction)."""
     version = ctx.version
     coord = coordinator(ctx)
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    valid, order = _valid_offsets(ctx, request.topics, errors)
+    errors: dict[Partition, ErrorCode] = {}
+    valid, order = _offsets_to_write(
+        ctx, request.topics, errors, with_leader_epoch=version >= 2, expire_timestamp=_no_expiry
+    )
     group_error = coord.check_group(request.group_id)
     if group_error == ErrorCode.NONE:
         group_error = await coord.commit_txn_offsets(
@@ -135,17 +134,12 @@ async def txn_offset_commit(ctx: RequestContext, request: Struct) -> Any:
     for tp in valid:
         errors[tp] = group_error
     return apis.TXN_OFFSET_COMMIT.response(
-        throttle_time_ms=0,
-        topics=[
-            {
-                "name": name,
-                "partitions": [
-                    {"partition_index": p, "error_code": errors[(name, p)]} for _, p in tps
-                ],
-            }
-            for name, tps in order
-        ],
+        throttle_time_ms=0, topics=_partition_errors(order, errors)
     )
+
+
+def _no_expiry(_partition: Any, _now: int) -> int:
+    return -1
 
 
 def _fetch_group(
