@@ -1551,11 +1551,10 @@ class GroupCoordinator:
         records = _tombstones(group, committed)
         if dies:
             records.extend(_group_tombstone(group))
-        if records:
-            error = self._append_tombstones(self.partition_for(group.group_id), records)
-            if error != E.NONE:
-                log.warning("cannot remove offsets of group %s: %s", group.group_id, error.name)
-                return error
+        error = self._append_tombstones(self.partition_for(group.group_id), records)
+        if error != E.NONE:
+            log.warning("cannot remove offsets of group %s: %s", group.group_id, error.name)
+            return error
         group.remove_offsets(partitions, cancel_pending=cancel_pending)
         if committed:
             log.info("removed %d offsets of group %s", len(committed), group.group_id)
@@ -1576,7 +1575,10 @@ class GroupCoordinator:
 
     def _append_tombstones(self, partition: int, records: Sequence[Record]) -> ErrorCode:
         """Append deletions as the leader without waiting for replication (Kafka's
-        cleanupGroupMetadata); NONE or the coordinator error."""
+        cleanupGroupMetadata); NONE or the coordinator error. Nothing to delete
+        appends nothing."""
+        if not records:
+            return E.NONE
         try:
             self.store.append(partition, records, acks_all=False)
         except AppendError as exc:

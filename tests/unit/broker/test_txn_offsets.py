@@ -233,8 +233,8 @@ def test_delete_groups_drops_pending_transactional_offsets_and_the_marker_finds_
         assert GID not in coord.groups and coord.describe_group(GID).state == "Dead"
         assert coord.unstable_partitions(GID, [TP]) == set()
         assert coord.delete_groups([GID]) == {GID: E.GROUP_ID_NOT_FOUND}
-        # Generation 0 and no committed offset: nothing to write.
-        assert log_records(store) == [("offset", TP)]
+        # Generation 0 and no committed offset: nothing to write (not even a batch).
+        assert log_records(store) == [("offset", TP)] and len(store.batches[P]) == 1
         coord.complete_txn(PID, [P], True)
         assert GID not in coord.groups and offset(coord) is None
         # The marker did commit the record in the log, and Kafka's loader applies
