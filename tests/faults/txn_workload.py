@@ -12,6 +12,8 @@ What it records (the `txn-*` events `checker.check_transactions` judges):
 - `{"f": "txn-end", "type": "ok", "txn": n, "outcome": "committed" | "aborted"}` (the
   coordinator acknowledged the commit or the abort), or `"type": "info"` with the error
   when the outcome is unknown (a fatal error, retries exhausted): indeterminate
+- `{"f": "txn-renew", "type": "info", "txn": n, "unacked": [v, ...]}` (a new producer
+  replaces the one that aborted transaction n with those sends unacknowledged; below)
 - `{"f": "txn-poll", "type": "ok", "records": [[p, o, v], ...]}` (READ_COMMITTED reads)
 - `{"f": "txn-final-read", "type": "ok" | "fail", "records": [...], "end": {p: o}}`
 
@@ -19,11 +21,23 @@ Errors are handled as confluent-kafka documents for transactional producers:
 retriable -> call the same method again; txn_requires_abort -> abort_transaction;
 fatal -> a new producer with the same transactional.id, whose init_transactions
 fences the old epoch (and completes or aborts what it left).
+
+One more rule works around a librdkafka bug (2.16 and earlier; README "Transactions"
+has the evidence): abort_transaction() purges the messages still queued, including
+ones already sent whose request failed in transit (their status "possibly persisted")
+and that wait to be retried, and then hands their sequence numbers to the next
+transaction. When such a message had in fact been appended, the next transaction's
+first batch on that partition carries the same producer epoch and sequence, and the
+partition leader (Kafka's as kt's) takes it for a retry of the appended batch: it is
+acknowledged and not written, and the committed transaction lacks it. So after an
+abort that had sends not yet acknowledged, the workload starts a new producer: its
+init_transactions bumps the epoch and the sequences start over.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from typing import Any
 
@@ -40,6 +54,11 @@ END_DEADLINE = 40.0  # seconds a commit/abort is retried before its outcome is u
 
 class _Fatal(Exception):
     """The producer is unusable (fatal error or fenced): make a new one."""
+
+
+class _Renew(Exception):
+    """The transaction ended, but the producer's sequence state cannot be trusted
+    (an abort purged sends that may have been appended): make a new one."""
 
 
 class TxnWorkload(ClientThreads):
@@ -69,6 +88,7 @@ class TxnWorkload(ClientThreads):
                 "linger.ms": 5,
                 "socket.connection.setup.timeout.ms": 3000,
                 "log_level": 2,
+                **_debug_config(),
             }
         )
         # init_transactions fences any earlier epoch of TXN_ID; the coordinator may be
@@ -91,7 +111,7 @@ class TxnWorkload(ClientThreads):
             n += 1
             try:
                 self._one_transaction(p, proc, n, rate)
-            except _Fatal:
+            except (_Fatal, _Renew):
                 with contextlib.suppress(Exception):
                     p.flush(0)
                 p = self._new_producer()
@@ -110,12 +130,20 @@ class TxnWorkload(ClientThreads):
             raise _Fatal from exc
         rec(proc, "txn-begin", "ok", txn=n)
         action = "abort" if n % ABORT_EVERY == 0 else "commit"
+        # values sent but not yet acknowledged (see _Renew)
+        unacked: set[str] = set()
+
+        def delivered(err: Any, msg: Any) -> None:
+            if err is None:
+                unacked.discard((msg.value() or b"").decode())
+
         for k in range(PER_TXN):
             value = f"t{n}-{k}"
             part = k % TXN_PARTITIONS
             rec(proc, "txn-send", "invoke", txn=n, value=value, partition=part)
             try:
-                p.produce(TXN_TOPIC, value.encode(), partition=part)
+                p.produce(TXN_TOPIC, value.encode(), partition=part, on_delivery=delivered)
+                unacked.add(value)
             except (BufferError, KafkaException) as exc:
                 err = exc.args[0].name() if isinstance(exc, KafkaException) else "BufferError"
                 rec(proc, "txn-send", "fail", txn=n, value=value, error=err)
@@ -126,15 +154,18 @@ class TxnWorkload(ClientThreads):
             # seconds, so most faults strike one mid-transaction
             p.poll(1.0 / rate)
         rec(proc, "txn-end", "invoke", txn=n, action=action)
-        self._end(p, proc, n, action)
+        self._end(p, proc, n, action, unacked)
 
-    def _end(self, p: Any, proc: str, n: int, action: str) -> None:
-        """commit or abort transaction n, recording its outcome."""
+    def _end(self, p: Any, proc: str, n: int, action: str, unacked: set[str]) -> None:
+        """commit or abort transaction n, recording its outcome; raises _Renew after
+        an abort that purged sends which may have been appended."""
         from confluent_kafka import KafkaException
 
         rec = self.history.record
         deadline = time.monotonic() + END_DEADLINE
         while True:
+            # what an abort may purge after having sent it
+            purged = sorted(unacked) if action == "abort" else []
             try:
                 if action == "commit":
                     p.commit_transaction(15)
@@ -142,6 +173,9 @@ class TxnWorkload(ClientThreads):
                     p.abort_transaction(15)
                 rec(proc, "txn-end", "ok", txn=n,
                     outcome="committed" if action == "commit" else "aborted")  # fmt: skip
+                if purged:
+                    rec(proc, "txn-renew", "info", txn=n, unacked=purged)
+                    raise _Renew
                 return
             except KafkaException as exc:
                 err = exc.args[0]
@@ -181,6 +215,14 @@ class TxnWorkload(ClientThreads):
         finally:
             with contextlib.suppress(Exception):
                 c.close()
+
+
+def _debug_config() -> dict[str, Any]:
+    """librdkafka's debug contexts from KT_TXN_DEBUG (e.g. "eos,msg,protocol"), to
+    replay a campaign seed and see what the transactional producer did: librdkafka
+    writes them to stderr (run pytest with -s and keep its stderr)."""
+    contexts = os.environ.get("KT_TXN_DEBUG")
+    return {"debug": contexts, "log_level": 7} if contexts else {}
 
 
 def _reader_config(bootstrap: str, group: str) -> dict[str, Any]:
