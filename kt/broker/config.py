@@ -15,7 +15,9 @@ from pathlib import Path
 
 from kt.broker import dynamic_config as dyn
 from kt.broker.connection_quotas import ConfigValueError, parse_overrides
+from kt.storage.errors import CorruptCheckpointError
 from kt.storage.log_config import LONG_MAX, LogConfig
+from kt.storage.meta_properties import parse_properties as java_properties
 
 DEFAULTS: dict[str, str] = {
     "node.id": "1",
@@ -211,25 +213,14 @@ class BrokerConfig:
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    """Java-properties subset Kafka configs use: `key=value` or `key: value`, `#`/`!`
-    comments, backslash line continuations."""
-    out: dict[str, str] = {}
-    logical = ""
-    for raw in text.splitlines():
-        line = raw.strip() if not logical else raw.lstrip()
-        if not logical and (not line or line[0] in "#!"):
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            logical += line[:-1]
-            continue
-        logical += line
-        m = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", logical)
-        if m:
-            out[m.group(1)] = m.group(2).strip()
-        elif logical:
-            out[logical] = ""
-        logical = ""
-    return out
+    """A server.properties file's settings: Java properties syntax (the storage core's
+    reader, escapes and continuations included), values trimmed as Kafka's ConfigDef
+    trims them; a ConfigError for text that does not parse."""
+    try:
+        props = java_properties(text)
+    except CorruptCheckpointError as exc:
+        raise ConfigError(str(exc)) from None
+    return {key: value.strip() for key, value in props.items()}
 
 
 def load_config(

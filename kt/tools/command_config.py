@@ -21,7 +21,8 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from kt.broker.config import parse_properties
+from kt.storage.errors import CorruptCheckpointError
+from kt.storage.meta_properties import parse_properties
 from kt.tools.console import usage_error
 from kt.tools.wire import Wire
 
@@ -41,8 +42,9 @@ def read_command_config(path: str) -> dict[str, str]:
     if not p.is_file():
         usage_error(f"--command-config: {path}: no such file")
     try:
-        props = parse_properties(p.read_text())
-    except (OSError, UnicodeDecodeError) as exc:
+        # values trimmed, as Kafka's ConfigDef trims an admin client's settings
+        props = {k: v.strip() for k, v in parse_properties(p.read_text()).items()}
+    except (OSError, UnicodeDecodeError, CorruptCheckpointError) as exc:
         usage_error(f"--command-config: {path}: {exc}")
     for key, value in props.items():
         if key not in SUPPORTED:
