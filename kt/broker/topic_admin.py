@@ -20,7 +20,6 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from kt.broker.controller import assignment as placement
 from kt.broker.metadata import cluster_store as cs
 from kt.broker.metadata import znodes
 from kt.broker.metadata.cache import MetadataCache
@@ -31,6 +30,7 @@ from kt.broker.topic_configs import (
     record_format_before_v2,
     validate_topic_configs,
 )
+from kt.cluster import assignment as placement
 from kt.protocol import ErrorCode
 from kt.storage.partition_metadata import random_uuid
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from kt.broker.controller.election import LeaderAndIsr
+from kt.cluster.election import LeaderAndIsr
 from kt.storage.checkpoint import TopicPartition
 
 

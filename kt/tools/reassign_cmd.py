@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from kt.broker.controller.assignment import BrokerMetadata
 from kt.client import OP_SET, RESOURCE_BROKER, KafkaClient, LogDirInfo, PartitionReassignment
+from kt.cluster.assignment import BrokerMetadata
 from kt.protocol.errors import ErrorCode
 from kt.tools.command_config import apply_command_config
 from kt.tools.console import emit_json, fail, handle_errors, stdout_is_terminal, usage_error

@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kt.broker.controller.assignment import (
+from kt.cluster.assignment import (
     AssignmentError,
     BrokerMetadata,
     assign_replicas_to_brokers,

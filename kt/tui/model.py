@@ -15,8 +15,8 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from kt.broker.controller.election import LeaderAndIsr
-from kt.broker.controller.rebalance import LeaderImbalance, preferred_replica_imbalance
+from kt.cluster.election import LeaderAndIsr
+from kt.cluster.rebalance import LeaderImbalance, preferred_replica_imbalance
 from kt.storage.checkpoint import TopicPartition
 from kt.tools.reassignment import LISTS, ReplicaProgress, with_rates
 

@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 from cluster_harness import controller_epoch, create_topic, partition_state, zk_client, zk_json
 
-from kt.broker.controller.election import LeaderAndIsr
 from kt.broker.controller.requests import (
     BrokerEndpointInfo,
     TopicReplicas,
@@ -31,6 +30,7 @@ from kt.broker.controller.requests import (
     update_metadata,
 )
 from kt.client import KafkaClient
+from kt.cluster.election import LeaderAndIsr
 from kt.protocol import ErrorCode, apis
 from kt.storage.checkpoint import TopicPartition
 from kt.storage.record_batch import RecordSpec, build_batch

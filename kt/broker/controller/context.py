@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from kt.broker.controller.election import LeaderAndIsr
 from kt.broker.controller.requests import BrokerEndpointInfo, TopicReplicas
+from kt.cluster.election import LeaderAndIsr
 from kt.storage.checkpoint import TopicPartition
 
 

@@ -28,13 +28,13 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from kt.broker.controller import election, rebalance
 from kt.broker.controller import requests as rq
 from kt.broker.controller.channel import ControllerChannel
 from kt.broker.controller.context import ControllerContext, ReplicaAssignment
-from kt.broker.controller.election import ElectionType, LeaderAndIsr, LeaderRecoveryState
 from kt.broker.controller.reassignment import ReassignmentResult, Reassignments
 from kt.broker.controller.requests import BrokerEndpointInfo, TopicReplicas
+from kt.cluster import election, rebalance
+from kt.cluster.election import ElectionType, LeaderAndIsr, LeaderRecoveryState
 from kt.protocol import ErrorCode, Struct, apis
 from kt.storage.checkpoint import TopicPartition
 

@@ -27,11 +27,11 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kt.broker.controller import election
-from kt.broker.controller.assignment import reassignment_problem
 from kt.broker.controller.context import ReplicaAssignment
-from kt.broker.controller.election import LeaderAndIsr
 from kt.broker.controller.requests import TopicReplicas
+from kt.cluster import election
+from kt.cluster.assignment import reassignment_problem
+from kt.cluster.election import LeaderAndIsr
 from kt.protocol import ErrorCode
 from kt.storage.checkpoint import TopicPartition
 

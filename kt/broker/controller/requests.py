@@ -15,7 +15,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kt.broker.controller.election import LeaderAndIsr
+from kt.cluster.election import LeaderAndIsr
 from kt.storage.checkpoint import TopicPartition
 
 # LeaderAndIsr / UpdateMetadata request types (v5+): full on controller failover and

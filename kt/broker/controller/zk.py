@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from kt.broker.controller.controller import BadVersionError, ControllerMovedError
-from kt.broker.controller.election import LeaderAndIsr, LeaderRecoveryState
 from kt.broker.controller.requests import BrokerEndpointInfo, TopicReplicas
 from kt.broker.metadata import cluster_store as cs
 from kt.broker.metadata import store as st
 from kt.broker.metadata import znodes
+from kt.cluster.election import LeaderAndIsr, LeaderRecoveryState
 from kt.storage.checkpoint import TopicPartition
 
 

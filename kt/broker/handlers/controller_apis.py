@@ -17,9 +17,9 @@ import uuid
 from typing import Any
 
 from kt.broker.controller.controller import IsrChange
-from kt.broker.controller.election import ElectionType
 from kt.broker.controller_link import ControllerUnavailableError
 from kt.broker.handlers import RequestContext, handles
+from kt.cluster.election import ElectionType
 from kt.protocol import ErrorCode, Struct, apis
 from kt.storage.checkpoint import TopicPartition
 

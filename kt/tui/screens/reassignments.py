@@ -6,7 +6,7 @@
   --progress`, summed over a partition's adding replicas; and the replication
   throttles in force.
 - Preferred-leader imbalance per broker, measured as the controller's auto leader
-  rebalance measures it (kt.broker.controller.rebalance), and every partition not led
+  rebalance measures it (kt.cluster.rebalance), and every partition not led
   by its preferred replica, with whether an election could move it back.
 
 Actions (each behind a confirmation): start a reassignment from a plan file, cancel

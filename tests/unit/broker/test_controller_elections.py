@@ -9,8 +9,8 @@ from dataclasses import replace
 from test_controller_events import FakeZk, run, settle, started, three_brokers
 
 from kt.broker.controller.controller import ControllerSettings, KafkaController
-from kt.broker.controller.election import ElectionType, LeaderRecoveryState
 from kt.broker.controller.requests import TopicReplicas
+from kt.cluster.election import ElectionType, LeaderRecoveryState
 from kt.protocol import ErrorCode
 from kt.storage.checkpoint import TopicPartition as TP
 

@@ -21,8 +21,8 @@ from kt.broker.controller.controller import (
     IsrChange,
     KafkaController,
 )
-from kt.broker.controller.election import LeaderAndIsr
 from kt.broker.controller.requests import BrokerEndpointInfo, TopicReplicas
+from kt.cluster.election import LeaderAndIsr
 from kt.protocol import ErrorCode, apis
 from kt.protocol.codec import Api
 from kt.storage.checkpoint import TopicPartition

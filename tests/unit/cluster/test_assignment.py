@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kt.broker.controller.assignment import (
+from kt.cluster.assignment import (
     AssignmentError,
     BrokerMetadata,
     RackAwareMode,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kt.broker.controller.election import (
+from kt.cluster.election import (
     NO_LEADER,
     Elected,
     ElectionType,

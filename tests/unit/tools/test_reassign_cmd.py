@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kt.broker.controller.assignment import BrokerMetadata
 from kt.cli import cli
 from kt.client import LogDirInfo, LogDirPartition, PartitionReassignment
+from kt.cluster.assignment import BrokerMetadata
 from kt.protocol import ErrorCode
 from kt.tools.reassign_cmd import (
     list_line,
