@@ -566,6 +566,8 @@ class ReplicaFetcherManager:
         self.broker_epoch = broker_epoch
         self.on_partition_failed = on_partition_failed
         self.fetchers: dict[int, ReplicaFetcher] = {}
+        # Retired fetchers still stopping (a reference keeps their task alive).
+        self._retiring: set[asyncio.Task[None]] = set()
 
     def add_partitions(self, parts: Iterable[Partition]) -> None:
         """Fetch each partition from its leader (``Partition.leader_id``), moving it
@@ -615,15 +617,31 @@ class ReplicaFetcherManager:
                 return source
         return None
 
+    def retire_idle_fetchers(self) -> list[int]:
+        """Drop the fetchers left without partitions now and stop them in the
+        background (Kafka's shutdownIdleFetcherThreads after every LeaderAndIsr and
+        StopReplica): a fetcher of a dead leader stops retrying it, and a partition
+        that later follows that broker again gets a fetcher with its current
+        address. Returns the source brokers retired."""
+        idle = [source for source, fetcher in self.fetchers.items() if not fetcher.partitions]
+        for source in idle:
+            task = asyncio.get_running_loop().create_task(
+                self.fetchers.pop(source).stop(), name=f"stop-replica-fetcher-{source}"
+            )
+            self._retiring.add(task)
+            task.add_done_callback(self._retiring.discard)
+        return idle
+
     async def shutdown_idle_fetchers(self) -> None:
-        """Stop fetchers left without partitions."""
-        for source, fetcher in list(self.fetchers.items()):
-            if not fetcher.partitions:
-                del self.fetchers[source]
-                await fetcher.stop()
+        """Stop fetchers left without partitions, and wait until they have."""
+        self.retire_idle_fetchers()
+        if self._retiring:
+            await asyncio.gather(*self._retiring, return_exceptions=True)
 
     async def shutdown(self) -> None:
         """Stop every fetcher."""
         fetchers, self.fetchers = self.fetchers, {}
         for fetcher in fetchers.values():
             await fetcher.stop()
+        if self._retiring:
+            await asyncio.gather(*self._retiring, return_exceptions=True)
