@@ -46,6 +46,7 @@ from broker_bench import _LATENCY_READER, RECORD, consume, produce  # noqa: E402
 from failover_timeline import (  # noqa: E402
     CLIENT_DEBUG,
     ClientLog,
+    add_flags,
     as_kill,
     read_marks,
     report,
@@ -459,6 +460,7 @@ def failover_main(kills: int, timeline: bool, client_debug: bool) -> None:
         for r in fo:
             steps = {"ZooKeeper: dead broker's node gone": r["gone"]}
             steps.update(steps_of(marks, as_kill(r, ids), client))
+            add_flags(steps, r["gone"])
             rows.append(steps)
         anchor = "controller: new leader written to ZK"
         print("per step (first occurrence after the kill):")

@@ -189,6 +189,24 @@ def steps_of(marks: list[Mark], kill: Kill, client: ClientLog | None) -> dict[st
     return out
 
 
+def add_flags(steps: dict[str, float], gone: float) -> None:
+    """Add the per-kill yes/no rows (1.0 or 0.0), given when ZooKeeper deleted the
+    dead broker's node (`gone`, seconds from the kill)."""
+    # A client refresh period lost: the first Produce came a whole metadata interval
+    # (librdkafka's retry.backoff.max.ms, 1 s) after a broker first named the leader.
+    named = steps.get("a broker answers Metadata: new leader")
+    produced = steps.get("new leader: first Produce")
+    if named is not None and produced is not None:
+        steps["(kills: first Produce >= 0.9 s after Metadata named the leader)"] = float(
+            produced - named >= 0.9
+        )
+    # The controller's preferred-leader rebalance can move a dead leader's partitions
+    # before ZooKeeper notices the death (acks=all then waits for the ISR to shrink).
+    written = steps.get("controller: new leader written to ZK")
+    if written is not None:
+        steps["(kills: leader moved before ZooKeeper saw the death)"] = float(written < gone)
+
+
 def pct(samples: list[float], q: float) -> float:
     """The q-quantile (sorted, nearest rank below), as the bench takes it."""
     s = sorted(samples)
@@ -210,6 +228,9 @@ def report(rows: list[dict[str, float]], anchor: str) -> list[str]:
            f"{'from ' + anchor[:24] + ' p50/p99 ms':>40}"]  # fmt: skip
     for label in labels:
         have = [r for r in rows if label in r]
+        if label.startswith("(kills:"):
+            out.append(f"  {label:46} {int(sum(r[label] for r in have)):5}")
+            continue
         if label.startswith("("):
             counts = [r[label] for r in have]
             out.append(f"  {label:46} {len(have):5} {'median ' + f'{_median(counts):g}':>20}")
