@@ -562,7 +562,8 @@ class Partition:
         if new_hw <= self.log.high_watermark:
             return False
         self.log.update_high_watermark(new_hw)
-        timeline.once(f"{self.tp.topic}-{self.tp.partition}", "leader_hw", hw=new_hw)
+        if timeline.armed():
+            timeline.once(f"{self.tp.topic}-{self.tp.partition}", "leader_hw", hw=new_hw)
         self.notify()
         return True
 

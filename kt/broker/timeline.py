@@ -14,7 +14,8 @@ reads the lines back.
 The marks sit on paths a failover takes once (the controller's election, a
 LeaderAndIsr) or are limited to the first occurrence after a partition got a new
 leader or follower role (:func:`arm` then :func:`once`), so a busy partition does
-not log per request. With the logger off every call is a level check and returns.
+not log per request. With the logger off nothing is armed, and the per-request call
+sites test :func:`armed` (an empty dict) before building a key or fields.
 """
 
 from __future__ import annotations
@@ -38,6 +39,12 @@ _last: dict[str, object] = {}
 def enabled() -> bool:
     """Whether timeline marks are logged."""
     return log.isEnabledFor(logging.DEBUG)
+
+
+def armed() -> bool:
+    """Whether any `once` event is armed: hot paths check this before building the
+    key and fields of a :func:`once` call."""
+    return bool(_pending)
 
 
 def mark(event: str, **fields: object) -> None:

@@ -136,8 +136,9 @@ def _partition(ctx: RequestContext, name: str, p: int, view: PartitionView) -> d
         else (ErrorCode.LEADER_NOT_AVAILABLE)
     )
     # When a client could first learn of a new leader from this broker.
-    timeline.changed(f"metadata:{name}-{p}", leader if error == ErrorCode.NONE else -1,
-                     "metadata_answer")  # fmt: skip
+    if timeline.enabled():
+        timeline.changed(f"metadata:{name}-{p}", leader if error == ErrorCode.NONE else -1,
+                         "metadata_answer")  # fmt: skip
     return {
         "error_code": error,
         "partition_index": p,

@@ -55,8 +55,9 @@ async def produce(ctx: RequestContext, request: Struct) -> Any:
                 ctx, topic.name, pdata.index, pdata.records, version, request.acks
             )
             parts.append(out)
-            timeline.once(f"{topic.name}-{pdata.index}", "leader_produce",
-                          error=out["error_code"], acks=request.acks)  # fmt: skip
+            if timeline.armed():
+                timeline.once(f"{topic.name}-{pdata.index}", "leader_produce",
+                              error=out["error_code"], acks=request.acks)  # fmt: skip
             if next_offset is not None and request.acks == -1:
                 required[TopicPartition(topic.name, pdata.index)] = (next_offset, out)
         responses.append({"name": topic.name, "partition_responses": parts})
@@ -87,7 +88,7 @@ async def produce(ctx: RequestContext, request: Struct) -> Any:
         for tp, error in replication_errors(op).items():
             if error is not None:
                 required[tp][1]["error_code"] = error_code_for(error)
-            else:
+            elif timeline.armed():
                 timeline.once(f"{tp.topic}-{tp.partition}", "leader_produce_acked")
         return apis.PRODUCE.response(responses=responses, throttle_time_ms=0)
 

@@ -416,7 +416,7 @@ class ReplicaFetcher:
         if built is None:
             return False
         request, sent = built
-        if timeline.enabled():
+        if timeline.armed():
             for tp, s in sent.items():
                 timeline.once(_tp_name(tp), "follower_fetch_sent", source=self.source_broker_id,
                               offset=s.fetch_offset, epoch=s.leader_epoch)  # fmt: skip
@@ -464,9 +464,10 @@ class ReplicaFetcher:
         if part is None:
             return
         code = p.error_code
-        timeline.once(_tp_name(tp), "follower_fetch_answered", source=self.source_broker_id,
-                      error=_code_name(code), hw=p.high_watermark,
-                      diverging=p.diverging_epoch.epoch)  # fmt: skip
+        if timeline.armed():
+            timeline.once(_tp_name(tp), "follower_fetch_answered", source=self.source_broker_id,
+                          error=_code_name(code), hw=p.high_watermark,
+                          diverging=p.diverging_epoch.epoch)  # fmt: skip
         try:
             if code == ErrorCode.NONE:
                 diverging = p.diverging_epoch

@@ -35,7 +35,7 @@ def test_off_by_default_logs_nothing_and_arms_nothing(caplog: pytest.LogCaptureF
     timeline.arm("t-0", ("e",))
     timeline.once("t-0", "e")
     timeline.changed("k", 1, "c")
-    assert lines(caplog) == []
+    assert lines(caplog) == [] and not timeline.armed()
     # nothing was armed while off: turning it on later marks nothing stale
     caplog.set_level(logging.DEBUG, logger="kt.timeline")
     timeline.once("t-0", "e")
@@ -54,11 +54,14 @@ def test_once_marks_each_armed_event_once_per_arming(
     on: None, caplog: pytest.LogCaptureFixture
 ) -> None:
     timeline.once("t-0", "leader_hw", hw=1)  # not armed: nothing
+    assert not timeline.armed()
     timeline.arm("t-0", ("leader_hw", "leader_produce"))
+    assert timeline.armed()
     timeline.once("t-0", "leader_hw", hw=5)
     timeline.once("t-0", "leader_hw", hw=6)
     timeline.once("t-1", "leader_hw", hw=7)  # another partition, not armed
     timeline.once("t-0", "leader_produce")
+    assert not timeline.armed()  # every armed event was marked
     timeline.once("t-0", "leader_produce")
     timeline.arm("t-0", ("leader_hw",))  # a new role change re-arms
     timeline.once("t-0", "leader_hw", hw=9)
