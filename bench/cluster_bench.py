@@ -17,6 +17,12 @@ Prints, for 1 KiB records, each figure beside a baseline measured in the same ru
 - follower catch-up: a follower stopped, N MiB written, the follower started; MB/s
   until it is back in the ISR and until its log holds the leader's bytes, against
   kcat consuming the same N MiB from the leader.
+
+`--failover-only` runs only the failover part; with `--timeline` the brokers log
+their kt.timeline marks (KT_DEBUG_LOGGERS=kt.timeline) and the run ends with the
+per-step breakdown of each kill (bench/failover_timeline.py); `--client-debug`
+adds librdkafka's debug lines (debug=broker,topic,metadata,msg) for the client's
+steps (it slows the client: use it for a few kills, not for the figure).
 """
 
 from __future__ import annotations
@@ -37,6 +43,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 from broker_bench import _LATENCY_READER, RECORD, consume, produce  # noqa: E402
+from failover_timeline import (  # noqa: E402
+    CLIENT_DEBUG,
+    ClientLog,
+    add_flags,
+    as_kill,
+    read_marks,
+    report,
+    steps_of,
+)
 
 from kt.tools.local_cluster import LocalCluster  # noqa: E402
 
@@ -254,20 +269,27 @@ class Events:
             return next((t for t, ld in self.leaders if t >= after and ld not in (old, -1)), None)
 
 
-def failover(cluster: LocalCluster, zk: Zk, kills: int) -> list[dict[str, float]]:
+def failover(
+    cluster: LocalCluster, zk: Zk, kills: int, client_log: ClientLog | None = None
+) -> list[dict[str, Any]]:
     """SIGKILL the leader `kills` times; per kill the seconds to ZooKeeper noticing, to
-    the new leader in ZooKeeper, and to the first acknowledged produce."""
+    the new leader in ZooKeeper, and to the first acknowledged produce (and, for the
+    timeline, the monotonic times of the kill and the ack, the killed and the new
+    leader). With `client_log` the producer logs librdkafka's debug lines there."""
     from confluent_kafka import Producer
 
     topic = "failover"
     create_topic(cluster, zk, topic, 3)
     events = Events(zk, topic)
     acked: list[int] = []
-    p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
-                  "enable.idempotence": True, "linger.ms": 0,
-                  "message.timeout.ms": 120000})  # fmt: skip
+    conf = {"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+            "enable.idempotence": True, "linger.ms": 0,
+            "message.timeout.ms": 120000}  # fmt: skip
+    if client_log is not None:
+        conf.update(debug=CLIENT_DEBUG, logger=client_log.logger)
+    p = Producer(conf)
     seq = 0
-    results: list[dict[str, float]] = []
+    results: list[dict[str, Any]] = []
 
     def send(seq: int, sent_at: float, ok: list[float]) -> None:
         def cb(err: Any, _msg: Any) -> None:
@@ -302,10 +324,15 @@ def failover(cluster: LocalCluster, zk: Zk, kills: int) -> list[dict[str, float]
         cluster.stop_broker(leader, kill=True)  # reaped
         gone = events.gone(leader, kill_at)
         elected = events.new_leader(leader, kill_at)
+        after = zk.state(topic)
         row = {
             "ack": ack_at - kill_at,
             "gone": (gone - kill_at) if gone else float("nan"),
             "elected": (elected - kill_at) if elected else float("nan"),
+            "kill_at": kill_at,
+            "ack_at": ack_at,
+            "killed": leader,
+            "leader": after["leader"] if after else -1,
         }
         results.append(row)
         cluster.start_broker(leader)
@@ -391,6 +418,57 @@ def catch_up(cluster: LocalCluster, zk: Zk, total: int) -> dict[str, float]:
     }
 
 
+def failover_main(kills: int, timeline: bool, client_debug: bool) -> None:
+    """Only the failover part: `kills` leader kills, the figures, and with `timeline`
+    the per-step breakdown from the brokers' marks."""
+    if timeline:
+        os.environ["KT_DEBUG_LOGGERS"] = "kt.timeline"  # inherited by the brokers
+    load0 = os.getloadavg()
+    print(f"kt failover bench: 3 brokers, zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}, "
+          f"{kills} leader kills; load average {load0[0]:.1f} at the start",
+          flush=True)  # fmt: skip
+    client = ClientLog() if client_debug else None
+    with tempfile.TemporaryDirectory(prefix="kt-failover-bench-") as tmp:
+        cluster = LocalCluster.create(
+            tmp, 3, overrides={"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)}
+        )
+        cluster.start()
+        zk = Zk(cluster.zookeeper_connect)
+        try:
+            fo = failover(cluster, zk, kills, client)
+            marks = read_marks({b.broker_id: b.log_path for b in cluster.brokers})
+            if client is not None:
+                keep = Path(tempfile.gettempdir()) / "kt-failover-client-debug.log"
+                keep.write_text("".join(f"{t:.6f} {s}\n" for t, s in client.lines))
+                print(f"  librdkafka debug lines: {keep}")
+        finally:
+            zk.close()
+            cluster.stop(kill=True)
+    load1 = os.getloadavg()
+    acks = [r["ack"] for r in fo]
+    gone = [r["gone"] for r in fo]
+    kt_share = [r["ack"] - r["gone"] for r in fo]
+    budget = SESSION_TIMEOUT_MS / 1000 + 2
+    print(f"failover p50 / p99 ({len(acks)} kills): {statistics.median(acks):.2f} / "
+          f"{pct(acks, 0.99):.2f} s (target p99 < {budget:.1f} s)")  # fmt: skip
+    print(f"  ZooKeeper noticed: {statistics.median(gone):.2f} / {pct(gone, 0.99):.2f} s; "
+          f"first ack after that: {statistics.median(kt_share):.2f} / "
+          f"{pct(kt_share, 0.99):.2f} s")  # fmt: skip
+    if timeline:
+        ids = [b.broker_id for b in cluster.brokers]
+        rows = []
+        for r in fo:
+            steps = {"ZooKeeper: dead broker's node gone": r["gone"]}
+            steps.update(steps_of(marks, as_kill(r, ids), client))
+            add_flags(steps, r["gone"])
+            rows.append(steps)
+        anchor = "controller: new leader written to ZK"
+        print("per step (first occurrence after the kill):")
+        for line in report(rows, anchor):
+            print(line)
+    print(f"(load average {load0[0]:.1f} -> {load1[0]:.1f} on {os.cpu_count()} cores)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--mib", type=int, default=128, help="MiB per produce run (default 128)")
@@ -401,7 +479,21 @@ def main() -> None:
     ap.add_argument("--kills", type=int, default=20, help="leader kills (default 20)")
     ap.add_argument("--catchup-mib", type=int, default=128, help="MiB a follower misses (128)")
     ap.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
+    ap.add_argument("--failover-only", action="store_true", help="run only the failover part")
+    ap.add_argument(
+        "--timeline",
+        action="store_true",
+        help="brokers log kt.timeline marks; print the per-step breakdown",
+    )
+    ap.add_argument(
+        "--client-debug",
+        action="store_true",
+        help="with --timeline: librdkafka debug lines for the client's steps",
+    )
     args = ap.parse_args()
+    if args.failover_only:
+        failover_main(args.kills, args.timeline, args.client_debug)
+        return
     if args.quick:
         args.mib, args.rounds, args.seconds, args.kills, args.catchup_mib = 8, 1, 3.0, 2, 8
         args.round_trips = 20

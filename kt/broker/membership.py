@@ -212,11 +212,13 @@ class ClusterMembership:
                 fetchers.remove_partitions([p.tp for p in leaders])
             if followers:
                 fetchers.add_partitions(followers)
+            fetchers.retire_idle_fetchers()
 
         rm.leadership_listeners.append(on_leadership)
 
         def on_stopped(tps: list[TopicPartition]) -> None:
             fetchers.remove_partitions(tps)
+            fetchers.retire_idle_fetchers()
 
         rm.stop_listeners.append(on_stopped)
 

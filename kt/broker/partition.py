@@ -38,6 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from kt.broker import timeline
 from kt.broker.errors import (
     BrokerError,
     NotEnoughReplicasAfterAppendError,
@@ -561,6 +562,8 @@ class Partition:
         if new_hw <= self.log.high_watermark:
             return False
         self.log.update_high_watermark(new_hw)
+        if timeline.armed():
+            timeline.once(f"{self.tp.topic}-{self.tp.partition}", "leader_hw", hw=new_hw)
         self.notify()
         return True
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kt.broker import timeline
 from kt.broker.alter_partition import IsrProposal, IsrResult
 from kt.broker.errors import (
     BrokerError,
@@ -605,9 +606,16 @@ class ReplicaManager:
             if ch.leader == self.node_id:
                 part.make_leader(ch, now_ms=now)
                 new_leaders.append(part)
+                timeline.arm(_name(tp), timeline.LEADER_EVENTS)
+                timeline.mark("lai_leader", tp=_name(tp), epoch=ch.leader_epoch,
+                              isr=",".join(map(str, ch.isr)), leo=part.log_end_offset,
+                              hw=part.high_watermark)  # fmt: skip
             else:
                 part.make_follower(ch)
                 new_followers.append(part)
+                timeline.arm(_name(tp), timeline.FOLLOWER_EVENTS)
+                timeline.mark("lai_follower", tp=_name(tp), epoch=ch.leader_epoch,
+                              leader=ch.leader, leo=part.log_end_offset)  # fmt: skip
         for listener in self.leadership_listeners:
             try:
                 listener(new_leaders, new_followers, live_leaders)
@@ -735,6 +743,7 @@ class ReplicaManager:
         )
         event, self._metadata_event = self._metadata_event, asyncio.Event()
         event.set()
+        timeline.mark("update_metadata", partitions=len(partitions))
         return ErrorCode.NONE
 
     # --- acks=all ------------------------------------------------------------------

@@ -88,6 +88,11 @@ def start(
     root = logging.getLogger("kt")
     root.handlers[:] = [handler]
     root.setLevel(log_level.upper())
+    # Named loggers at debug level whatever --log-level says (e.g. kt.timeline, the
+    # failover timeline marks bench/cluster_bench.py reads): a diagnostic switch.
+    for name in os.environ.get("KT_DEBUG_LOGGERS", "").split(","):
+        if name.strip():
+            logging.getLogger(name.strip()).setLevel(logging.DEBUG)
     for key in cfg.unknown_keys:
         logging.getLogger("kt.broker").warning("unknown configuration key %s (ignored)", key)
     from kt.broker.membership import MembershipError

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kt.broker import timeline
 from kt.protocol import Struct
 from kt.protocol.codec import Api
 
@@ -69,7 +70,9 @@ class _BrokerQueue:
     async def _run(self) -> None:
         while True:
             item = await self.queue.get()
+            timeline.mark("ctl_send", api=item.api.name, to=self.broker_id)
             response = await self._send_until_answered(item)
+            timeline.mark("ctl_answered", api=item.api.name, to=self.broker_id)
             if item.callback is not None:
                 try:
                     result = item.callback(response)

@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from kt.broker import timeline
 from kt.broker.controller import requests as rq
 from kt.broker.controller.channel import ControllerChannel
 from kt.broker.controller.context import ControllerContext, ReplicaAssignment
@@ -297,7 +298,9 @@ class KafkaController:
         self.view = ControllerContext(epoch=won[0], epoch_zk_version=won[1])
         self.active = True
         log.info("broker %d is the controller (epoch %d)", self.broker_id, won[0])
+        timeline.mark("ctl_elected", epoch=won[0])
         await self._on_failover()
+        timeline.mark("ctl_failover_done", epoch=won[0])
 
     async def _resign(self, *, delete_znode: bool = False) -> None:
         self.active = False
@@ -408,6 +411,7 @@ class KafkaController:
                    if b in v.live and info.epoch != v.live[b].epoch]  # fmt: skip
         new = [b for b in registered if b not in v.live]
         if dead or bounced:
+            timeline.mark("ctl_brokers_gone", ids=",".join(map(str, dead + bounced)))
             log.info("controller: brokers gone %s, bounced %s", dead, bounced)
             await self._on_brokers_failed(dead + bounced)
         if new or bounced:
@@ -672,6 +676,8 @@ class KafkaController:
                 else:
                     v.leadership[tp] = res
                     changed.append(tp)
+                    timeline.mark("ctl_state_written", tp=f"{tp.topic}-{tp.partition}",
+                                  leader=res.leader, epoch=res.leader_epoch)  # fmt: skip
             if todo:
                 v.leadership.update(await self.zk.get_partition_states(todo))
         if changed:

@@ -15,6 +15,7 @@ import asyncio
 import time
 from typing import Any
 
+from kt.broker import timeline
 from kt.broker.errors import BrokerError, error_code_for
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.partition import Partition
@@ -172,6 +173,10 @@ def _read_for_follower(
         return 0
     entry.update(high_watermark=read.high_watermark, last_stable_offset=part.last_stable_offset(),
                  log_start_offset=read.log_start_offset)  # fmt: skip
+    if timeline.armed():
+        timeline.once(f"{part.tp.topic}-{part.tp.partition}", "leader_follower_fetch",
+                      replica=replica_id, offset=p.fetch_offset, leo=part.log_end_offset,
+                      diverging=read.diverging_epoch is not None)  # fmt: skip
     if read.diverging_epoch is not None:
         epoch, end = read.diverging_epoch
         entry["diverging_epoch"] = {"epoch": epoch, "end_offset": end}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kt.broker import timeline
 from kt.broker.authorization import (
     CLUSTER_OPERATIONS,
     OPERATIONS_NOT_REQUESTED,
@@ -134,6 +135,10 @@ def _partition(ctx: RequestContext, name: str, p: int, view: PartitionView) -> d
         if leader >= 0 and cache.is_alive(leader)
         else (ErrorCode.LEADER_NOT_AVAILABLE)
     )
+    # When a client could first learn of a new leader from this broker.
+    if timeline.enabled():
+        timeline.changed(f"metadata:{name}-{p}", leader if error == ErrorCode.NONE else -1,
+                         "metadata_answer")  # fmt: skip
     return {
         "error_code": error,
         "partition_index": p,

@@ -16,6 +16,7 @@ import struct
 import time
 from typing import Any
 
+from kt.broker import timeline
 from kt.broker.errors import BrokerError, InvalidRecordError, error_code_for
 from kt.broker.handlers import DeferredResponse, RequestContext, handles
 from kt.broker.metadata_store import INTERNAL_TOPICS
@@ -54,6 +55,9 @@ async def produce(ctx: RequestContext, request: Struct) -> Any:
                 ctx, topic.name, pdata.index, pdata.records, version, request.acks
             )
             parts.append(out)
+            if timeline.armed():
+                timeline.once(f"{topic.name}-{pdata.index}", "leader_produce",
+                              error=out["error_code"], acks=request.acks)  # fmt: skip
             if next_offset is not None and request.acks == -1:
                 required[TopicPartition(topic.name, pdata.index)] = (next_offset, out)
         responses.append({"name": topic.name, "partition_responses": parts})
@@ -84,6 +88,8 @@ async def produce(ctx: RequestContext, request: Struct) -> Any:
         for tp, error in replication_errors(op).items():
             if error is not None:
                 required[tp][1]["error_code"] = error_code_for(error)
+            elif timeline.armed():
+                timeline.once(f"{tp.topic}-{tp.partition}", "leader_produce_acked")
         return apis.PRODUCE.response(responses=responses, throttle_time_ms=0)
 
     if op.completed:

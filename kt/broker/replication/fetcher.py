@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kt.broker import timeline
 from kt.broker.partition import Partition
 from kt.broker.replication.quota import ReplicationThrottles
 from kt.protocol import ErrorCode, apis
@@ -245,6 +246,10 @@ def _code_name(code: int) -> str:
         return str(code)
 
 
+def _tp_name(tp: TopicPartition) -> str:
+    return f"{tp.topic}-{tp.partition}"
+
+
 def _topic_uuid(topic_id: bytes) -> uuid.UUID:
     return uuid.UUID(bytes=bytes(topic_id)) if len(topic_id) == 16 else uuid.UUID(int=0)
 
@@ -411,11 +416,16 @@ class ReplicaFetcher:
         if built is None:
             return False
         request, sent = built
+        if timeline.armed():
+            for tp, s in sent.items():
+                timeline.once(_tp_name(tp), "follower_fetch_sent", source=self.source_broker_id,
+                              offset=s.fetch_offset, epoch=s.leader_epoch)  # fmt: skip
         try:
             response = await self.endpoint.fetch(request)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            timeline.mark("follower_fetch_failed", source=self.source_broker_id, error=repr(exc))
             log.warning(
                 "fetch from broker %d failed, retrying in %d ms: %s",
                 self.source_broker_id, self.config.backoff_ms, exc,
@@ -454,6 +464,10 @@ class ReplicaFetcher:
         if part is None:
             return
         code = p.error_code
+        if timeline.armed():
+            timeline.once(_tp_name(tp), "follower_fetch_answered", source=self.source_broker_id,
+                          error=_code_name(code), hw=p.high_watermark,
+                          diverging=p.diverging_epoch.epoch)  # fmt: skip
         try:
             if code == ErrorCode.NONE:
                 diverging = p.diverging_epoch
@@ -553,6 +567,8 @@ class ReplicaFetcherManager:
         self.broker_epoch = broker_epoch
         self.on_partition_failed = on_partition_failed
         self.fetchers: dict[int, ReplicaFetcher] = {}
+        # Retired fetchers still stopping (a reference keeps their task alive).
+        self._retiring: set[asyncio.Task[None]] = set()
 
     def add_partitions(self, parts: Iterable[Partition]) -> None:
         """Fetch each partition from its leader (``Partition.leader_id``), moving it
@@ -568,6 +584,7 @@ class ReplicaFetcherManager:
                 if source != leader:
                     other.remove_partitions(tps)
             fetcher = self.fetchers.get(leader)
+            created = fetcher is None
             if fetcher is None:
                 fetcher = ReplicaFetcher(
                     leader,
@@ -581,6 +598,10 @@ class ReplicaFetcherManager:
                 self.fetchers[leader] = fetcher
                 fetcher.start()
             fetcher.add_partitions(group)
+            if timeline.enabled():
+                for part in group:
+                    timeline.mark("fetcher_switch", tp=_tp_name(part.tp), source=leader,
+                                  new_fetcher=created)  # fmt: skip
 
     def remove_partitions(self, tps: Iterable[TopicPartition]) -> list[Partition]:
         """Stop fetching these wherever they are fetched."""
@@ -597,15 +618,31 @@ class ReplicaFetcherManager:
                 return source
         return None
 
+    def retire_idle_fetchers(self) -> list[int]:
+        """Drop the fetchers left without partitions now and stop them in the
+        background (Kafka's shutdownIdleFetcherThreads after every LeaderAndIsr and
+        StopReplica): a fetcher of a dead leader stops retrying it, and a partition
+        that later follows that broker again gets a fetcher with its current
+        address. Returns the source brokers retired."""
+        idle = [source for source, fetcher in self.fetchers.items() if not fetcher.partitions]
+        for source in idle:
+            task = asyncio.get_running_loop().create_task(
+                self.fetchers.pop(source).stop(), name=f"stop-replica-fetcher-{source}"
+            )
+            self._retiring.add(task)
+            task.add_done_callback(self._retiring.discard)
+        return idle
+
     async def shutdown_idle_fetchers(self) -> None:
-        """Stop fetchers left without partitions."""
-        for source, fetcher in list(self.fetchers.items()):
-            if not fetcher.partitions:
-                del self.fetchers[source]
-                await fetcher.stop()
+        """Stop fetchers left without partitions, and wait until they have."""
+        self.retire_idle_fetchers()
+        if self._retiring:
+            await asyncio.gather(*self._retiring, return_exceptions=True)
 
     async def shutdown(self) -> None:
         """Stop every fetcher."""
         fetchers, self.fetchers = self.fetchers, {}
         for fetcher in fetchers.values():
             await fetcher.stop()
+        if self._retiring:
+            await asyncio.gather(*self._retiring, return_exceptions=True)

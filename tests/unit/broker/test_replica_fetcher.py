@@ -364,3 +364,55 @@ def test_leader_log_start_inside_a_batch(tmp_path: Path) -> None:
         )
 
     run(main())
+
+
+def test_idle_fetcher_of_a_dead_leader_is_retired(tmp_path: Path) -> None:
+    """Kafka's shutdownIdleFetcherThreads after a LeaderAndIsr: the fetcher of a
+    leader that lost its last partition here stops at once (no more retries against
+    a dead broker), and following that broker again asks for a fresh endpoint (its
+    address may have changed while it was away)."""
+
+    async def main() -> None:
+        old = new_partition(tmp_path / "1", 1)
+        new = new_partition(tmp_path / "3", 3)
+        follower = new_partition(tmp_path / "2", 2)
+        old.make_leader(state(1, 1, [1, 2, 3], [1, 2, 3]))
+        follower.make_follower(state(1, 1, [1, 2, 3], [1, 2, 3]))
+        dead = FakeLeader({TP: old})
+        dead.fail_next = 10**6  # broker 1 was SIGKILLed: every fetch fails
+        made: list[int] = []
+        endpoints: dict[int, FakeLeader] = {1: dead, 3: FakeLeader({TP: new})}
+
+        def endpoint_for(broker: int) -> FakeLeader:
+            made.append(broker)
+            return endpoints[broker]
+
+        manager = ReplicaFetcherManager(2, endpoint_for, FetcherConfig(backoff_ms=10))
+        manager.add_partitions([follower])
+        await asyncio.sleep(0.05)
+        assert dead.requests == [] and manager.source_of(TP) == 1
+        # The controller elects broker 3: the follower moves to it.
+        new.make_leader(state(3, 2, [3, 2], [1, 2, 3]))
+        follower.make_follower(state(3, 2, [3, 2], [1, 2, 3]))
+        manager.add_partitions([follower])
+        assert manager.retire_idle_fetchers() == [1]
+        assert set(manager.fetchers) == {3} and manager.source_of(TP) == 3
+        await manager.shutdown_idle_fetchers()  # waits for the retired one to stop
+        assert dead.closed
+        new.append_records(batch(2))
+        deadline = time.monotonic() + 5
+        while follower.log_end_offset < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert follower.log_end_offset == 2
+        # Broker 1 is back and leads again: a new fetcher, a new endpoint.
+        revived = FakeLeader({TP: old})
+        endpoints[1] = revived
+        old.local_broker_id = 1
+        follower.make_follower(state(1, 3, [1, 2, 3], [1, 2, 3]))
+        manager.add_partitions([follower])
+        assert manager.retire_idle_fetchers() == [3]
+        assert manager.fetchers[1].endpoint is revived and made == [1, 3, 1]
+        await manager.shutdown()
+        assert endpoints[3].closed and revived.closed
+
+    run(main())
