@@ -51,7 +51,7 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
         for t in requested:
             tid = getattr(t, "topic_id", None)
             wanted.append((t.name, tid.bytes if tid is not None and tid.int else None))
-    topics = []
+    topics: list[dict[str, Any]] = []
     for name, topic_id in wanted:
         if name is None and topic_id is not None:
             info = store.by_id(topic_id)
