@@ -177,7 +177,7 @@ def test_concurrent_transactions_is_not_enough_replicas_for_every_version(
     pid, epoch = init_producer(broker)
     add_partitions(broker, pid, epoch, [0])
     coordinator = broker.transactions.coordinator
-    error, _, txn = coordinator.state.get(TXN_ID)
+    _, _, txn = coordinator.state.get(TXN_ID)
     assert txn is not None
     from kt.broker.transactions.metadata import TxnState
 
