@@ -325,3 +325,42 @@ class CoordinatedTxn:
         if p.error_code == ErrorCode.NONE:
             self.sequences[partition] = seq + len(values)
         return p
+
+
+VERIFICATION_KEY = "transaction.partition.verification.enable"
+
+
+async def set_verification_default(
+    client: KafkaClient, brokers: list[int], enabled: bool | None
+) -> None:
+    """Set (None: remove) the cluster-wide dynamic default of
+    transaction.partition.verification.enable with AlterConfigs, then wait until
+    every broker in `brokers` applies it."""
+    configs = [] if enabled is None else [{"name": VERIFICATION_KEY, "value": str(enabled).lower()}]
+    resp = await client.send(
+        apis.ALTER_CONFIGS,
+        apis.ALTER_CONFIGS.request(
+            validate_only=False,
+            resources=[{"resource_type": 4, "resource_name": "", "configs": configs}],
+        ),
+    )
+    assert resp.responses[0].error_code == ErrorCode.NONE, resp
+    want = "true" if enabled is None else str(enabled).lower()
+    deadline = time.monotonic() + 30
+    for node in brokers:
+        while True:
+            d = await client.send(
+                apis.DESCRIBE_CONFIGS,
+                apis.DESCRIBE_CONFIGS.request(
+                    include_synonyms=False,
+                    include_documentation=False,
+                    resources=[{"resource_type": 4, "resource_name": str(node),
+                                "configuration_keys": [VERIFICATION_KEY]}],
+                ),
+                node,
+            )  # fmt: skip
+            (entry,) = d.results[0].configs
+            if entry.value == want:
+                break
+            assert time.monotonic() < deadline, f"broker {node} still has {entry.value}"
+            await asyncio.sleep(0.2)
