@@ -8,6 +8,11 @@ created by a produce (the producer's Metadata request does that). Versions below
 3 (message format v0/v1) are answered with UNSUPPORTED_VERSION, as Apache Kafka
 4.0 does. With acks=0 there is no answer; a failure closes the connection
 instead, as in Kafka, so the producer notices.
+
+With `transaction.partition.verification.enable` (KIP-890 part 1), transactional
+batches that would open a transaction on their partition are verified with the
+transaction coordinator first (`_verify_transactional`); the connection's next
+request waits meanwhile, as Kafka keeps the channel muted.
 """
 
 from __future__ import annotations
