@@ -6,9 +6,11 @@ Prints, for 1 KiB records on a 1-partition topic:
 - produce throughput (records/s, MB/s; median of 3 rounds) of a transactional
   producer committing every N records, for several N, beside the baseline measured
   in the same run: a plain idempotent producer (enable.idempotence, acks=all) with
-  the same settings. Each producer is its own process; rounds go through every
-  producer in turn (each round starting one later) so drift in the machine's load
-  hits all of them;
+  the same settings; and the smallest N again with the brokers'
+  transaction.partition.verification.enable turned off (dynamically, for that row
+  only), so the cost of KIP-890's verification shows beside it. Each producer is
+  its own process; rounds go through every producer in turn (each round starting one
+  later) so drift in the machine's load hits all of them;
 - end-to-end latency p50/p99 (the record's intended send time, stamped in its value,
   to a consumer receiving it) while one producer sends at a steady rate committing
   every T ms, read at the same time from the same stream by a READ_COMMITTED and a
@@ -202,26 +204,54 @@ def latency(
     return result
 
 
-def measure(bootstrap: str, topic: Callable[[str], str], args: argparse.Namespace) -> None:
+def set_verification(bootstrap: str, brokers: list[int], enabled: bool) -> None:
+    """transaction.partition.verification.enable as the cluster-wide dynamic default
+    (removed when true, Kafka's default), applied by every broker before returning."""
+    import asyncio
+
+    from txn_helpers import set_verification_default
+
+    from kt.client import KafkaClient
+
+    async def run() -> None:
+        async with KafkaClient(bootstrap) as client:
+            await set_verification_default(client, brokers, None if enabled else False)
+
+    asyncio.run(run())
+
+
+def measure(
+    bootstrap: str, topic: Callable[[str], str], args: argparse.Namespace, brokers: list[int]
+) -> None:
     """Both tables against one broker or cluster; `topic(name)` creates a 1-partition
     topic and returns its name once clients can use it."""
     total = (args.mib << 20) // RECORD
-    # (label, commit every N or 0, records per run, topic)
-    runs = [("idempotent, no transactions (baseline)", 0, total, topic("tp-idem"))]
-    for n in (int(x) for x in args.every.split(",")):
+    # (label, commit every N or 0, records per run, topic, verification on)
+    runs = [("idempotent, no transactions (baseline)", 0, total, topic("tp-idem"), True)]
+    every = [int(x) for x in args.every.split(",")]
+    for n in every:
         records = min(total, n * args.max_commits)
-        runs.append((f"transactional, commit every {n}", n, records, topic(f"tp-txn-{n}")))
+        runs.append((f"transactional, commit every {n}", n, records, topic(f"tp-txn-{n}"), True))
+    n = min(every)
+    runs.append((f"transactional, commit every {n}, no verif.", n, min(total, n * args.max_commits),
+                 topic(f"tp-txn-{n}-noverify"), False))  # fmt: skip
     rates: dict[str, list[float]] = {label: [] for label, *_ in runs}
+    verifying = True
     for r in range(args.rounds):
         # Each round starts one later in the list: whichever run follows the biggest
         # writer meets its page-cache writeback, so that is not always the baseline.
-        for label, every, records, name in runs[r % len(runs) :] + runs[: r % len(runs)]:
+        for label, n, records, name, verify in runs[r % len(runs) :] + runs[: r % len(runs)]:
+            if verify != verifying:
+                set_verification(bootstrap, brokers, verify)
+                verifying = verify
             os.sync()
-            rates[label].append(produce_run(bootstrap, name, records, every, f"tp-{every}-{r}"))
+            rates[label].append(produce_run(bootstrap, name, records, n, f"tp-{n}-{r}"))
+    if not verifying:
+        set_verification(bootstrap, brokers, True)
     base = statistics.median(rates[runs[0][0]])
     print(f"\n{'produce, 1 KiB records, acks=all':42} {'records':>9} {'records/s':>10} "
           f"{'MB/s':>7} {'vs base':>8}  rounds (records/s)")  # fmt: skip
-    for label, _, records, _ in runs:
+    for label, _, records, _, _ in runs:
         rate = statistics.median(rates[label])
         each = " / ".join(f"{x:,.0f}" for x in rates[label])
         print(f"{label:42} {records:>9,} {rate:>10,.0f} {rate * RECORD / 1e6:>7.1f} "
@@ -252,7 +282,7 @@ def on_broker(args: argparse.Namespace) -> None:
             return name
 
         try:
-            measure(b.bootstrap, topic, args)
+            measure(b.bootstrap, topic, args, [1])
         finally:
             admins.clear()  # its connections close before the broker goes
             b.stop()
@@ -280,7 +310,8 @@ def on_cluster(args: argparse.Namespace) -> None:
             return name
 
         try:
-            measure(cluster.bootstrap_servers, topic, args)
+            measure(cluster.bootstrap_servers, topic, args,
+                    [b.broker_id for b in cluster.brokers])  # fmt: skip
         finally:
             zk.close()
             cluster.stop()

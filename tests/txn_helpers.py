@@ -1,10 +1,13 @@
 """Transactions driven by hand with kt's client, for the broker's data-plane tests:
 transactional v2 batches (producer id from InitProducerId without a transactional
 id), ended with WriteTxnMarkers sent to the partition's leader the way a
-transaction coordinator does; and readers that check what consumers got."""
+transaction coordinator does; a transactional id driven through its real
+coordinator (`CoordinatedTxn`) for forged produce requests; and readers that check
+what consumers got."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -203,3 +206,161 @@ def consume_kafka_python(bootstrap: str, topic: str, isolation: str, expect: int
         return got
     finally:
         c.close()
+
+
+@dataclass
+class CoordinatedTxn:
+    """A transactional id driven by hand through its coordinator (FindCoordinator,
+    InitProducerId, AddPartitionsToTxn, EndTxn) with kt's client, so tests can forge
+    the Produce requests a buggy or late producer would send."""
+
+    client: KafkaClient
+    transactional_id: str
+    topic: str
+    producer_id: int = -1
+    epoch: int = -1
+    sequences: dict[int, int] = field(default_factory=dict)
+
+    async def _to_coordinator(
+        self, api: Any, body: Any, *, retry_on: set[int], version: int | None = None
+    ) -> Any:
+        deadline = time.monotonic() + 60
+        while True:
+            node = await self.client.coordinator(self.transactional_id, 1, refresh=True)
+            resp = await self.client.send(api, body, node, version=version)
+            if resp.error_code not in retry_on or time.monotonic() > deadline:
+                return resp
+            await asyncio.sleep(0.2)
+
+    async def init(self) -> None:
+        """A producer id and epoch for the transactional id."""
+        resp = await self._to_coordinator(
+            apis.INIT_PRODUCER_ID,
+            apis.INIT_PRODUCER_ID.request(
+                transactional_id=self.transactional_id, transaction_timeout_ms=60000
+            ),
+            retry_on={
+                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                ErrorCode.NOT_COORDINATOR,
+                ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                ErrorCode.CONCURRENT_TRANSACTIONS,
+            },
+        )
+        assert resp.error_code == ErrorCode.NONE, resp
+        self.producer_id, self.epoch = resp.producer_id, resp.producer_epoch
+        self.sequences.clear()
+
+    async def add(self, partitions: list[int]) -> None:
+        """AddPartitionsToTxn (the client form, v3)."""
+        resp = await self._to_coordinator(
+            apis.ADD_PARTITIONS_TO_TXN,
+            apis.ADD_PARTITIONS_TO_TXN.request(
+                v3_and_below_transactional_id=self.transactional_id,
+                v3_and_below_producer_id=self.producer_id,
+                v3_and_below_producer_epoch=self.epoch,
+                v3_and_below_topics=[{"name": self.topic, "partitions": partitions}],
+            ),
+            retry_on=set(),
+            version=3,
+        )
+        codes = {
+            r.partition_error_code
+            for t in resp.results_by_topic_v3_and_below
+            for r in t.results_by_partition
+        }
+        assert codes == {ErrorCode.NONE}, resp
+
+    async def end(self, commit: bool) -> None:
+        """EndTxn, then wait until the coordinator completed it (markers written)."""
+        body = apis.END_TXN.request(
+            transactional_id=self.transactional_id,
+            producer_id=self.producer_id,
+            producer_epoch=self.epoch,
+            committed=commit,
+        )
+        resp = await self._to_coordinator(apis.END_TXN, body, retry_on=set())
+        assert resp.error_code == ErrorCode.NONE, resp
+        want = "CompleteCommit" if commit else "CompleteAbort"
+        deadline = time.monotonic() + 30
+        while True:
+            node = await self.client.coordinator(self.transactional_id, 1)
+            d = await self.client.send(
+                apis.DESCRIBE_TRANSACTIONS,
+                apis.DESCRIBE_TRANSACTIONS.request(transactional_ids=[self.transactional_id]),
+                node,
+            )
+            state = d.transaction_states[0].transaction_state
+            if state == want:
+                return
+            assert time.monotonic() < deadline, f"transaction still {state}"
+            await asyncio.sleep(0.1)
+
+    async def produce(self, partition: int, values: list[bytes], version: int | None = None) -> Any:
+        """One transactional batch with the next sequence to the partition's leader,
+        acks=all; the partition's response entry, whatever it says."""
+        seq = self.sequences.get(partition, 0)
+        now = int(time.time() * 1000)
+        data = v2.build_batch(
+            [v2.RecordSpec(b"k", v, timestamp=now) for v in values],
+            producer_id=self.producer_id,
+            producer_epoch=self.epoch,
+            base_sequence=seq,
+            is_transactional=True,
+        )
+        leader = (await self.client.topic(self.topic, refresh=True)).partitions[partition].leader
+        resp = await self.client.send(
+            apis.PRODUCE,
+            apis.PRODUCE.request(
+                transactional_id=self.transactional_id,
+                acks=-1,
+                timeout_ms=30000,
+                topic_data=[
+                    {"name": self.topic, "partition_data": [{"index": partition, "records": data}]}
+                ],
+            ),
+            leader,
+            version=version,
+        )
+        p = resp.responses[0].partition_responses[0]
+        if p.error_code == ErrorCode.NONE:
+            self.sequences[partition] = seq + len(values)
+        return p
+
+
+VERIFICATION_KEY = "transaction.partition.verification.enable"
+
+
+async def set_verification_default(
+    client: KafkaClient, brokers: list[int], enabled: bool | None
+) -> None:
+    """Set (None: remove) the cluster-wide dynamic default of
+    transaction.partition.verification.enable with AlterConfigs, then wait until
+    every broker in `brokers` applies it."""
+    configs = [] if enabled is None else [{"name": VERIFICATION_KEY, "value": str(enabled).lower()}]
+    resp = await client.send(
+        apis.ALTER_CONFIGS,
+        apis.ALTER_CONFIGS.request(
+            validate_only=False,
+            resources=[{"resource_type": 4, "resource_name": "", "configs": configs}],
+        ),
+    )
+    assert resp.responses[0].error_code == ErrorCode.NONE, resp
+    want = "true" if enabled is None else str(enabled).lower()
+    deadline = time.monotonic() + 30
+    for node in brokers:
+        while True:
+            d = await client.send(
+                apis.DESCRIBE_CONFIGS,
+                apis.DESCRIBE_CONFIGS.request(
+                    include_synonyms=False,
+                    include_documentation=False,
+                    resources=[{"resource_type": 4, "resource_name": str(node),
+                                "configuration_keys": [VERIFICATION_KEY]}],
+                ),
+                node,
+            )  # fmt: skip
+            (entry,) = d.results[0].configs
+            if entry.value == want:
+                break
+            assert time.monotonic() < deadline, f"broker {node} still has {entry.value}"
+            await asyncio.sleep(0.2)

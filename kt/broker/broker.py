@@ -60,6 +60,9 @@ class Broker:
         # Owns the hosted partitions; every request resolves its partitions through it.
         self.replica_manager = ReplicaManager(config.node_id, self.logs)
         self.replica_manager.replica_lag_time_max_ms = config.get_int("replica.lag.time.max.ms")
+        self.replica_manager.txn_verification_enabled = (
+            config.transaction_partition_verification_enable
+        )
         # Topics as the controller described them (plus their configs).
         self.metadata = TopicsView(self.replica_manager.metadata_cache)
         # Set when the broker joined the cluster (kt.broker.server).
@@ -185,6 +188,8 @@ class Broker:
         cfg = self.config
         throttles = self.replication_throttles
         throttles.apply_broker_configs(cfg.dynamic_defaults, cfg.dynamic_own)
+        rm = self.replica_manager
+        rm.txn_verification_enabled = cfg.transaction_partition_verification_enable
         if changed:
             self.logs.reconfigure_defaults(
                 cfg.effective_log_config(), lambda t: self.metadata.configs.get(t, {})

@@ -50,6 +50,9 @@ DEFAULTS: dict[str, str] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
     "transaction.remove.expired.transaction.cleanup.interval.ms": "3600000",
     "transactional.id.expiration.ms": "604800000",
+    # Partition leaders verify a transaction's first batch with its coordinator
+    # (KIP-890 part 1; Kafka 3.6+'s default; dynamically updatable).
+    "transaction.partition.verification.enable": "true",
     "delete.topic.enable": "true",
     "log.flush.offset.checkpoint.interval.ms": "60000",
     "log.flush.start.offset.checkpoint.interval.ms": "60000",
@@ -185,6 +188,15 @@ class BrokerConfig:
     def unclean_leader_election_enable(self) -> bool:
         """The cluster-wide unclean.leader.election.enable default, dynamic layers applied."""
         return self.effective_log_config().unclean_leader_election_enable
+
+    @property
+    def transaction_partition_verification_enable(self) -> bool:
+        """transaction.partition.verification.enable with the dynamic layers applied."""
+        key = dyn.VERIFICATION_KEY
+        value = self.dynamic_own.get(key, self.dynamic_defaults.get(key))
+        if value is None:
+            return self.get_bool(key)
+        return dyn.parse_value(key, value) == "true"
 
     @property
     def zookeeper_connect(self) -> str | None:

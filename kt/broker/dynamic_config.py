@@ -15,9 +15,10 @@ Kafka accepts only its dynamically updatable keys (`AllDynamicConfigs` plus the
 replication quotas) and refuses the rest of its own keys with "Cannot update
 these configs dynamically"; names outside Kafka's namespace are custom configs,
 stored and shown but unused. kt applies a subset of Kafka's dynamic keys live
-(`KT_DYNAMIC`): the log defaults topics inherit, the replication throttles and
-the log-dir move rate; the Kafka-dynamic keys kt cannot apply to a running broker
-(thread pools, listeners, SSL, ...) are refused with the same message.
+(`KT_DYNAMIC`): the log defaults topics inherit, the replication throttles, the
+log-dir move rate and transaction.partition.verification.enable; the Kafka-dynamic
+keys kt cannot apply to a running broker (thread pools, listeners, SSL, ...) are
+refused with the same message.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ FOLLOWER_RATE = "follower.replication.throttled.rate"
 ALTER_LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 #: Kafka's DynamicConfig.Broker quotas: LONG, at least 0, default Long.MaxValue.
 QUOTA_KEYS = (LEADER_RATE, FOLLOWER_RATE, ALTER_LOG_DIRS_RATE)
+#: Whether partition leaders verify transactional produce with the coordinator (KIP-890).
+VERIFICATION_KEY = "transaction.partition.verification.enable"
 
 # Key prefixes of Kafka's broker config namespace: a key under one of them is one of
 # Kafka's (possibly not dynamic), anything else is a custom config.
@@ -66,7 +69,7 @@ LOG_KEYS: dict[str, str] = {
 }
 
 #: The dynamic keys kt applies to a running broker.
-KT_DYNAMIC: frozenset[str] = frozenset(LOG_KEYS) | frozenset(QUOTA_KEYS)
+KT_DYNAMIC: frozenset[str] = frozenset(LOG_KEYS) | frozenset(QUOTA_KEYS) | {VERIFICATION_KEY}
 
 _SSL_RECONFIGURABLE = frozenset({
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
@@ -164,6 +167,14 @@ def parse_value(name: str, value: str) -> str:
     """A kt-dynamic key's value checked with Kafka's type and range (InvalidConfig
     with ConfigDef's message otherwise), returned as Kafka prints it."""
     text = value.strip()
+    if name == VERIFICATION_KEY:
+        # ConfigDef's BOOLEAN: true or false, any case.
+        if text.lower() not in ("true", "false"):
+            raise InvalidConfig(
+                f"Invalid value {value} for configuration {name}: "
+                "Expected value to be either true or false"
+            )
+        return text.lower()
     if name in QUOTA_KEYS:
         try:
             number = int(text, 10)
@@ -221,8 +232,9 @@ def validate_change(props: Mapping[str, str], per_broker: bool) -> None:
         raise InvalidRequestError(
             f"Cannot update these configs dynamically: {scala_set(unsupported)} (kt applies "
             "only these broker configs at runtime: the log.* topic defaults, message.max.bytes, "
-            "min.insync.replicas, unclean.leader.election.enable and the replication and "
-            "log-dir move rates)"
+            "min.insync.replicas, unclean.leader.election.enable, "
+            "transaction.partition.verification.enable and the replication and log-dir "
+            "move rates)"
         )
 
 

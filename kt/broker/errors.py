@@ -116,6 +116,16 @@ class InvalidTxnStateError(ProducerError):
     """A batch that contradicts its producer's transaction state."""
 
 
+class InvalidProducerIdMappingError(ProducerError):
+    """The transaction coordinator does not know the producer id under the
+    transactional id (answered to a produce whose verification it refused)."""
+
+
+class TransactionAbortableError(ProducerError):
+    """The transaction coordinator asks the producer to abort its transaction
+    (KIP-890; produce v11+ clients know it)."""
+
+
 class TransactionCoordinatorFencedError(ProducerError):
     """A transaction marker from a coordinator epoch older than the last marker's
     (a zombie coordinator)."""
@@ -155,6 +165,8 @@ ERROR_CODES: dict[type[BaseException], ErrorCode] = {
     InvalidProducerEpochError: ErrorCode.INVALID_PRODUCER_EPOCH,
     UnknownProducerIdError: ErrorCode.UNKNOWN_PRODUCER_ID,
     InvalidTxnStateError: ErrorCode.INVALID_TXN_STATE,
+    InvalidProducerIdMappingError: ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+    TransactionAbortableError: ErrorCode.TRANSACTION_ABORTABLE,
     TransactionCoordinatorFencedError: ErrorCode.TRANSACTION_COORDINATOR_FENCED,
     TransactionalIdAuthorizationFailedError: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
     # The storage core's errors.

@@ -45,6 +45,8 @@ from kt.broker.errors import (
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
 )
+from kt.broker.transactions.verification import VerificationGuard, VerificationStates
+from kt.protocol import ErrorCode
 from kt.storage import record_batch as v2
 from kt.storage.checkpoint import TopicPartition
 from kt.storage.errors import CorruptRecordError, OffsetOutOfRangeError
@@ -233,6 +235,8 @@ class Partition:
     #: whether a follower may join the ISR (alive per the metadata; Kafka's
     #: isReplicaIsrEligible); None: every follower may
     replica_eligible: Callable[[int], bool] | None = None
+    # Producers' transaction verifications in progress (KIP-890; leaders only).
+    txn_verification: VerificationStates = field(default_factory=VerificationStates)
     # Resolved and replaced on every append, so waiting fetches wake up (long polling).
     _data_arrived: asyncio.Future[None] | None = None
 
@@ -394,13 +398,90 @@ class Partition:
             )
         return None
 
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        """Whether the producer has a transaction open on this partition."""
+        psm = self.producer_state
+        entry = psm.last_entry(producer_id) if psm is not None else None
+        return entry is not None and entry.current_txn_first_offset is not None
+
+    def maybe_start_txn_verification(
+        self, producer_id: int, sequence: int, epoch: int, now_ms: int | None = None
+    ) -> VerificationGuard | None:
+        """The guard a transactional batch must carry to its append when it has to be
+        verified with the coordinator first (the producer has no transaction open
+        here); None when it need not be (Kafka's maybeStartTransactionVerification).
+        Raises NotLeaderOrFollowerError when we do not lead."""
+        if not self.is_leader:
+            raise NotLeaderOrFollowerError(
+                f"broker {self.local_broker_id} is not the leader of {self.tp}"
+            )
+        if self.producer_state is None or self.has_ongoing_transaction(producer_id):
+            return None
+        now = _now_ms() if now_ms is None else now_ms
+        return self.txn_verification.start(producer_id, sequence, epoch, now)
+
+    def _verification_refusal(
+        self,
+        headers: Sequence[v2.BatchHeader],
+        guard: VerificationGuard | None,
+        required: bool,
+        verdict: CheckOutcome,
+    ) -> ProducerStateError | None:
+        """Kafka's analyzeAndValidateProducerState checks of the verification state:
+        with verification required, a transactional batch opening a transaction must
+        carry the guard its verification left (else INVALID_TXN_STATE); while a
+        producer's verification is open, no batch above its lowest unverified
+        sequence goes first (OUT_OF_ORDER_SEQUENCE_NUMBER)."""
+        states = self.txn_verification
+        for h in headers:
+            if h.producer_id < 0:
+                continue
+            if (
+                required
+                and h.is_transactional
+                and not self.has_ongoing_transaction(h.producer_id)
+                and not states.verified(h.producer_id, guard)
+            ):
+                return ProducerStateError(
+                    ErrorCode.INVALID_TXN_STATE, "Record was not part of an ongoing transaction"
+                )
+            entry = states.entry(h.producer_id)
+            if (
+                entry is not None
+                and verdict is not CheckOutcome.INVALID_PRODUCER_EPOCH
+                and h.base_sequence > entry.lowest_sequence
+            ):
+                return ProducerStateError(
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"Out of order sequence number for producer {h.producer_id} in partition "
+                    f"{self.tp.topic}-{self.tp.partition}: {h.base_sequence} (incoming seq. "
+                    f"number), {entry.lowest_sequence} (earliest seen sequence)",
+                )
+        return None
+
+    def _end_verifications(self, headers: Sequence[v2.BatchHeader]) -> None:
+        # A transactional batch or marker written: the transaction has its first
+        # offset or is over, and any verification of the producer is stale.
+        if len(self.txn_verification):
+            for h in headers:
+                if h.is_transactional:
+                    self.txn_verification.clear(h.producer_id)
+
     def append_records(
-        self, data: bytes | bytearray | memoryview, now_ms: int | None = None
+        self,
+        data: bytes | bytearray | memoryview,
+        now_ms: int | None = None,
+        *,
+        verification_guard: VerificationGuard | None = None,
+        require_verification: bool = False,
     ) -> AppendResult:
         """Append producer batches as leader and advance the high watermark if the
         ISR allows. Idempotent producers' retries of any of their last five batches
-        are answered with the original offsets and write nothing. Raises the storage
-        core's errors for invalid batches, ProducerStateError for sequence or epoch
+        are answered with the original offsets and write nothing. With
+        `require_verification` (transaction.partition.verification.enable), a
+        transactional batch opening a transaction is refused unless it carries the
+        guard of its finished verification. Raises the storage core's errors for
+        invalid batches, ProducerStateError for sequence, epoch or transaction
         violations, NotLeaderOrFollowerError when we do not lead."""
         if not self.is_leader:
             raise NotLeaderOrFollowerError(
@@ -423,11 +504,18 @@ class Partition:
                     batches=0,
                     bytes=0,
                 )
+            if verdict.outcome is not CheckOutcome.INVALID_RECORD:
+                refusal = self._verification_refusal(
+                    headers, verification_guard, require_verification, verdict.outcome
+                )
+                if refusal is not None:
+                    raise refusal
             if not verdict.ok:
                 raise ProducerStateError(verdict.error_code, verdict.message)
         result = self.log.append_as_leader(data, self.leader_epoch, now_ms=now_ms)
         if psm is not None:
             psm.on_append(headers, result.first_offset, result.log_append_time)
+            self._end_verifications(headers)
             if result.rolled:
                 # A roll: snapshot so a restart replays only the new segment.
                 psm.take_snapshot(self.log.log_end_offset)
@@ -472,6 +560,7 @@ class Partition:
         result = self.log.append_as_leader(
             bytearray(marker), self.leader_epoch, now_ms=now, origin=AppendOrigin.COORDINATOR
         )
+        self.txn_verification.clear(producer_id)
         if psm is not None:
             completed = psm.apply_end_txn_marker(
                 producer_id,
@@ -724,6 +813,7 @@ class Partition:
             self.truncate_fully_and_start_at(headers[0].base_offset)
         result = self.log.append_as_follower(buf)
         psm = self.producer_state
+        self._end_verifications(headers)
         if psm is not None and result.batches:
             view = memoryview(buf)
             pos = 0

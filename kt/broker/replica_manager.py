@@ -45,6 +45,7 @@ from kt.broker.metadata.cache import LiveBroker, MetadataCache, PartitionView
 from kt.broker.metadata_store import INTERNAL_TOPICS
 from kt.broker.partition import Partition, ProducerStateError
 from kt.broker.purgatory import DelayedOperationPurgatory, DelayedProduce
+from kt.broker.transactions.verification import VerificationGuard
 from kt.protocol import ErrorCode
 from kt.storage.checkpoint import TopicPartition
 from kt.storage.errors import OffsetOutOfRangeError, StorageError
@@ -169,6 +170,9 @@ class ReplicaManager:
         # Told when a log directory newly failed (the cluster member announces it to
         # the controller, which moves leadership away).
         self.dir_failure_listeners: list[Callable[[Path], None]] = []
+        # transaction.partition.verification.enable (KIP-890), kept current by the
+        # broker as dynamic configs change.
+        self.txn_verification_enabled = True
 
     # --- the hosted partitions -------------------------------------------------
 
@@ -265,6 +269,17 @@ class ReplicaManager:
 
     # --- operations ------------------------------------------------------------
 
+    def maybe_start_txn_verification(
+        self, topic: str, index: int, producer_id: int, sequence: int, epoch: int
+    ) -> VerificationGuard | None:
+        """For a transactional batch a produce brings (verification enabled): the
+        guard to carry to `append_records` once the coordinator verified the
+        partition, or None when the producer has a transaction open here already
+        (Kafka's maybeStartTransactionVerificationForPartition). Raises the typed
+        errors of a partition we cannot append to."""
+        part = self.get_partition_or_error(topic, index)
+        return part.maybe_start_txn_verification(producer_id, sequence, epoch)
+
     def append_records(
         self,
         topic: str,
@@ -274,12 +289,15 @@ class ReplicaManager:
         now_ms: int,
         acks: int = 1,
         internal_topics_allowed: bool = False,
+        verification_guard: VerificationGuard | None = None,
     ) -> AppendResult:
         """Append a producer's batches to the partition it leads. With acks=-1 the ISR
         must have min.insync.replicas members first (NotEnoughReplicasError, nothing
-        written). Raises the typed broker errors, the storage core's validation
-        errors, or KafkaStorageError (after taking the log offline) when the log
-        fails."""
+        written). With verification enabled, a transactional batch opening a
+        transaction needs the `verification_guard` of its verification
+        (InvalidTxnStateError otherwise). Raises the typed broker errors, the storage
+        core's validation errors, or KafkaStorageError (after taking the log offline)
+        when the log fails."""
         if topic in INTERNAL_TOPICS and not internal_topics_allowed:
             raise InvalidTopicError(f"Cannot append to internal topic {topic}")
         part = self.get_partition_or_error(topic, index)
@@ -290,7 +308,12 @@ class ReplicaManager:
             raise refusal
         try:
             # `records` may be a view into the request frame: the log patches it in place.
-            return part.append_records(records, now_ms=now_ms)
+            return part.append_records(
+                records,
+                now_ms=now_ms,
+                verification_guard=verification_guard,
+                require_verification=self.txn_verification_enabled,
+            )
         except ProducerStateError as exc:
             raise broker_error(exc.error_code, exc.message) from exc
         except (StorageError, OSError) as exc:

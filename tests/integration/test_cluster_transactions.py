@@ -18,7 +18,13 @@ from cluster_harness import (
     wait_for,
     wait_metadata_leader,
 )
-from txn_helpers import HandTxnProducer, consume_confluent, list_offset, plain
+from txn_helpers import (
+    HandTxnProducer,
+    consume_confluent,
+    list_offset,
+    plain,
+    set_verification_default,
+)
 
 from kt.client import KafkaClient
 from kt.storage.txn_index import AbortedTxn, read_txn_index
@@ -42,7 +48,29 @@ def lsos(cluster: LocalCluster, ids: list[int]) -> dict[int, int]:
     return asyncio.run(ask())
 
 
+def verification(cluster: LocalCluster, enabled: bool | None) -> None:
+    async def run() -> None:
+        async with KafkaClient(live_bootstrap(cluster)) as client:
+            ids = [b.broker_id for b in cluster.brokers]
+            await set_verification_default(client, ids, enabled)
+
+    asyncio.run(run())
+
+
 def test_markers_replicate_and_survive_a_leader_failover(cluster: LocalCluster) -> None:
+    # The transactions are written by hand without a coordinator: verification
+    # (KIP-890) off, cluster-wide, for this test.
+    verification(cluster, False)
+    try:
+        markers_replicate_and_survive_a_leader_failover(cluster)
+    finally:
+        from cluster_harness import heal
+
+        heal(cluster)
+        verification(cluster, None)
+
+
+def markers_replicate_and_survive_a_leader_failover(cluster: LocalCluster) -> None:
     create_topic(cluster, TOPIC, "--partitions", "1", "--replication-factor", "3")
     pids: dict[str, int] = {}
 

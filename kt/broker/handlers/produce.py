@@ -8,6 +8,11 @@ created by a produce (the producer's Metadata request does that). Versions below
 3 (message format v0/v1) are answered with UNSUPPORTED_VERSION, as Apache Kafka
 4.0 does. With acks=0 there is no answer; a failure closes the connection
 instead, as in Kafka, so the producer notices.
+
+With `transaction.partition.verification.enable` (KIP-890 part 1), transactional
+batches that would open a transaction on their partition are verified with the
+transaction coordinator first (`_verify_transactional`); the connection's next
+request waits meanwhile, as Kafka keeps the channel muted.
 """
 
 from __future__ import annotations
@@ -17,10 +22,17 @@ import time
 from typing import Any
 
 from kt.broker import timeline
-from kt.broker.errors import BrokerError, InvalidRecordError, error_code_for
+from kt.broker.errors import (
+    BrokerError,
+    InvalidProducerIdMappingError,
+    InvalidRecordError,
+    error_code_for,
+)
 from kt.broker.handlers import DeferredResponse, RequestContext, handles
 from kt.broker.metadata_store import INTERNAL_TOPICS
 from kt.broker.replica_manager import replication_errors
+from kt.broker.transactions.verification import VerificationGuard
+from kt.broker.transactions.verifier import produce_error
 from kt.protocol import ErrorCode, Struct, apis
 from kt.storage import record_batch as v2
 from kt.storage.checkpoint import TopicPartition
@@ -46,21 +58,48 @@ async def produce(ctx: RequestContext, request: Struct) -> Any:
         # an authorizer would check); the whole request is refused.
         return _refuse_all(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     responses = []
-    # acks=all: the offset each appended partition's high watermark must reach.
-    required: dict[TopicPartition, tuple[int, dict[str, Any]]] = {}
+    # The partitions whose records passed the request checks, in request order.
+    accepted: list[tuple[TopicPartition, Any, dict[str, Any]]] = []
     for topic in request.topic_data:
         parts = []
         for pdata in topic.partition_data:
-            out, next_offset = _append_one(
-                ctx, topic.name, pdata.index, pdata.records, version, request.acks
-            )
+            out: dict[str, Any] = {"index": pdata.index, "error_code": ErrorCode.NONE,
+                                   "base_offset": -1, "log_append_time_ms": -1,
+                                   "log_start_offset": -1}  # fmt: skip
+            problem = _request_problem(ctx, topic.name, pdata.index, pdata.records, version,
+                                       request.acks)  # fmt: skip
+            if problem is not None:
+                out["error_code"] = problem
+            else:
+                accepted.append((TopicPartition(topic.name, pdata.index), pdata.records, out))
             parts.append(out)
-            if timeline.armed():
-                timeline.once(f"{topic.name}-{pdata.index}", "leader_produce",
-                              error=out["error_code"], acks=request.acks)  # fmt: skip
-            if next_offset is not None and request.acks == -1:
-                required[TopicPartition(topic.name, pdata.index)] = (next_offset, out)
         responses.append({"name": topic.name, "partition_responses": parts})
+    guards: dict[TopicPartition, VerificationGuard] = {}
+    refused: dict[TopicPartition, tuple[BrokerError, str | None]] = {}
+    replicas = ctx.broker.replica_manager
+    if request.transactional_id is not None and replicas.txn_verification_enabled and accepted:
+        try:
+            guards, refused = await _verify_transactional(ctx, request.transactional_id,
+                                                          accepted, version)  # fmt: skip
+        except InvalidProducerIdMappingError:
+            return _refuse_all(request, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+    # acks=all: the offset each appended partition's high watermark must reach.
+    required: dict[TopicPartition, tuple[int, dict[str, Any]]] = {}
+    for tp, records, out in accepted:
+        if tp in refused:
+            error, message = refused[tp]
+            out["error_code"] = error_code_for(error)
+            if message:
+                out["error_message"] = message
+            continue
+        next_offset = _append_one(ctx, tp, records, request.acks, out, guards.get(tp))
+        if next_offset is not None and request.acks == -1:
+            required[tp] = (next_offset, out)
+    if timeline.armed():
+        for t in responses:
+            for part in t["partition_responses"]:
+                timeline.once(f"{t['name']}-{part['index']}", "leader_produce",
+                              error=part["error_code"], acks=request.acks)  # fmt: skip
     if request.acks == 0:
         failed = [
             (t["name"], p["index"], int(p["error_code"]))
@@ -136,41 +175,98 @@ def _refuse_all(request: Struct, code: ErrorCode) -> Any:
     return apis.PRODUCE.response(responses=responses, throttle_time_ms=0)
 
 
-def _append_one(
+def _request_problem(
     ctx: RequestContext, topic: str, index: int, records: Any, version: int, acks: int
-) -> tuple[dict[str, Any], int | None]:
-    """One partition's append: its response entry, and the offset after the last
-    record written (None when nothing was written)."""
-    broker = ctx.broker
-    out: dict[str, Any] = {"index": index, "base_offset": -1, "log_append_time_ms": -1,
-                           "log_start_offset": -1}  # fmt: skip
+) -> ErrorCode | None:
+    """Kafka's KafkaApis checks of one partition's data, before any append."""
     if version < MIN_VERSION:
-        out["error_code"] = ErrorCode.UNSUPPORTED_VERSION
-        return out, None
+        return ErrorCode.UNSUPPORTED_VERSION
     if topic in INTERNAL_TOPICS:
         # kt refuses clients' writes to internal topics before anything else, even
         # when the topic does not exist yet (Kafka: UNKNOWN_TOPIC_OR_PARTITION then).
-        out["error_code"] = ErrorCode.INVALID_TOPIC_EXCEPTION
-        return out, None
+        return ErrorCode.INVALID_TOPIC_EXCEPTION
     # As Kafka's KafkaApis: a partition the metadata does not know is refused (Produce
     # never creates topics; the producer's Metadata request does), then the request's
     # records are checked, all with a null error message.
-    info = broker.metadata.topics.get(topic)
+    info = ctx.broker.metadata.topics.get(topic)
     if info is None or not 0 <= index < info.partitions:
-        out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return out, None
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     problem = records_problem(records, version)
     if problem is not None:
-        out["error_code"] = problem
-        return out, None
+        return problem
     if acks not in VALID_ACKS:
         # Kafka's ReplicaManager.appendRecords writes nothing then.
-        out["error_code"] = ErrorCode.INVALID_REQUIRED_ACKS
-        return out, None
-    try:
-        result = broker.replica_manager.append_records(
-            topic, index, records, now_ms=int(time.time() * 1000), acks=acks
+        return ErrorCode.INVALID_REQUIRED_ACKS
+    return None
+
+
+async def _verify_transactional(
+    ctx: RequestContext,
+    transactional_id: str,
+    accepted: list[tuple[TopicPartition, Any, dict[str, Any]]],
+    version: int,
+) -> tuple[
+    dict[TopicPartition, VerificationGuard], dict[TopicPartition, tuple[BrokerError, str | None]]
+]:
+    """KIP-890 part 1 (Kafka's ReplicaManager.appendRecords with verification on):
+    the transactional batches opening a transaction on their partition are verified
+    with the transaction coordinator before they are appended. Returns the guard of
+    each verified partition and the error of each refused one (with the message
+    Kafka sends for it, if any). Raises
+    InvalidProducerIdMappingError when the batches carry several producer ids."""
+    replicas = ctx.broker.replica_manager
+    guards: dict[TopicPartition, VerificationGuard] = {}
+    refused: dict[TopicPartition, tuple[BrokerError, str | None]] = {}
+    producers: set[int] = set()
+    asker: tuple[int, int] | None = None
+    for tp, records, _ in accepted:
+        header = v2.parse_header(records, 0)
+        if not header.is_transactional or header.producer_id < 0:
+            continue
+        producers.add(header.producer_id)
+        try:
+            guard = replicas.maybe_start_txn_verification(
+                tp.topic, tp.partition, header.producer_id, header.base_sequence,
+                header.producer_epoch,
+            )  # fmt: skip
+        except BrokerError as exc:
+            refused[tp] = (exc, None)
+            continue
+        if guard is not None:
+            guards[tp] = guard
+            asker = asker or (header.producer_id, header.producer_epoch)
+    if len(producers) > 1:
+        raise InvalidProducerIdMappingError(
+            "Transactional records contained more than one producer ID"
         )
+    if asker is None:
+        return guards, refused
+    unverified = await ctx.broker.transactions.verifier.verify(
+        transactional_id, asker[0], asker[1], [(tp.topic, tp.partition) for tp in guards]
+    )
+    for (topic, index), code in unverified.items():
+        tp = TopicPartition(topic, index)
+        if guards.pop(tp, None) is not None:
+            error = produce_error(code, version)
+            refused[tp] = (error, error.message or None)
+    return guards, refused
+
+
+def _append_one(
+    ctx: RequestContext,
+    tp: TopicPartition,
+    records: Any,
+    acks: int,
+    out: dict[str, Any],
+    guard: VerificationGuard | None,
+) -> int | None:
+    """One partition's append, filling its response entry; the offset after the last
+    record written (None when nothing was written)."""
+    try:
+        result = ctx.broker.replica_manager.append_records(
+            tp.topic, tp.partition, records, now_ms=int(time.time() * 1000), acks=acks,
+            verification_guard=guard,
+        )  # fmt: skip
     except (BrokerError, StorageError, OSError) as exc:
         out["error_code"] = error_code_for(exc)
         # Kafka sends a message only for refused records; the rest is a null message.
@@ -181,14 +277,14 @@ def _append_one(
                 {"batch_index": e.batch_index, "batch_index_error_message": e.message}
                 for e in exc.record_errors
             ]
-        return out, None
+        return None
     out.update(
         error_code=ErrorCode.NONE,
         base_offset=result.first_offset,
         log_append_time_ms=result.log_append_time,
         log_start_offset=result.log_start_offset,
     )
-    return out, result.last_offset + 1
+    return result.last_offset + 1
 
 
 def records_problem(records: Any, version: int) -> ErrorCode | None:

@@ -6,5 +6,7 @@ broker coordinates (loading, fencing, replicated writes), `markers.py` the
 WriteTxnMarkers retry loop and `sender.py` its connections, `coordinator.py` the
 operations behind InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
 DescribeTransactions and ListTransactions, and `service.py` the wiring into a
-broker.
+broker. The partition leaders' side of KIP-890 part 1: `verification.py` holds a
+partition's verification guards, `verifier.py` asks coordinators (verify-only
+AddPartitionsToTxn) before a transactional produce opens a transaction.
 """

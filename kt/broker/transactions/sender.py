@@ -23,6 +23,23 @@ if TYPE_CHECKING:
 TopicPartitionT = tuple[str, int]
 
 
+def broker_link(broker: Broker, broker_id: int, client_id: str) -> BrokerLink:
+    """A link from `broker` to `broker_id`: through the codec without a socket when
+    that is `broker` itself, else a reconnecting connection to the address the
+    metadata cache has for it (inter-broker listener)."""
+    if broker_id == broker.node_id:
+        return LoopbackLink(broker, client_id=client_id)
+
+    def address() -> tuple[str, int] | None:
+        info = broker.metadata.cache.broker(broker_id)
+        if info is None:
+            return None
+        ep = info.endpoint(broker.listener_name) or info.endpoint()
+        return (ep.host, ep.port) if ep is not None else None
+
+    return NetworkLink(address, broker_id=broker_id, client_id=client_id)
+
+
 class BrokerMarkerSender:
     """Sends markers from a broker to partition leaders (itself included)."""
 
@@ -44,23 +61,9 @@ class BrokerMarkerSender:
 
     def _link(self, broker_id: int) -> BrokerLink:
         link = self._links.get(broker_id)
-        if link is not None:
-            return link
-        b = self.broker
-        client_id = f"broker-{b.node_id}-txn-markers"
-        if broker_id == b.node_id:
-            link = LoopbackLink(b, client_id=client_id)
-        else:
-
-            def address() -> tuple[str, int] | None:
-                info = b.metadata.cache.broker(broker_id)
-                if info is None:
-                    return None
-                ep = info.endpoint(b.listener_name) or info.endpoint()
-                return (ep.host, ep.port) if ep is not None else None
-
-            link = NetworkLink(address, broker_id=broker_id, client_id=client_id)
-        self._links[broker_id] = link
+        if link is None:
+            link = broker_link(self.broker, broker_id, f"broker-{self.broker.node_id}-txn-markers")
+            self._links[broker_id] = link
         return link
 
     async def send(self, broker_id: int, marker: TxnMarker) -> dict[TopicPartitionT, int]:

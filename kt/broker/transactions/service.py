@@ -1,14 +1,18 @@
 """The transaction coordinator of a broker: built from its config and wired to the
-replica manager's leadership changes (as the group coordinator is)."""
+replica manager's leadership changes (as the group coordinator is); and the
+broker's partition-leader side of transactions, the `TxnVerifier` that asks
+coordinators to verify a transactional produce (KIP-890)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kt.broker.groups.offsets_log import partition_for
 from kt.broker.transactions.coordinator import TransactionCoordinator, TxnSettings
-from kt.broker.transactions.sender import BrokerMarkerSender
+from kt.broker.transactions.sender import BrokerMarkerSender, broker_link
 from kt.broker.transactions.state_log import TRANSACTION_STATE, TransactionLogStore
 from kt.broker.transactions.state_manager import TransactionStateManager
+from kt.broker.transactions.verifier import TxnVerifier
 from kt.storage.checkpoint import TopicPartition
 
 if TYPE_CHECKING:
@@ -17,7 +21,8 @@ if TYPE_CHECKING:
 
 
 class TransactionService:
-    """Owns the broker's transaction coordinator, its log and its marker sender."""
+    """Owns the broker's transaction coordinator, its log, its marker sender and the
+    produce verifier."""
 
     def __init__(self, broker: Broker) -> None:
         settings = TxnSettings.from_config(broker.config)
@@ -26,6 +31,12 @@ class TransactionService:
         self.sender = BrokerMarkerSender(broker, timeout_s=settings.write_timeout_ms / 1000)
         self.coordinator = TransactionCoordinator(
             self.state, self.sender, broker.producer_ids.allocate, settings
+        )
+        # Verify-only AddPartitionsToTxn to the coordinators, for produce.
+        self.verifier = TxnVerifier(
+            lambda tid: coordinator_of(broker, tid),
+            lambda node: broker_link(broker, node, f"broker-{broker.node_id}-txn-verification"),
+            timeout_s=settings.write_timeout_ms / 1000,
         )
         self._started = False
         state = self.state
@@ -67,5 +78,20 @@ class TransactionService:
     async def stop(self) -> None:
         """Stop the coordinator and close the marker connections."""
         self._started = False
+        await self.verifier.close()
         await self.coordinator.stop()
         await self.sender.close()
+
+
+def coordinator_of(broker: Broker, transactional_id: str) -> int | None:
+    """The live broker leading the `__transaction_state` partition of the id, as the
+    metadata cache knows it (Kafka's AddPartitionsToTxnManager.getTransactionCoordinator);
+    None while the topic does not exist or the partition has no live leader."""
+    cache = broker.metadata.cache
+    count = cache.num_partitions(TRANSACTION_STATE)
+    if not count:
+        return None
+    view = cache.partition(TRANSACTION_STATE, partition_for(transactional_id, count))
+    if view is None or view.leader < 0 or cache.broker(view.leader) is None:
+        return None
+    return view.leader

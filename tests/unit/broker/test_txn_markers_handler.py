@@ -23,7 +23,10 @@ TP0 = TopicPartition("t", 0)
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[InProcessBroker]:
-    b = open_broker(tmp_path)
+    # Transactional batches are appended directly, without a coordinator: as with
+    # Kafka's transaction.partition.verification.enable=false (KIP-890's checks
+    # have their own tests, test_txn_verification*.py).
+    b = open_broker(tmp_path, **{"transaction.partition.verification.enable": "false"})
     b.create_topic("t", 2)
     yield b
     b.close()
