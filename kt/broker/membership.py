@@ -192,16 +192,22 @@ class ClusterMembership:
         config = FetcherConfig.from_props(b.config.props)
         addresses: dict[int, tuple[str, int]] = {}
 
-        def endpoint_for(leader_id: int) -> BrokerEndpoint:
+        def address_for(leader_id: int) -> tuple[str, int] | None:
             live = b.metadata.cache.broker(leader_id)
             ep = live.endpoint(b.listener_name) or live.endpoint() if live else None
-            host, port = (ep.host, ep.port) if ep is not None else addresses[leader_id]
+            return (ep.host, ep.port) if ep is not None else addresses.get(leader_id)
+
+        def endpoint_for(leader_id: int) -> BrokerEndpoint:
+            address = address_for(leader_id)
+            if address is None:
+                raise KeyError(f"no address known for broker {leader_id}")
+            host, port = address
             return BrokerEndpoint(leader_id, host, port, local_broker_id=b.node_id, config=config)
 
         self.fetchers = fetchers = ReplicaFetcherManager(
             b.node_id, endpoint_for, config, broker_epoch=b.broker_epoch,
             on_partition_failed=lambda part, exc: rm.on_storage_error(part, exc),
-            throttles=b.replication_throttles,
+            throttles=b.replication_throttles, address_for=address_for,
         )  # fmt: skip
 
         def on_leadership(

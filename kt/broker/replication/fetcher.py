@@ -559,10 +559,16 @@ class ReplicaFetcherManager:
         broker_epoch: int = -1,
         on_partition_failed: Callable[[Partition, BaseException], None] | None = None,
         throttles: ReplicationThrottles | None = None,
+        address_for: Callable[[int], object] | None = None,
     ) -> None:
         self.throttles = throttles
         self.local_broker_id = local_broker_id
         self.endpoint_for = endpoint_for
+        #: where a source broker is now (host, port); a fetcher made for another
+        #: address is replaced (Kafka's addFetcherForPartitions compares endpoints)
+        self.address_for = address_for
+        #: the address each fetcher was made for
+        self._made_for: dict[int, object] = {}
         self.config = config or FetcherConfig()
         self.broker_epoch = broker_epoch
         self.on_partition_failed = on_partition_failed
@@ -584,6 +590,19 @@ class ReplicaFetcherManager:
                 if source != leader:
                     other.remove_partitions(tps)
             fetcher = self.fetchers.get(leader)
+            address = self.address_for(leader) if self.address_for is not None else None
+            moved: list[Partition] = []
+            if (
+                fetcher is not None
+                and address is not None
+                and address != self._made_for.get(leader)
+            ):
+                # the source broker came back elsewhere: its partitions here go to a
+                # fetcher for the new address (Kafka drops them until the next
+                # LeaderAndIsr; moving them keeps them fetched)
+                moved = fetcher.remove_partitions(list(fetcher.partitions))
+                self._retire(self.fetchers.pop(leader), leader)
+                fetcher = None
             created = fetcher is None
             if fetcher is None:
                 fetcher = ReplicaFetcher(
@@ -596,8 +615,9 @@ class ReplicaFetcherManager:
                     throttles=self.throttles,
                 )
                 self.fetchers[leader] = fetcher
+                self._made_for[leader] = address
                 fetcher.start()
-            fetcher.add_partitions(group)
+            fetcher.add_partitions([p for p in moved if p.tp not in tps] + group)
             if timeline.enabled():
                 for part in group:
                     timeline.mark("fetcher_switch", tp=_tp_name(part.tp), source=leader,
@@ -626,12 +646,17 @@ class ReplicaFetcherManager:
         address. Returns the source brokers retired."""
         idle = [source for source, fetcher in self.fetchers.items() if not fetcher.partitions]
         for source in idle:
-            task = asyncio.get_running_loop().create_task(
-                self.fetchers.pop(source).stop(), name=f"stop-replica-fetcher-{source}"
-            )
-            self._retiring.add(task)
-            task.add_done_callback(self._retiring.discard)
+            self._retire(self.fetchers.pop(source), source)
         return idle
+
+    def _retire(self, fetcher: ReplicaFetcher, source: int) -> None:
+        """Stop a fetcher already out of `fetchers`, in the background."""
+        self._made_for.pop(source, None)
+        task = asyncio.get_running_loop().create_task(
+            fetcher.stop(), name=f"stop-replica-fetcher-{source}"
+        )
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
 
     async def shutdown_idle_fetchers(self) -> None:
         """Stop fetchers left without partitions, and wait until they have."""

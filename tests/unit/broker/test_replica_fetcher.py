@@ -416,3 +416,40 @@ def test_idle_fetcher_of_a_dead_leader_is_retired(tmp_path: Path) -> None:
         assert endpoints[3].closed and revived.closed
 
     run(main())
+
+
+def test_a_leader_back_at_another_address_gets_a_new_fetcher(tmp_path: Path) -> None:
+    """Kafka's addFetcherForPartitions: a fetcher made for a source broker's old
+    address is replaced when the metadata names a new one; the partitions it still
+    fetched move to the new fetcher (none is left unfetched)."""
+
+    async def main() -> None:
+        leader = new_partition(tmp_path / "1", 1)
+        follower = new_partition(tmp_path / "2", 2)
+        leader.make_leader(state(1, 1, [1, 2], [1, 2]))
+        follower.make_follower(state(1, 1, [1, 2], [1, 2]))
+        addresses = {1: ("127.0.0.1", 9001)}
+        endpoints = {9001: FakeLeader({TP: leader})}
+
+        def endpoint_for(broker: int) -> FakeLeader:
+            return endpoints[addresses[broker][1]]
+
+        manager = ReplicaFetcherManager(
+            2, endpoint_for, FetcherConfig(backoff_ms=10), address_for=addresses.get
+        )
+        manager.add_partitions([follower])
+        first = manager.fetchers[1]
+        # same address: the fetcher is reused
+        manager.add_partitions([follower])
+        assert manager.fetchers[1] is first
+        # broker 1 restarted on another port: a new fetcher there, the old one stops
+        addresses[1] = ("127.0.0.1", 9002)
+        endpoints[9002] = FakeLeader({TP: leader})
+        follower.make_follower(state(1, 2, [1, 2], [1, 2]))
+        manager.add_partitions([follower])
+        assert manager.fetchers[1] is not first
+        assert manager.fetchers[1].endpoint is endpoints[9002] and manager.source_of(TP) == 1
+        await manager.shutdown()
+        assert endpoints[9001].closed and endpoints[9002].closed
+
+    run(main())
