@@ -482,8 +482,13 @@ class AdminMixin(ClientCore):
     ) -> dict[tuple[str, int], PartitionReassignment]:
         """Reassignments in progress (of `topics`' partitions, or all), by (topic,
         partition); empty when the controller does not offer ListPartitionReassignments."""
-        node = await self.controller()
-        if not await self.supports(apis.LIST_PARTITION_REASSIGNMENTS, node):
+
+        async def offered() -> bool:
+            # retried like the request itself: the controller the metadata names may
+            # have just died (a refused connection refreshes the metadata)
+            return await self.supports(apis.LIST_PARTITION_REASSIGNMENTS, await self.controller())
+
+        if not await self.retrying(offered):
             return {}
         body = apis.LIST_PARTITION_REASSIGNMENTS.request(
             timeout_ms=int(self.request_timeout * 1000),
