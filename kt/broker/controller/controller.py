@@ -1040,6 +1040,12 @@ class KafkaController:
             for r in v.replicas(tp):
                 if r in v.live and (only is None or r in only):
                     per_broker.setdefault(r, []).append(tp)
+        if full and only is not None:
+            # a full request says "host exactly these": a broker that should host
+            # nothing gets an empty one, or it would keep a stray replica for good
+            for b in only:
+                if b in v.live:
+                    per_broker.setdefault(b, [])
         for b, mine in per_broker.items():
             leaders = {v.leadership[tp].leader for tp in mine}
             body = rq.leader_and_isr(

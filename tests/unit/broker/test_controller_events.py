@@ -981,6 +981,34 @@ def test_removed_replica_dead_at_completion_learns_it_is_stray_when_it_returns()
     run(go)
 
 
+def test_returning_broker_that_hosts_nothing_gets_an_empty_full_leader_and_isr():
+    """The same, when the removed replica was the broker's only one: a full LeaderAndIsr
+    with no partitions still goes to it (otherwise the stray stayed for good and the
+    broker waited for a role that never came)."""
+
+    async def go() -> None:
+        zk = three_brokers()
+        zk.topics["t"] = TopicReplicas(bytes(16), {0: [1, 2]})
+        c, rec = await started(zk)
+        tp = TP("t", 0)
+        zk.remove_broker(2)
+        await settle()
+        await _alter(c, tp, [1, 3])
+        await settle()
+        await _join_isr(c, zk, tp, (1, 3))
+        rec.sent.clear()
+        zk.add_broker(2)
+        await settle()
+        lisr = rec.of("LeaderAndIsr", 2)
+        assert [b["type"] for b in lisr] == [2]
+        assert lisr[0]["topic_states"] == [] and rec.leaders_told(2) == {}
+        # the brokers that host something get no such empty request
+        assert all(b["topic_states"] for b in rec.of("LeaderAndIsr", 1) + rec.of("LeaderAndIsr", 3))
+        await c.shutdown()
+
+    run(go)
+
+
 def test_failover_takes_dead_brokers_out_of_the_isrs():
     """A broker died while no controller watched (e.g. with the old controller): the
     new controller removes its replicas from the ISRs, even where it only followed."""
