@@ -1,7 +1,8 @@
 """How the controller's requests reach a broker: over TCP, or to its own broker.
 
 `NetworkLink` keeps one connection (the client library's BrokerConnection) to a
-broker's inter-broker listener and reconnects after a failure. `LoopbackLink`
+broker's inter-broker listener and reconnects after a failure; `LinkPool` keeps one
+link per broker for a sender that talks to several (markers, verifications). `LoopbackLink`
 delivers to the controller's own broker without a socket but through the same
 codec and handlers a remote broker runs: the request is encoded, decoded, handled
 and the response encoded and decoded again, so the single-node broker exercises
@@ -10,10 +11,12 @@ exactly the bytes and code paths of a cluster member.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kt.broker.controller.channel import BrokerLink, LinkFactory
 from kt.client.core import BrokerConnection
 from kt.protocol import Struct
 from kt.protocol.codec import Api
@@ -86,3 +89,31 @@ class LoopbackLink:
 
     async def close(self) -> None:
         """Nothing to close."""
+
+
+class LinkPool:
+    """One link per broker, made on first use by `make(broker_id)`."""
+
+    def __init__(self, make: LinkFactory) -> None:
+        self._make = make
+        self._links: dict[int, BrokerLink] = {}
+
+    def get(self, broker_id: int) -> BrokerLink:
+        """The broker's link (made now if it has none)."""
+        link = self._links.get(broker_id)
+        if link is None:
+            link = self._links[broker_id] = self._make(broker_id)
+        return link
+
+    async def drop(self, broker_id: int) -> None:
+        """Close and forget the broker's link (after a failure: the next `get`
+        makes a fresh one); closing errors are of no interest then."""
+        link = self._links.pop(broker_id, None)
+        if link is not None:
+            with contextlib.suppress(Exception):
+                await link.close()
+
+    async def close(self) -> None:
+        """Drop every link."""
+        for broker_id in list(self._links):
+            await self.drop(broker_id)

@@ -13,7 +13,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from kt.broker.controller.channel import BrokerLink
-from kt.broker.controller.links import LoopbackLink, NetworkLink
+from kt.broker.controller.links import LinkPool, LoopbackLink, NetworkLink
 from kt.broker.transactions.markers import NO_LEADER, TxnMarker
 from kt.protocol import apis
 
@@ -46,7 +46,9 @@ class BrokerMarkerSender:
     def __init__(self, broker: Broker, *, timeout_s: float = 30.0) -> None:
         self.broker = broker
         self.timeout_s = timeout_s
-        self._links: dict[int, BrokerLink] = {}
+        self._links = LinkPool(
+            lambda broker_id: broker_link(broker, broker_id, f"broker-{broker.node_id}-txn-markers")
+        )
 
     def leader_of(self, topic: str, partition: int) -> int | None:
         """The live leader from the metadata cache (NO_LEADER while none; None when
@@ -58,13 +60,6 @@ class BrokerMarkerSender:
         if view.leader < 0 or cache.broker(view.leader) is None:
             return NO_LEADER
         return view.leader
-
-    def _link(self, broker_id: int) -> BrokerLink:
-        link = self._links.get(broker_id)
-        if link is None:
-            link = broker_link(self.broker, broker_id, f"broker-{self.broker.node_id}-txn-markers")
-            self._links[broker_id] = link
-        return link
 
     async def send(self, broker_id: int, marker: TxnMarker) -> dict[TopicPartitionT, int]:
         """One WriteTxnMarkers request; the error per partition."""
@@ -82,19 +77,19 @@ class BrokerMarkerSender:
                 }
             ]
         }
-        link = self._link(broker_id)
+        link = self._links.get(broker_id)
         try:
             response = await asyncio.wait_for(link.send(apis.WRITE_TXN_MARKERS, body),
                                               self.timeout_s)  # fmt: skip
         except TimeoutError:
-            await self._drop(broker_id)
+            await self._links.drop(broker_id)
             raise
         except OSError:
-            await self._drop(broker_id)
+            await self._links.drop(broker_id)
             raise
         except Exception as exc:
             # A broker that does not serve the API, or an undecodable answer.
-            await self._drop(broker_id)
+            await self._links.drop(broker_id)
             raise ConnectionError(f"WriteTxnMarkers to broker {broker_id} failed: {exc!r}") from exc
         out: dict[TopicPartitionT, int] = {}
         for m in response.markers:
@@ -105,15 +100,6 @@ class BrokerMarkerSender:
                     out[(t.name, p.partition_index)] = p.error_code
         return out
 
-    async def _drop(self, broker_id: int) -> None:
-        link = self._links.pop(broker_id, None)
-        if link is not None:
-            try:
-                await link.close()
-            except Exception:
-                pass
-
     async def close(self) -> None:
         """Close every connection."""
-        for broker_id in list(self._links):
-            await self._drop(broker_id)
+        await self._links.close()

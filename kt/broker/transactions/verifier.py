@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kt.broker.controller.channel import BrokerLink
+from kt.broker.controller.links import LinkPool
 from kt.broker.errors import (
     BrokerError,
     InvalidTxnStateError,
@@ -95,9 +96,8 @@ class TxnVerifier:
         timeout_s: float = 30.0,
     ) -> None:
         self._coordinator_of = coordinator_of
-        self._link_for = link_for
         self.timeout_s = timeout_s
-        self._links: dict[int, BrokerLink] = {}
+        self._links = LinkPool(link_for)
         # Broker id -> transactional id -> the question waiting for the next request.
         self._queued: dict[int, dict[str, _Question]] = {}
         self._senders: dict[int, asyncio.Task[None]] = {}
@@ -148,8 +148,6 @@ class TxnVerifier:
     async def _send(self, node: int, batch: dict[str, _Question]) -> dict[str, Unverified]:
         body = {"transactions": [_transaction(tid, q) for tid, q in batch.items()]}
         link = self._links.get(node)
-        if link is None:
-            link = self._links[node] = self._link_for(node)
         try:
             response = await asyncio.wait_for(link.send(apis.ADD_PARTITIONS_TO_TXN, body),
                                               self.timeout_s)  # fmt: skip
@@ -158,22 +156,14 @@ class TxnVerifier:
                 # A coordinator that cannot verify: go on unverified, as Kafka does.
                 log.warning("broker %d cannot verify transactions: %s", node, exc)
                 return {tid: {} for tid in batch}
-            await self._drop(node)
+            await self._links.drop(node)
             return _all(batch, E.NETWORK_EXCEPTION)
         except Exception as exc:
             # Disconnected or timed out: retriable for the producer.
             log.warning("verify-only AddPartitionsToTxn to broker %d failed: %r", node, exc)
-            await self._drop(node)
+            await self._links.drop(node)
             return _all(batch, E.NETWORK_EXCEPTION)
         return _read_response(response, batch)
-
-    async def _drop(self, node: int) -> None:
-        link = self._links.pop(node, None)
-        if link is not None:
-            try:
-                await link.close()
-            except Exception:
-                pass
 
     async def close(self) -> None:
         """Stop sending (waiting questions are answered NETWORK_EXCEPTION) and close
@@ -187,8 +177,7 @@ class TxnVerifier:
             for q in queue.values():
                 _answer(q, dict.fromkeys(q.partitions, E.NETWORK_EXCEPTION))
         self._queued.clear()
-        for node in list(self._links):
-            await self._drop(node)
+        await self._links.close()
 
 
 def _transaction(tid: str, q: _Question) -> dict[str, Any]:
