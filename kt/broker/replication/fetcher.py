@@ -269,6 +269,8 @@ class ReplicaFetcher:
         throttles: ReplicationThrottles | None = None,
     ) -> None:
         self.source_broker_id = source_broker_id
+        #: the source broker's address this fetcher was made for (None: not known)
+        self.source_address: object = None
         self.throttles = throttles
         self.endpoint = endpoint
         self.local_broker_id = local_broker_id
@@ -567,8 +569,6 @@ class ReplicaFetcherManager:
         #: where a source broker is now (host, port); a fetcher made for another
         #: address is replaced (Kafka's addFetcherForPartitions compares endpoints)
         self.address_for = address_for
-        #: the address each fetcher was made for
-        self._made_for: dict[int, object] = {}
         self.config = config or FetcherConfig()
         self.broker_epoch = broker_epoch
         self.on_partition_failed = on_partition_failed
@@ -592,11 +592,7 @@ class ReplicaFetcherManager:
             fetcher = self.fetchers.get(leader)
             address = self.address_for(leader) if self.address_for is not None else None
             moved: list[Partition] = []
-            if (
-                fetcher is not None
-                and address is not None
-                and address != self._made_for.get(leader)
-            ):
+            if fetcher is not None and address is not None and address != fetcher.source_address:
                 # the source broker came back elsewhere: its partitions here go to a
                 # fetcher for the new address (Kafka drops them until the next
                 # LeaderAndIsr; moving them keeps them fetched)
@@ -614,8 +610,8 @@ class ReplicaFetcherManager:
                     on_partition_failed=self.on_partition_failed,
                     throttles=self.throttles,
                 )
+                fetcher.source_address = address
                 self.fetchers[leader] = fetcher
-                self._made_for[leader] = address
                 fetcher.start()
             fetcher.add_partitions([p for p in moved if p.tp not in tps] + group)
             if timeline.enabled():
@@ -651,7 +647,6 @@ class ReplicaFetcherManager:
 
     def _retire(self, fetcher: ReplicaFetcher, source: int) -> None:
         """Stop a fetcher already out of `fetchers`, in the background."""
-        self._made_for.pop(source, None)
         task = asyncio.get_running_loop().create_task(
             fetcher.stop(), name=f"stop-replica-fetcher-{source}"
         )
