@@ -107,11 +107,14 @@ def consume(bootstrap: str, topic: str, expect: int) -> float:
 _LATENCY_READER = """
 import sys, time
 from confluent_kafka import Consumer, TopicPartition
-c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": "lat", "fetch.wait.max.ms": 100,
-              "fetch.min.bytes": 1, "enable.auto.commit": False})
+# argv: bootstrap, topic, [idle seconds before stopping, default 2], [isolation level]
+isolation = sys.argv[4] if len(sys.argv) > 4 else "read_uncommitted"
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": "lat-" + isolation,
+              "fetch.wait.max.ms": 100, "fetch.min.bytes": 1, "enable.auto.commit": False,
+              "isolation.level": isolation})
 c.assign([TopicPartition(sys.argv[2], 0, -1)])
 print("ready", flush=True)
-# Seconds without a record after the last one before the reader stops (argv[3]).
+# Seconds without a record after the last one before the reader stops.
 idle_s = float(sys.argv[3]) if len(sys.argv) > 3 else 2.0
 out = []
 idle_since = None

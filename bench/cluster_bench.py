@@ -28,6 +28,7 @@ steps (it slows the client: use it for a few kills, not for the figure).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -36,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -418,6 +420,23 @@ def catch_up(cluster: LocalCluster, zk: Zk, total: int) -> dict[str, float]:
     }
 
 
+@contextlib.contextmanager
+def bench_cluster(prefix: str) -> Iterator[tuple[LocalCluster, Zk]]:
+    """ZooKeeper and 3 brokers in a temporary directory (the bench's session timeout),
+    with a ZooKeeper client on them; all killed afterwards."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        cluster = LocalCluster.create(
+            tmp, 3, overrides={"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)}
+        )
+        cluster.start()
+        zk = Zk(cluster.zookeeper_connect)
+        try:
+            yield cluster, zk
+        finally:
+            zk.close()
+            cluster.stop(kill=True)
+
+
 def failover_main(kills: int, timeline: bool, client_debug: bool) -> None:
     """Only the failover part: `kills` leader kills, the figures, and with `timeline`
     the per-step breakdown from the brokers' marks."""
@@ -428,22 +447,13 @@ def failover_main(kills: int, timeline: bool, client_debug: bool) -> None:
           f"{kills} leader kills; load average {load0[0]:.1f} at the start",
           flush=True)  # fmt: skip
     client = ClientLog() if client_debug else None
-    with tempfile.TemporaryDirectory(prefix="kt-failover-bench-") as tmp:
-        cluster = LocalCluster.create(
-            tmp, 3, overrides={"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)}
-        )
-        cluster.start()
-        zk = Zk(cluster.zookeeper_connect)
-        try:
-            fo = failover(cluster, zk, kills, client)
-            marks = read_marks({b.broker_id: b.log_path for b in cluster.brokers})
-            if client is not None:
-                keep = Path(tempfile.gettempdir()) / "kt-failover-client-debug.log"
-                keep.write_text("".join(f"{t:.6f} {s}\n" for t, s in client.lines))
-                print(f"  librdkafka debug lines: {keep}")
-        finally:
-            zk.close()
-            cluster.stop(kill=True)
+    with bench_cluster("kt-failover-bench-") as (cluster, zk):
+        fo = failover(cluster, zk, kills, client)
+        marks = read_marks({b.broker_id: b.log_path for b in cluster.brokers})
+        if client is not None:
+            keep = Path(tempfile.gettempdir()) / "kt-failover-client-debug.log"
+            keep.write_text("".join(f"{t:.6f} {s}\n" for t, s in client.lines))
+            print(f"  librdkafka debug lines: {keep}")
     load1 = os.getloadavg()
     acks = [r["ack"] for r in fo]
     gone = [r["gone"] for r in fo]
@@ -502,47 +512,36 @@ def main() -> None:
     print(f"kt cluster bench: 3 brokers, zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}, "
           f"min.insync.replicas={MIN_ISR} on RF=3 topics; {os.cpu_count()} cores, "
           f"load average {load0[0]:.1f} at the start", flush=True)  # fmt: skip
-    with tempfile.TemporaryDirectory(prefix="kt-cluster-bench-") as tmp:
-        cluster = LocalCluster.create(
-            tmp, 3, overrides={"zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS)}
+    with bench_cluster("kt-cluster-bench-") as (cluster, zk):
+        print("1. produce (kcat, 1 KiB records)", flush=True)
+        cpu: dict[int, list[float]] = {1: [], 3: []}
+        rf1, rf3 = produce_rows(cluster, zk, args.mib << 20, args.rounds, cpu)
+        print("2. end-to-end latency", flush=True)
+        create_topic(cluster, zk, "lat-rf1", 1)
+        create_topic(cluster, zk, "lat-rf3", 3)
+        lat1 = latency(cluster.bootstrap_servers, "lat-rf1", "1", args.rate, args.seconds)
+        lat3 = latency(cluster.bootstrap_servers, "lat-rf3", "all", args.rate, args.seconds)
+        # the same at a quarter of the load: is the latency the load's or the path's?
+        create_topic(cluster, zk, "lat-rf3-low", 3)
+        low = latency(cluster.bootstrap_servers, "lat-rf3-low", "all", args.rate / 4, args.seconds)
+        # and with linger.ms=5, as a producer tuned for throughput runs
+        create_topic(cluster, zk, "lat-rf3-linger", 3)
+        lingered = latency(
+            cluster.bootstrap_servers, "lat-rf3-linger", "all", args.rate, args.seconds, 5
         )
-        cluster.start()
-        zk = Zk(cluster.zookeeper_connect)
-        try:
-            print("1. produce (kcat, 1 KiB records)", flush=True)
-            cpu: dict[int, list[float]] = {1: [], 3: []}
-            rf1, rf3 = produce_rows(cluster, zk, args.mib << 20, args.rounds, cpu)
-            print("2. end-to-end latency", flush=True)
-            create_topic(cluster, zk, "lat-rf1", 1)
-            create_topic(cluster, zk, "lat-rf3", 3)
-            lat1 = latency(cluster.bootstrap_servers, "lat-rf1", "1", args.rate, args.seconds)
-            lat3 = latency(cluster.bootstrap_servers, "lat-rf3", "all", args.rate, args.seconds)
-            # the same at a quarter of the load: is the latency the load's or the path's?
-            create_topic(cluster, zk, "lat-rf3-low", 3)
-            low = latency(
-                cluster.bootstrap_servers, "lat-rf3-low", "all", args.rate / 4, args.seconds
-            )
-            # and with linger.ms=5, as a producer tuned for throughput runs
-            create_topic(cluster, zk, "lat-rf3-linger", 3)
-            lingered = latency(
-                cluster.bootstrap_servers, "lat-rf3-linger", "all", args.rate, args.seconds, 5
-            )
-            rt1 = round_trips(cluster.bootstrap_servers, "lat-rf1", "1", args.round_trips)
-            rt3 = round_trips(cluster.bootstrap_servers, "lat-rf3", "all", args.round_trips)
-            for name, lat in (("RF=1 acks=1", lat1), ("RF=3 acks=all", lat3),
-                              ("RF=3 acks=all, a quarter of the rate", low),
-                              ("RF=3 acks=all, linger.ms=5", lingered)):  # fmt: skip
-                print(f"  {name}: p50 {lat[0]:.1f} ms, p99 {lat[1]:.1f} ms at {lat[2]:.1f} MB/s "
-                      f"({lat[3]} sent, {lat[4]} consumed)", flush=True)  # fmt: skip
-            print(f"  one record alone, p50 / p99: RF=1 acks=1 {rt1[0]:.1f} / {rt1[1]:.1f} ms, "
-                  f"RF=3 acks=all {rt3[0]:.1f} / {rt3[1]:.1f} ms", flush=True)  # fmt: skip
-            print(f"3. failover ({args.kills} leader kills)", flush=True)
-            fo = failover(cluster, zk, args.kills)
-            print(f"4. follower catch-up ({args.catchup_mib} MiB)", flush=True)
-            cu = catch_up(cluster, zk, args.catchup_mib << 20)
-        finally:
-            zk.close()
-            cluster.stop(kill=True)
+        rt1 = round_trips(cluster.bootstrap_servers, "lat-rf1", "1", args.round_trips)
+        rt3 = round_trips(cluster.bootstrap_servers, "lat-rf3", "all", args.round_trips)
+        for name, lat in (("RF=1 acks=1", lat1), ("RF=3 acks=all", lat3),
+                          ("RF=3 acks=all, a quarter of the rate", low),
+                          ("RF=3 acks=all, linger.ms=5", lingered)):  # fmt: skip
+            print(f"  {name}: p50 {lat[0]:.1f} ms, p99 {lat[1]:.1f} ms at {lat[2]:.1f} MB/s "
+                  f"({lat[3]} sent, {lat[4]} consumed)", flush=True)  # fmt: skip
+        print(f"  one record alone, p50 / p99: RF=1 acks=1 {rt1[0]:.1f} / {rt1[1]:.1f} ms, "
+              f"RF=3 acks=all {rt3[0]:.1f} / {rt3[1]:.1f} ms", flush=True)  # fmt: skip
+        print(f"3. failover ({args.kills} leader kills)", flush=True)
+        fo = failover(cluster, zk, args.kills)
+        print(f"4. follower catch-up ({args.catchup_mib} MiB)", flush=True)
+        cu = catch_up(cluster, zk, args.catchup_mib << 20)
     load1 = os.getloadavg()
     acks = [r["ack"] for r in fo]
     gone = [r["gone"] for r in fo]

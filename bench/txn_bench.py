@@ -36,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from broker_bench import _LATENCY_READER  # noqa: E402
 from broker_harness import BrokerProcess, free_port  # noqa: E402
 
 RECORD = 1024
@@ -107,34 +108,6 @@ def produce_run(bootstrap: str, topic: str, records: int, every: int, txn_id: st
 
 
 # A consumer in its own process: argv = bootstrap, topic, isolation level, idle seconds.
-# Prints "ready" once assigned, then after the stream went quiet one latency (ns) per
-# record: its arrival time minus the intended send time in its first 8 bytes.
-_READER = """
-import sys, time
-from confluent_kafka import Consumer, TopicPartition
-c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": "lat-" + sys.argv[3],
-              "fetch.wait.max.ms": 100, "fetch.min.bytes": 1, "enable.auto.commit": False,
-              "isolation.level": sys.argv[3]})
-c.assign([TopicPartition(sys.argv[2], 0, -1)])
-print("ready", flush=True)
-idle_s = float(sys.argv[4])
-out = []
-idle_since = None
-while True:
-    m = c.poll(0.05)
-    if m is None or m.error():
-        if out and idle_since is None:
-            idle_since = time.monotonic()
-        if idle_since is not None and time.monotonic() - idle_since > idle_s:
-            break
-        continue
-    idle_since = None
-    out.append(time.time_ns() - int.from_bytes(m.value()[:8], "big"))
-c.close()
-sys.stdout.write("\\n".join(str(x) for x in out) + "\\n")
-"""
-
-
 def _percentiles(out: str) -> tuple[float, float, int]:
     """p50 and p99 in ms of the reader's samples, and how many there were."""
     samples = sorted(int(x) / 1e6 for x in out.split())
@@ -157,7 +130,7 @@ def latency(
 
     readers = {
         iso: subprocess.Popen(
-            [sys.executable, "-c", _READER, bootstrap, topic, iso, "3.0"],
+            [sys.executable, "-c", _LATENCY_READER, bootstrap, topic, "3.0", iso],
             stdout=subprocess.PIPE,
             text=True,
         )
