@@ -224,12 +224,12 @@ class BrokerConfig:
         return self.props.get("cluster.id")
 
 
-def parse_properties(text: str) -> dict[str, str]:
+def parse_properties(text: str, path: str | None = None) -> dict[str, str]:
     """A server.properties file's settings: Java properties syntax (the storage core's
     reader, escapes and continuations included), values trimmed as Kafka's ConfigDef
-    trims them; a ConfigError for text that does not parse."""
+    trims them; a ConfigError (naming `path`) for text that does not parse."""
     try:
-        props = java_properties(text)
+        props = java_properties(text, path)
     except CorruptCheckpointError as exc:
         raise ConfigError(str(exc)) from None
     return {key: value.strip() for key, value in props.items()}
@@ -245,7 +245,7 @@ def load_config(
             text = Path(config_file).read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"cannot read {config_file}: {exc.strerror or exc}") from None
-        file_props = parse_properties(text)
+        file_props = parse_properties(text, str(config_file))
     given = {**file_props, **(overrides or {})}
     props = {**DEFAULTS, **given}
     # broker.id is the ZooKeeper-era name of node.id; take whichever was given.
@@ -284,7 +284,10 @@ def load_config(
         parse_overrides(cfg.props.get("max.connections.per.ip.overrides", ""))
     except ConfigValueError as exc:
         raise ConfigError(str(exc)) from None
-    cfg.get_bool("auto.create.topics.enable")
+    # every boolean setting is checked now, not when first read (a traceback then)
+    for key, default in DEFAULTS.items():
+        if default in ("true", "false"):
+            cfg.get_bool(key)
     return cfg
 
 
