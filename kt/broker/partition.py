@@ -521,7 +521,7 @@ class Partition:
                 psm.take_snapshot(self.log.log_end_offset)
         if not self.maybe_increment_high_watermark(now_ms=now_ms):
             # Followers long-poll on the LEO even when the HW stays.
-            self.notify()
+            self.wake_fetches()
         return result
 
     def append_txn_marker(
@@ -578,7 +578,7 @@ class Partition:
             if result.rolled:
                 psm.take_snapshot(self.log.log_end_offset)
         if not self.maybe_increment_high_watermark(now_ms=now):
-            self.notify()
+            self.wake_fetches()
         return result
 
     def is_offset_committed(self, required_offset: int) -> tuple[bool, BrokerError | None]:
@@ -661,7 +661,7 @@ class Partition:
         move the HW if the ISR allows and wake waiters either way (followers wait on
         the LEO)."""
         if not self.maybe_increment_high_watermark():
-            self.notify()
+            self.wake_fetches()
 
     def isr_shrink_candidates(self, now_ms: int, lag_max_ms: int | None = None) -> list[int] | None:
         """The ISR without its out-of-sync followers, proposed (and then pending) when
@@ -829,7 +829,7 @@ class Partition:
                 pos += size
             if result.rolled:
                 psm.take_snapshot(self.log.log_end_offset)
-        self.notify()
+        self.wake_fetches()
         return result
 
     def truncate_to(self, offset: int) -> bool:
@@ -923,13 +923,22 @@ class Partition:
             self.producer_state.take_snapshot(self.log.log_end_offset)
 
     def notify(self) -> None:
-        """Wake fetches waiting for data on this partition, and the listener."""
+        """Wake fetches waiting for data on this partition, and the listener (the
+        HW, the ISR or the role changed: waiting acks=all produces may complete)."""
+        self.wake_fetches()
+        if self.offsets_listener is not None:
+            self.offsets_listener(self)
+
+    def wake_fetches(self) -> None:
+        """Wake fetches waiting for data: the log grew but the HW did not move.
+        Waiting produces are not checked, as Kafka checks only its fetch purgatory
+        when an append leaves the HW: none of them can complete (they wait for the
+        HW, the role or the ISR), and checking all of them on every append made a
+        leader's CPU grow with the square of the requests in flight."""
         arrived = self._data_arrived
         self._data_arrived = None
         if arrived is not None and not arrived.done():
             arrived.set_result(None)
-        if self.offsets_listener is not None:
-            self.offsets_listener(self)
 
     def data_arrived(self) -> asyncio.Future[None]:
         """A future resolved at the next append or HW move (one per generation,

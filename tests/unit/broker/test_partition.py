@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from pathlib import Path
@@ -307,14 +308,25 @@ def test_whole_batches() -> None:
     assert bytes(whole_batches(one[:10])) == b""
 
 
-def test_listener_hears_appends_and_hw_moves(tmp_path: Path) -> None:
-    p = leader_of_three(tmp_path)
-    heard: list[tuple[int, int]] = []
-    p.offsets_listener = lambda part: heard.append((part.log_end_offset, part.high_watermark))
-    p.append_records(batch(2))
-    p.update_follower_fetch_state(2, 2, T + 1, 2)
-    p.update_follower_fetch_state(3, 2, T + 1, 2)
-    assert heard == [(2, 0), (2, 2)]
+def test_appends_wake_fetches_and_hw_moves_the_listener(tmp_path: Path) -> None:
+    # The listener (the produce purgatory) hears HW moves only: an append that leaves
+    # the HW cannot complete a waiting acks=all produce. Fetches waiting for data
+    # (followers long-polling on the LEO) wake on the append itself.
+    async def run() -> None:
+        p = leader_of_three(tmp_path)
+        heard: list[tuple[int, int]] = []
+        p.offsets_listener = lambda part: heard.append((part.log_end_offset, part.high_watermark))
+        waiting = p.data_arrived()
+        p.append_records(batch(2))
+        assert waiting.done()
+        assert heard == []
+        waiting = p.data_arrived()
+        p.update_follower_fetch_state(2, 2, T + 1, 2)  # the HW waits for follower 3
+        assert heard == [] and not waiting.done()
+        p.update_follower_fetch_state(3, 2, T + 1, 2)
+        assert heard == [(2, 2)] and waiting.done()
+
+    asyncio.run(run())
 
 
 def test_first_leader_and_isr_applies_even_at_the_loaded_epoch(tmp_path: Path) -> None:
