@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from kt.broker import faults
 from kt.broker.config import BrokerConfig, Listener
 from kt.broker.controller.controller import KafkaController
+from kt.broker.fetch_sessions import FetchSessionCache
 from kt.broker.groups import GroupCoordinator
 from kt.broker.log_cleaner import LogCleaner
 from kt.broker.log_manager import LogManager
@@ -65,6 +66,10 @@ class Broker:
         )
         # Topics as the controller described them (plus their configs).
         self.metadata = TopicsView(self.replica_manager.metadata_cache)
+        # Incremental fetch sessions (KIP-227) of followers and consumers.
+        self.fetch_sessions = FetchSessionCache(
+            config.get_int("max.incremental.fetch.session.cache.slots")
+        )
         # Set when the broker joined the cluster (kt.broker.server).
         self._admin: TopicAdmin | None = None
         self.controller: KafkaController | None = None

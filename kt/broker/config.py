@@ -64,6 +64,8 @@ DEFAULTS: dict[str, str] = {
     "zookeeper.session.timeout.ms": "18000",
     "replica.lag.time.max.ms": "30000",
     "replica.fetch.wait.max.ms": "500",
+    # Incremental fetch sessions (KIP-227) the broker keeps, followers' and consumers'.
+    "max.incremental.fetch.session.cache.slots": "1000",
     "replica.fetch.min.bytes": "1",
     "replica.fetch.max.bytes": "1048576",
     # The replication throttles' rate measure (Kafka's ReplicationQuotaManager).
@@ -91,7 +93,7 @@ _KNOWN_PREFIXES = ("log.", "num.", "socket.", "offsets.", "group.", "transaction
                    "broker.", "node.", "listener", "advertised.", "cluster.", "connections.",
                    "fetch.", "producer.", "quota.", "reserved.", "request.", "share.",
                    "authorizer.", "super.", "control.", "alter.", "create.", "leader.",
-                   "max.connections")  # fmt: skip
+                   "max.connections", "max.incremental")  # fmt: skip
 
 
 class ConfigError(ValueError):
@@ -280,6 +282,9 @@ def load_config(
                 "max.connections.per.ip"):  # fmt: skip
         if cfg.get_int(key) <= 0:
             raise ConfigError(f"{key} must be > 0")
+    if cfg.get_int("max.incremental.fetch.session.cache.slots") < 0:
+        # 0 is allowed: no fetch sessions, every fetch is answered in full
+        raise ConfigError("max.incremental.fetch.session.cache.slots must be >= 0")
     try:
         parse_overrides(cfg.props.get("max.connections.per.ip.overrides", ""))
     except ConfigValueError as exc:

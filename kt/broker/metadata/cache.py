@@ -76,6 +76,10 @@ class MetadataCache:
         self.version = 0
         self._brokers: dict[int, LiveBroker] = {}
         self._topics: dict[str, _Topic] = {}
+        # Topic id -> name, rebuilt on the first lookup after an update (every
+        # Fetch v13+ resolves its topics by id).
+        self._by_id: dict[bytes, str] = {}
+        self._by_id_version = -1
 
     # --- updates -----------------------------------------------------------
 
@@ -142,10 +146,10 @@ class MetadataCache:
 
     def topic_by_id(self, topic_id: bytes) -> str | None:
         """The name of the topic with this id, if known."""
-        for name, t in self._topics.items():
-            if t.topic_id == topic_id:
-                return name
-        return None
+        if self._by_id_version != self.version:
+            self._by_id = {bytes(t.topic_id): n for n, t in self._topics.items() if t.topic_id}
+            self._by_id_version = self.version
+        return self._by_id.get(bytes(topic_id))
 
     def partitions(self, topic: str) -> dict[int, PartitionView]:
         """The topic's partitions by index (empty when unknown)."""

@@ -3,7 +3,10 @@
 One :class:`ReplicaFetcher` task per source broker fetches every partition this
 broker follows from it in one Fetch request (v12+: replica id, or v15+
 ``ReplicaState``; fetch offset = our LEO; ``LastFetchedEpoch``;
-``CurrentLeaderEpoch``), then for each partition:
+``CurrentLeaderEpoch``) within an incremental fetch session (KIP-227,
+:class:`FollowerFetchSession`: after the first, a request names only partitions
+whose fetch offset or epochs moved, and the answer only partitions with news),
+then for each partition in the answer:
 
 * data: appended as the leader wrote it (:meth:`Partition.append_records_as_follower`),
   then our HW = min(leader HW, our LEO), and our log start follows the leader's;
@@ -36,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kt.broker import timeline
+from kt.broker.fetch_sessions import INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from kt.broker.partition import Partition
 from kt.broker.replication.quota import ReplicationThrottles
 from kt.protocol import ErrorCode, apis
@@ -50,6 +54,10 @@ log = logging.getLogger("kt.broker.replication")
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MIN_FETCH_VERSION = 12
+# Top-level Fetch errors that only say our session is gone or stale.
+_SESSION_ERRORS = frozenset({ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+                             ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+                             ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR})  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +262,68 @@ def _topic_uuid(topic_id: bytes) -> uuid.UUID:
     return uuid.UUID(bytes=bytes(topic_id)) if len(topic_id) == 16 else uuid.UUID(int=0)
 
 
+# What a leader's fetch session caches for one partition, as this follower last
+# sent it: (fetch offset, current leader epoch, last fetched epoch, log start
+# offset, max bytes). A partition is named again only when this changes.
+_SessionParams = tuple[int, int, int, int, int]
+
+
+class FollowerFetchSession:
+    """This follower's side of an incremental fetch session (KIP-227) with one
+    leader (Kafka's FetchSessionHandler): the first request is full and asks for a
+    session (epoch 0); once the leader gave one, each request names only the
+    partitions that are new or whose parameters changed, lists those no longer
+    fetched as forgotten, and carries the next epoch. Any failure or top-level error
+    starts over with a full request (closing the old session); a leader that
+    declined to create one is asked again on every full request."""
+
+    __slots__ = ("epoch", "id", "partitions")
+
+    def __init__(self) -> None:
+        self.id = INVALID_SESSION_ID
+        self.epoch = INITIAL_EPOCH
+        self.partitions: dict[TopicPartition, _SessionParams] = {}
+
+    @property
+    def full(self) -> bool:
+        """Whether the next request is a full one."""
+        return self.epoch == INITIAL_EPOCH
+
+    def plan(
+        self, wanted: Mapping[TopicPartition, _SessionParams]
+    ) -> tuple[list[TopicPartition], list[TopicPartition]]:
+        """(partitions to name, partitions to forget) for a request wanting `wanted`."""
+        if self.full:
+            return list(wanted), []
+        send = [tp for tp, params in wanted.items() if self.partitions.get(tp) != params]
+        forget = [tp for tp in self.partitions if tp not in wanted]
+        return send, forget
+
+    def answered(
+        self, wanted: Mapping[TopicPartition, _SessionParams], error: int, session_id: int
+    ) -> bool:
+        """Take a response to the request planned for `wanted`; False when it must be
+        ignored (a session error: the next request is full)."""
+        if error != ErrorCode.NONE:
+            if error == ErrorCode.FETCH_SESSION_ID_NOT_FOUND:
+                self.id = INVALID_SESSION_ID
+            self.epoch = INITIAL_EPOCH
+            self.partitions = {}
+            return False
+        if self.full:
+            self.id = session_id
+            self.epoch = next_epoch(INITIAL_EPOCH) if session_id != INVALID_SESSION_ID else 0
+        else:
+            self.epoch = next_epoch(self.epoch)
+        self.partitions = dict(wanted)
+        return True
+
+    def failed(self) -> None:
+        """The request got no answer: start over (closing the session)."""
+        self.epoch = INITIAL_EPOCH
+        self.partitions = {}
+
+
 class ReplicaFetcher:
     """Fetches every partition this broker follows from one source broker."""
 
@@ -278,6 +348,10 @@ class ReplicaFetcher:
         self.broker_epoch = broker_epoch
         self.on_partition_failed = on_partition_failed
         self._states: dict[TopicPartition, _FetchState] = {}
+        #: the incremental fetch session with the source broker
+        self.session = FollowerFetchSession()
+        # Topic ids of the topics fetched, for forgetting a partition whose state is gone.
+        self._topic_ids: dict[str, uuid.UUID] = {}
         self._task: asyncio.Task[None] | None = None
         self._wakeup = asyncio.Event()
         self._stopping = False
@@ -359,12 +433,16 @@ class ReplicaFetcher:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wakeup.wait(), timeout)
 
-    def build_request(self) -> tuple[Struct, dict[TopicPartition, _Sent]] | None:
+    def build_request(
+        self,
+    ) -> tuple[Struct, dict[TopicPartition, _Sent], dict[TopicPartition, _SessionParams]] | None:
         """The Fetch request for every partition not backing off (None: nothing to
-        fetch), and what was asked for each."""
+        fetch), what was asked for each, and the parameters the leader's session
+        holds for them once it answers. In an incremental session the request names
+        only partitions whose parameters changed."""
         now = time.monotonic()
         sent: dict[TopicPartition, _Sent] = {}
-        topics: dict[str, dict[str, Any]] = {}
+        wanted: dict[TopicPartition, _SessionParams] = {}
         for tp, st in self._states.items():
             if st.delayed_until > now:
                 continue
@@ -378,6 +456,14 @@ class ReplicaFetcher:
                 continue
             fetch_offset = part.log_end_offset
             sent[tp] = _Sent(part, fetch_offset, part.leader_epoch)
+            wanted[tp] = (fetch_offset, part.leader_epoch, part.last_fetched_epoch(),
+                          part.log_start_offset, self.config.max_bytes)  # fmt: skip
+        if not sent:
+            return None
+        send, forget = self.session.plan(wanted)
+        topics: dict[str, dict[str, Any]] = {}
+        for tp in send:
+            part = sent[tp].partition
             topic = topics.get(tp.topic)
             if topic is None:
                 topic = topics[tp.topic] = {
@@ -385,18 +471,29 @@ class ReplicaFetcher:
                     "topic_id": _topic_uuid(part.topic_id),
                     "partitions": [],
                 }
+            fetch_offset, leader_epoch, last_epoch, log_start, max_bytes = wanted[tp]
             topic["partitions"].append(
                 {
                     "partition": tp.partition,
-                    "current_leader_epoch": part.leader_epoch,
+                    "current_leader_epoch": leader_epoch,
                     "fetch_offset": fetch_offset,
-                    "last_fetched_epoch": part.last_fetched_epoch(),
-                    "log_start_offset": part.log_start_offset,
-                    "partition_max_bytes": self.config.max_bytes,
+                    "last_fetched_epoch": last_epoch,
+                    "log_start_offset": log_start,
+                    "partition_max_bytes": max_bytes,
                 }
             )
-        if not sent:
-            return None
+        forgotten: dict[str, dict[str, Any]] = {}
+        for tp in forget:
+            entry = forgotten.get(tp.topic)
+            if entry is None:
+                # A forgotten partition may be gone from our states (removed).
+                topic_id = self._topic_ids.get(tp.topic)
+                entry = forgotten[tp.topic] = {
+                    "topic": tp.topic,
+                    "topic_id": topic_id or uuid.UUID(int=0),
+                    "partitions": [],
+                }
+            entry["partitions"].append(tp.partition)
         request = apis.FETCH.request(
             replica_id=self.local_broker_id,
             replica_state={"replica_id": self.local_broker_id, "replica_epoch": self.broker_epoch},
@@ -404,12 +501,14 @@ class ReplicaFetcher:
             min_bytes=self.config.min_bytes,
             max_bytes=self.config.response_max_bytes,
             isolation_level=0,
-            # No fetch session: every request is a full one.
-            session_id=0,
-            session_epoch=-1,
+            session_id=self.session.id,
+            session_epoch=self.session.epoch,
             topics=list(topics.values()),
+            forgotten_topics_data=list(forgotten.values()),
         )
-        return request, sent
+        for tp, s in sent.items():
+            self._topic_ids[tp.topic] = _topic_uuid(s.partition.topic_id)
+        return request, sent, wanted
 
     async def fetch_once(self) -> bool:
         """One Fetch round trip and its processing; False when there was nothing to
@@ -417,7 +516,7 @@ class ReplicaFetcher:
         built = self.build_request()
         if built is None:
             return False
-        request, sent = built
+        request, sent, wanted = built
         if timeline.armed():
             for tp, s in sent.items():
                 timeline.once(_tp_name(tp), "follower_fetch_sent", source=self.source_broker_id,
@@ -432,9 +531,18 @@ class ReplicaFetcher:
                 "fetch from broker %d failed, retrying in %d ms: %s",
                 self.source_broker_id, self.config.backoff_ms, exc,
             )  # fmt: skip
+            self.session.failed()
             self._delay(sent)
             return False
-        if response.error_code != ErrorCode.NONE:
+        if not self.session.answered(wanted, response.error_code, response.session_id):
+            if response.error_code in _SESSION_ERRORS:
+                # The leader lost or moved past our session (it restarted, or evicted
+                # it): the next request, at once, is a full one.
+                log.info(
+                    "fetch session with broker %d: %s; starting a new one",
+                    self.source_broker_id, _code_name(response.error_code),
+                )  # fmt: skip
+                return True
             log.warning(
                 "fetch from broker %d: error %s", self.source_broker_id, response.error_code
             )
