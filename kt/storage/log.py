@@ -588,8 +588,10 @@ class PartitionLog:
         """Bytes from the batch holding `start_offset`, sized as Kafka does: at most
         `max_bytes` (raised to the first batch's size with `min_one_message`), never
         reaching the batch holding `upper_bound` (default LEO; the broker passes the
-        high watermark or last stable offset). The slice may end inside a batch, as
-        Kafka's. None when there is nothing yet.
+        high watermark or last stable offset). The slice may end inside a later
+        batch, as Kafka's; a first batch over `max_bytes` without `min_one_message`
+        gives None (Kafka's fetch sends no incomplete first batch). None when there
+        is nothing yet.
 
         Raises OffsetOutOfRangeError outside [log start, LEO].
         """

@@ -372,9 +372,12 @@ class LogSegment:
         Sized as Kafka's LogSegment.read: from the batch holding `start_offset`,
         `min(max_position - start, max_size)` bytes, where `min_one_message`
         raises `max_size` to the first batch's size. The slice may end inside a
-        batch (clients drop a partial trailing batch); only the first batch's
-        header is read. None when the offset is past this segment's data or its
-        batch starts at or after `max_position`.
+        later batch (clients drop a partial trailing batch), but not inside the
+        first: a first batch larger than `max_size` gives a length of 0, as Kafka's
+        fetch replaces such a read with no records (KIP-74; a client given only part
+        of a batch cannot make progress and stops with an error). Only the first
+        batch's header is read. None when the offset is past this segment's data or
+        its batch starts at or after `max_position`.
         """
         if max_size < 0:
             raise ValueError(f"invalid max size {max_size}")
@@ -383,6 +386,8 @@ class LogSegment:
         if start is None or start.position >= limit:
             return None
         adjusted = max(max_size, start.size) if min_one_message else max_size
+        if adjusted < start.size:
+            return start.position, 0
         return start.position, min(limit - start.position, adjusted)
 
     def find_offset_by_timestamp(
