@@ -122,7 +122,7 @@ def _producer_json(tp: tuple[str, int], s: ProducerState) -> dict[str, Any]:
 @transactions.command("describe-producers")
 @wire_options
 @click.option("--topic", required=True, help="Topic name.")
-@click.option("--partition", required=True, type=int, help="Partition number.")
+@click.option("--partition", required=True, type=click.IntRange(min=0), help="Partition number.")
 @click.option("--broker-id", type=int, default=None,
               help="The replica to ask (default: the leader).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line (NDJSON).")
@@ -156,7 +156,7 @@ def describe_producers_cmd(
 @transactions.command()
 @wire_options
 @click.option("--topic", required=True, help="Topic name.")
-@click.option("--partition", required=True, type=int, help="Partition number.")
+@click.option("--partition", required=True, type=click.IntRange(min=0), help="Partition number.")
 @click.option(
     "--start-offset",
     type=int,
@@ -219,7 +219,7 @@ def _hanging_row(tp: tuple[str, int], s: ProducerState, now: int) -> list[Any]:
     help="Search the partitions with a replica on this broker.",
 )
 @click.option("--topic", default=None, help="Only this topic (required with --partition).")
-@click.option("--partition", type=int, default=None, help="Only this partition.")
+@click.option("--partition", type=click.IntRange(min=0), default=None, help="Only this partition.")
 @click.option(
     "--max-transaction-timeout",
     type=click.IntRange(min=0),

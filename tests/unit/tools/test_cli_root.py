@@ -88,3 +88,20 @@ def test_counts_are_singular_for_one(tmp_path: Path) -> None:
     again = CliRunner().invoke(cli, ["log-dirs", "inspect", str(tmp_path)])
     assert again.output.splitlines()[-1].endswith("0 problems, 1 warning"), again.output
     assert cli_module.ALIASES == {"dump-segment": "dump-log-segments"}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["transactions", "find-hanging", "--topic", "t", "--partition", "-3"],
+        ["transactions", "describe-producers", "--topic", "t", "--partition", "-1"],
+        ["transactions", "abort", "--topic", "t", "--partition", "-1", "--start-offset", "0"],
+    ],
+)
+def test_a_negative_partition_is_a_usage_error_before_any_connection(
+    capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
+    # Port 1 on loopback: were it dialled, the error would be a connection one (exit 1).
+    code, err = run_main(capsys, *args, "--bootstrap-server", "127.0.0.1:1")
+    assert code == 2, err
+    assert "--partition" in err and len(err.strip().splitlines()) == 1
