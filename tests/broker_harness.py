@@ -14,6 +14,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 KT = str(Path(sys.executable).with_name("kt"))
 
@@ -96,3 +97,31 @@ class BrokerProcess:
         """Stop cleanly and start again on the same port and data."""
         self.stop()
         return self.start()
+
+
+class RawConnection:
+    """One blocking connection speaking kt.protocol to a broker, for tests that need
+    exact control over a request's fields (versions, session ids, epochs)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        from kt.protocol import ClientConnection
+
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=15)
+        self.conn = ClientConnection()
+
+    def call(self, api_key: int, version: int, body: dict[str, object]) -> Any:
+        """Send one request and return the decoded response body."""
+        _, data = self.conn.send_request(api_key, version, body)
+        self.sock.sendall(data)
+        for _ in range(10_000):
+            chunk = self.sock.recv(1 << 20)
+            assert chunk, "connection closed"
+            responses = self.conn.receive_data(chunk)
+            if responses:
+                return responses[0].body
+        raise AssertionError("no response")
+
+    def close(self) -> None:
+        """Close the socket."""
+        self.sock.close()

@@ -11,12 +11,12 @@
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 from typing import Any
 
 import pytest
+from broker_harness import RawConnection
 
 pytestmark = pytest.mark.integration
 
@@ -36,26 +36,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory):
     b.kill()
 
 
-class Raw:
-    """One connection speaking kt.protocol, for exact control over fetch parameters."""
-
-    def __init__(self, bootstrap: str) -> None:
-        from kt.protocol import ClientConnection
-
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=15)
-        self.conn = ClientConnection()
-
-    def call(self, api_key: int, version: int, body: dict[str, object]) -> Any:
-        _, data = self.conn.send_request(api_key, version, body)
-        self.sock.sendall(data)
-        for _ in range(10_000):
-            chunk = self.sock.recv(1 << 20)
-            assert chunk, "connection closed"
-            responses = self.conn.receive_data(chunk)
-            if responses:
-                return responses[0].body
-        raise AssertionError("no response")
+class Raw(RawConnection):
+    """A raw connection with a Fetch v12 of exact parameters."""
 
     def fetch(
         self,
@@ -98,9 +80,6 @@ class Raw:
                 "rack_id": "",
             },
         )
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def _batches(records: bytes) -> list[tuple[int, int]]:

@@ -13,12 +13,12 @@
 
 from __future__ import annotations
 
-import socket
 import time
 import uuid
 from typing import Any
 
 import pytest
+from broker_harness import RawConnection as Raw
 
 pytestmark = pytest.mark.integration
 
@@ -30,31 +30,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory):
     b = BrokerProcess(tmp_path_factory.mktemp("sessions") / "data", free_port(), {}).start()
     yield b
     b.kill()
-
-
-class Raw:
-    """One connection speaking kt.protocol."""
-
-    def __init__(self, bootstrap: str) -> None:
-        from kt.protocol import ClientConnection
-
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=15)
-        self.conn = ClientConnection()
-
-    def call(self, api_key: int, version: int, body: dict[str, object]) -> Any:
-        _, data = self.conn.send_request(api_key, version, body)
-        self.sock.sendall(data)
-        for _ in range(10_000):
-            chunk = self.sock.recv(1 << 20)
-            assert chunk, "connection closed"
-            responses = self.conn.receive_data(chunk)
-            if responses:
-                return responses[0].body
-        raise AssertionError("no response")
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def _produce(bootstrap: str, topic: str, partition: int, values: list[bytes]) -> None:
