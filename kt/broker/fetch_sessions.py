@@ -258,14 +258,15 @@ class FetchSessionCache:
             return ErrorCode.NONE, INVALID_SESSION_ID, results
         session = ctx.session
         assert session is not None
-        if self._sessions.get(session.id) is not session or session.epoch != ctx.expected_epoch:
+        if session.epoch != ctx.expected_epoch:
             # Another request of this session came in while this one waited (a
-            # client's retry on a new connection): this answer is stale.
+            # client's retry on a new connection): this answer is stale. (A session
+            # evicted meanwhile still answers from what it holds, as Kafka's.)
             return ErrorCode.INVALID_FETCH_SESSION_EPOCH, session.id, []
         out = []
         for part, entry in results:
             if session.partitions.get(part.key) is not part:
-                continue  # forgotten while this request waited
+                continue  # replaced while this request waited
             if part.must_respond(entry, update=True):
                 out.append((part, entry))
                 # Sent: to the back of the session's order.

@@ -18,6 +18,7 @@ from cluster_harness import (
     consume_all,
     controller_id,
     create_topic,
+    kt,
     leader_of,
     live_bootstrap,
     partition_state,
@@ -28,6 +29,7 @@ from cluster_harness import (
     wait_metadata_leader,
     wait_registered,
     wait_zk_leader,
+    zk_json,
 )
 
 from kt.tools.local_cluster import LocalCluster
@@ -385,3 +387,36 @@ def test_pipelined_acks_all_produces_are_answered_in_request_order(cluster: Loca
     assert records[: len(values)] == values and records[-1] == b"after"
     appended = records[len(values) : -1]
     assert appended == pending[: len(appended)], appended
+
+
+def test_a_recreated_topic_is_replicated_again(cluster: LocalCluster) -> None:
+    """A topic deleted and created again under the same name (a new topic id, the
+    same empty partition at leader epoch 0) is fetched by its followers again, their
+    fetchers (and fetch sessions) with the leader kept alive by another topic: every
+    acks=all record to the new topic is acknowledged and the ISR is whole. (The
+    race where the delete and the re-creation both land within one fetch, so the
+    follower's session sees the same partition with a new topic id, is driven
+    deterministically in tests/unit/broker/test_fetch_sessions.py.)"""
+    from confluent_kafka import Producer
+
+    topic = "recreated"
+    leader = wait_controller(cluster)
+    f1, f2 = (b for b in (1, 2, 3) if b != leader)
+    assignment = f"{leader}:{f1}:{f2}"
+    # Keeps each follower's fetcher (and its session) with the leader alive.
+    create_topic(cluster, "recreated-neighbour", "--replica-assignment", assignment)
+    create_topic(cluster, topic, "--replica-assignment", assignment)
+    r = kt("topic", "delete", "-b", live_bootstrap(cluster), "--topic", topic)
+    assert r.exit_code == 0, r.stderr
+    wait_for(lambda: zk_json(cluster, f"/brokers/topics/{topic}") is None, "topic deleted")
+    create_topic(cluster, topic, "--replica-assignment", assignment)
+    assert wait_metadata_leader(cluster, topic, 0) == leader
+    p = Producer({"bootstrap.servers": live_bootstrap(cluster), "acks": "all",
+                  "message.timeout.ms": 15000})  # fmt: skip
+    errors: list[Any] = []
+    for i in range(20):
+        p.produce(topic, f"v{i}".encode(), partition=0,
+                  on_delivery=lambda err, _m: errors.append(err))  # fmt: skip
+    assert p.flush(30) == 0
+    assert errors == [None] * 20
+    wait_for_isr(cluster, topic, 0, [leader, f1, f2])

@@ -173,3 +173,30 @@ def test_kafka_python_consumes_through_an_incremental_session(broker) -> None:
         assert handler.next_metadata.epoch > 3
     finally:
         consumer.close()
+
+
+def test_a_diverging_follower_is_answered_at_once(broker) -> None:
+    """A follower's fetch that finds its log diverging is answered without waiting
+    out max_wait (Kafka answers it at once, so the follower truncates promptly)."""
+    topic = "sessions-diverging"
+    _create(broker.bootstrap, topic, 1)
+    _produce(broker.bootstrap, topic, 0, [b"a", b"b", b"c"])
+    raw = Raw(broker.bootstrap)
+    try:
+        t0 = time.monotonic()
+        resp = raw.call(1, 12, {
+            "replica_id": 7, "max_wait_ms": 8000, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": topic, "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 9,
+                 "last_fetched_epoch": 0, "log_start_offset": 0,
+                 "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": [], "rack_id": ""})  # fmt: skip
+        waited = time.monotonic() - t0
+        part = resp.responses[0].partitions[0]
+        assert part.error_code == 0
+        # Epoch 0 ends at offset 3 here: the follower's offset 9 in epoch 0 diverges.
+        assert (part.diverging_epoch.epoch, part.diverging_epoch.end_offset) == (0, 3)
+        assert waited < 4.0, waited
+    finally:
+        raw.close()

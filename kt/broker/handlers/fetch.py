@@ -55,7 +55,7 @@ async def fetch(ctx: RequestContext, request: Struct) -> Any:
     while True:
         results, total, parts = _read_all(ctx, request, fctx.partitions)
         remaining = deadline - time.monotonic()
-        if total >= request.min_bytes or remaining <= 0 or not parts or _has_error(results):
+        if total >= request.min_bytes or remaining <= 0 or not parts or _answer_now(results):
             break
         # The partitions' shared futures: asyncio.wait leaves them as they are.
         arrived = {p.data_arrived() for p in parts}
@@ -143,8 +143,12 @@ def _by_topic(
     return list(topics.values())
 
 
-def _has_error(results: list[tuple[FetchPartition, dict[str, Any]]]) -> bool:
-    return any(entry["error_code"] != ErrorCode.NONE for _, entry in results)
+def _answer_now(results: list[tuple[FetchPartition, dict[str, Any]]]) -> bool:
+    """An error or a diverging epoch (a follower must truncate) ends the wait, as in
+    Kafka's fetchMessages."""
+    return any(
+        entry["error_code"] != ErrorCode.NONE or "diverging_epoch" in entry for _, entry in results
+    )
 
 
 def _read_all(

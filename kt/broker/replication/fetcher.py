@@ -263,9 +263,9 @@ def _topic_uuid(topic_id: bytes) -> uuid.UUID:
 
 
 # What a leader's fetch session caches for one partition, as this follower last
-# sent it: (fetch offset, current leader epoch, last fetched epoch, log start
-# offset, max bytes). A partition is named again only when this changes.
-_SessionParams = tuple[int, int, int, int, int]
+# sent it: (topic id, fetch offset, current leader epoch, last fetched epoch, log
+# start offset, max bytes). A partition is named again only when this changes.
+_SessionParams = tuple[bytes, int, int, int, int, int]
 
 
 class FollowerFetchSession:
@@ -291,12 +291,20 @@ class FollowerFetchSession:
 
     def plan(
         self, wanted: Mapping[TopicPartition, _SessionParams]
-    ) -> tuple[list[TopicPartition], list[TopicPartition]]:
-        """(partitions to name, partitions to forget) for a request wanting `wanted`."""
+    ) -> tuple[list[TopicPartition], list[tuple[TopicPartition, bytes]]]:
+        """(partitions to name, (partition, topic id) to forget) for a request
+        wanting `wanted`. A partition whose topic was recreated (same name, a new
+        topic id) starts the session over: the leader's session holds it under the
+        old id, which a name-keyed (v12) session could not tell from the new."""
+        if not self.full and any(
+            tp in self.partitions and self.partitions[tp][0] != params[0]
+            for tp, params in wanted.items()
+        ):
+            self.failed()
         if self.full:
             return list(wanted), []
         send = [tp for tp, params in wanted.items() if self.partitions.get(tp) != params]
-        forget = [tp for tp in self.partitions if tp not in wanted]
+        forget = [(tp, p[0]) for tp, p in self.partitions.items() if tp not in wanted]
         return send, forget
 
     def answered(
@@ -313,6 +321,12 @@ class FollowerFetchSession:
         if self.full:
             self.id = session_id
             self.epoch = next_epoch(INITIAL_EPOCH) if session_id != INVALID_SESSION_ID else 0
+        elif session_id == INVALID_SESSION_ID:
+            # The leader ended the session with this answer (still a valid one):
+            # the next request is full (Kafka's FetchSessionHandler does the same).
+            self.id, self.epoch = INVALID_SESSION_ID, INITIAL_EPOCH
+            self.partitions = {}
+            return True
         else:
             self.epoch = next_epoch(self.epoch)
         self.partitions = dict(wanted)
@@ -350,8 +364,6 @@ class ReplicaFetcher:
         self._states: dict[TopicPartition, _FetchState] = {}
         #: the incremental fetch session with the source broker
         self.session = FollowerFetchSession()
-        # Topic ids of the topics fetched, for forgetting a partition whose state is gone.
-        self._topic_ids: dict[str, uuid.UUID] = {}
         self._task: asyncio.Task[None] | None = None
         self._wakeup = asyncio.Event()
         self._stopping = False
@@ -456,8 +468,9 @@ class ReplicaFetcher:
                 continue
             fetch_offset = part.log_end_offset
             sent[tp] = _Sent(part, fetch_offset, part.leader_epoch)
-            wanted[tp] = (fetch_offset, part.leader_epoch, part.last_fetched_epoch(),
-                          part.log_start_offset, self.config.max_bytes)  # fmt: skip
+            wanted[tp] = (bytes(part.topic_id), fetch_offset, part.leader_epoch,
+                          part.last_fetched_epoch(), part.log_start_offset,
+                          self.config.max_bytes)  # fmt: skip
         if not sent:
             return None
         send, forget = self.session.plan(wanted)
@@ -471,7 +484,7 @@ class ReplicaFetcher:
                     "topic_id": _topic_uuid(part.topic_id),
                     "partitions": [],
                 }
-            fetch_offset, leader_epoch, last_epoch, log_start, max_bytes = wanted[tp]
+            _, fetch_offset, leader_epoch, last_epoch, log_start, max_bytes = wanted[tp]
             topic["partitions"].append(
                 {
                     "partition": tp.partition,
@@ -482,15 +495,13 @@ class ReplicaFetcher:
                     "partition_max_bytes": max_bytes,
                 }
             )
-        forgotten: dict[str, dict[str, Any]] = {}
-        for tp in forget:
-            entry = forgotten.get(tp.topic)
+        forgotten: dict[tuple[str, bytes], dict[str, Any]] = {}
+        for tp, topic_id in forget:
+            entry = forgotten.get((tp.topic, topic_id))
             if entry is None:
-                # A forgotten partition may be gone from our states (removed).
-                topic_id = self._topic_ids.get(tp.topic)
-                entry = forgotten[tp.topic] = {
+                entry = forgotten[(tp.topic, topic_id)] = {
                     "topic": tp.topic,
-                    "topic_id": topic_id or uuid.UUID(int=0),
+                    "topic_id": _topic_uuid(topic_id),
                     "partitions": [],
                 }
             entry["partitions"].append(tp.partition)
@@ -506,8 +517,6 @@ class ReplicaFetcher:
             topics=list(topics.values()),
             forgotten_topics_data=list(forgotten.values()),
         )
-        for tp, s in sent.items():
-            self._topic_ids[tp.topic] = _topic_uuid(s.partition.topic_id)
         return request, sent, wanted
 
     async def fetch_once(self) -> bool:
@@ -552,6 +561,9 @@ class ReplicaFetcher:
         for topic in response.responses:
             name = topic.topic if topic.topic else by_id.get(topic.topic_id)
             if name is None:
+                # A topic the leader's session holds that we do not fetch (it cannot
+                # be forgotten by a name we no longer know): start over.
+                self.session.failed()
                 continue
             for p in topic.partitions:
                 tp = TopicPartition(name, p.partition_index)

@@ -148,6 +148,18 @@ def test_a_duplicate_request_answered_late_gets_an_epoch_error() -> None:
     assert (error, out) == (ErrorCode.INVALID_FETCH_SESSION_EPOCH, [])
 
 
+def test_a_session_evicted_while_its_fetch_waited_still_answers_it() -> None:
+    cache = FetchSessionCache(rng=ids())
+    sid = open_session(cache, [fp(0)])
+    ctx = cache.new_context(sid, 1, [], [], privileged=True, uses_topic_ids=False, now_ms=1)
+    cache.remove(sid)
+    error, out_sid, out = cache.finish(ctx, [(ctx.partitions[0], entry(0, hw=4))], 2)
+    assert (error, out_sid, len(out)) == (ErrorCode.NONE, sid, 1)
+    # The fetcher's next incremental request finds no session and starts over.
+    again = cache.new_context(sid, 2, [], [], privileged=True, uses_topic_ids=False, now_ms=3)
+    assert again.error == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+
+
 def test_forgetting_every_partition_closes_the_session_and_full_requests_close_theirs() -> None:
     cache = FetchSessionCache(rng=ids())
     sid = open_session(cache, [fp(0), fp(1)])
@@ -210,8 +222,11 @@ def test_no_slots_means_no_sessions() -> None:
 T0, T1, T2 = (TopicPartition("t", i) for i in range(3))
 
 
-def params(offset: int, epoch: int = 0) -> tuple[int, int, int, int, int]:
-    return (offset, epoch, epoch, 0, 1 << 20)
+TID, TID2 = b"\1" * 16, b"\2" * 16
+
+
+def params(offset: int, epoch: int = 0, tid: bytes = TID) -> tuple[bytes, int, int, int, int, int]:
+    return (tid, offset, epoch, epoch, 0, 1 << 20)
 
 
 def test_follower_session_names_only_what_changed() -> None:
@@ -224,9 +239,31 @@ def test_follower_session_names_only_what_changed() -> None:
     wanted = {T0: params(5), T1: params(0), T2: params(0)}
     assert s.plan(wanted) == ([T0, T2], [])
     assert s.answered(wanted, ErrorCode.NONE, 77) and s.epoch == 2
-    # T1 left (moved to another leader): forgotten; a new leader epoch for T0 is named.
+    # T1 left (moved to another leader): forgotten under its topic id; a new leader
+    # epoch for T0 is named.
     wanted = {T0: params(5, epoch=1), T2: params(0)}
-    assert s.plan(wanted) == ([T0], [T1])
+    assert s.plan(wanted) == ([T0], [(T1, TID)])
+
+
+def test_follower_session_starts_over_when_a_topic_is_recreated() -> None:
+    # Same name, new topic id, even with the same offsets and epochs: the leader's
+    # session holds the partition under the old id, so the session starts over (a
+    # full request closes it) instead of going on with an orphan.
+    s = FollowerFetchSession()
+    wanted = {T0: params(0), T1: params(0)}
+    s.answered(wanted, ErrorCode.NONE, 77)
+    again = {T0: params(0, tid=TID2), T1: params(0)}
+    assert s.plan(again) == ([T0, T1], [])
+    assert (s.id, s.full) == (77, True)
+
+
+def test_follower_session_ends_when_the_leader_answers_without_one() -> None:
+    s = FollowerFetchSession()
+    wanted = {T0: params(0)}
+    s.answered(wanted, ErrorCode.NONE, 77)
+    # An incremental answer with session id 0: valid, but the session is over.
+    assert s.answered(wanted, ErrorCode.NONE, 0)
+    assert (s.id, s.full) == (0, True)
 
 
 def test_follower_session_starts_over_after_errors() -> None:
