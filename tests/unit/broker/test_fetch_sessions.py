@@ -291,3 +291,14 @@ def test_full_request_with_unknown_session_id_is_not_an_error(epoch: int) -> Non
     ctx = cache.new_context(12345, epoch, [fp(0)], [], privileged=True,
                             uses_topic_ids=False, now_ms=0)  # fmt: skip
     assert ctx.kind in ("full", "sessionless") and ctx.error == ErrorCode.NONE
+
+
+def test_broker_config_sizes_the_cache() -> None:
+    from kt.broker.config import ConfigError, load_config
+
+    cfg = load_config(None, {})
+    assert cfg.get_int("max.incremental.fetch.session.cache.slots") == 1000  # Kafka's default
+    cfg = load_config(None, {"max.incremental.fetch.session.cache.slots": "0"})
+    assert not cfg.unknown_keys  # a known key, and 0 (no sessions) is allowed
+    with pytest.raises(ConfigError, match=r"cache\.slots must be >= 0"):
+        load_config(None, {"max.incremental.fetch.session.cache.slots": "-1"})
