@@ -68,7 +68,7 @@ class FetchPartition:
     session also what the fetcher was last told (to leave unchanged ones out)."""
 
     key: PartitionKey
-    topic: str | None  # None: an unknown topic id (answered UNKNOWN_TOPIC_ID)
+    topic: str | None  # None when the fetch names topics by id (resolved per read)
     topic_id: uuid.UUID | None  # set when the session or request speaks topic ids
     partition: int
     fetch_offset: int
@@ -90,10 +90,10 @@ class FetchPartition:
         self.last_fetched_epoch = other.last_fetched_epoch
         self.log_start_offset = other.log_start_offset
 
-    def must_respond(self, entry: dict[str, Any], update: bool) -> bool:
+    def must_respond(self, entry: dict[str, Any]) -> bool:
         """Whether an incremental response must carry this partition's `entry`
-        (Kafka's CachedPartition.maybeUpdateResponseData); with `update`, remember
-        what it says. An error always goes out, and forgets the HW sent so the
+        (Kafka's CachedPartition.maybeUpdateResponseData), remembering what it says
+        for the next one. An error always goes out, and forgets the HW sent so the
         partition is sent again once the error clears."""
         respond = False
         records = entry.get("records")
@@ -114,9 +114,8 @@ class FetchPartition:
         if entry.get("preferred_read_replica", -1) >= 0:
             respond = True
         error = entry.get("error_code", ErrorCode.NONE) != ErrorCode.NONE
-        if update:
-            self.high_watermark, self.last_stable_offset = (-1, -1) if error else (hw, lso)
-            self.leader_log_start_offset = start
+        self.high_watermark, self.last_stable_offset = (-1, -1) if error else (hw, lso)
+        self.leader_log_start_offset = start
         return respond or error
 
 
@@ -252,7 +251,7 @@ class FetchSessionCache:
             session = self._maybe_create(ctx.privileged, ctx.uses_topic_ids, len(results), now_ms)
             if session is not None:
                 for part, entry in results:
-                    part.must_respond(entry, update=True)
+                    part.must_respond(entry)
                     session.partitions[part.key] = part
                 return ErrorCode.NONE, session.id, results
             return ErrorCode.NONE, INVALID_SESSION_ID, results
@@ -267,7 +266,7 @@ class FetchSessionCache:
         for part, entry in results:
             if session.partitions.get(part.key) is not part:
                 continue  # replaced while this request waited
-            if part.must_respond(entry, update=True):
+            if part.must_respond(entry):
                 out.append((part, entry))
                 # Sent: to the back of the session's order.
                 del session.partitions[part.key]

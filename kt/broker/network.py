@@ -424,7 +424,9 @@ class NetworkServer:
             # Small records: copied, and the frame leaves in one write.
             writer.write(
                 b"".join(
-                    _pread_exactly(*p.source, p.length) if isinstance(p, ExternalRecords) else p
+                    _pread_exactly(p.source[0], p.source[1], p.length)
+                    if isinstance(p, ExternalRecords)
+                    else p
                     for p in parts
                 )
             )
@@ -441,7 +443,7 @@ class NetworkServer:
                     assert writer.transport is not None
                     await loop.sendfile(writer.transport, _as_file(fd), position, part.length)
                 except (NotImplementedError, RuntimeError):
-                    writer.write(os.pread(fd, part.length, position))
+                    writer.write(_pread_exactly(fd, position, part.length))
             else:
                 writer.write(part)
         await writer.drain()

@@ -1,12 +1,14 @@
 """Fetch: record batches from partition logs, with long polling.
 
-The response's records are slices of segment files, sent with sendfile; nothing
-is decoded. A fetch waits up to `max_wait_ms` until `min_bytes` are available and
-answers as soon as an append makes them so. `max_bytes` and each partition's
-`partition_max_bytes` bound the response, except that the first batch of the
-first partition with data is always returned whole (so a consumer can never get
-stuck behind a batch larger than its limits). Versions below 4 are answered with
-UNSUPPORTED_VERSION, as Apache Kafka 4.0 does.
+The response's records are slices of segment files, handed to the network layer
+(sendfile, or one copied write when small); nothing is decoded. A fetch waits up to
+`max_wait_ms` until `min_bytes` are available and answers as soon as an append
+makes them so. `max_bytes` and each partition's `partition_max_bytes` bound the
+response, except that the first batch of the first partition with data is always
+returned whole (so a consumer can never get stuck behind a batch larger than its
+limits); a later partition whose first batch does not fit gets nothing, never part
+of it. Versions below 4 are answered with UNSUPPORTED_VERSION, as Apache Kafka 4.0
+does.
 
 From v7 a fetcher may keep an incremental fetch session (KIP-227,
 `kt.broker.fetch_sessions`): its requests then name only partitions that changed
@@ -80,13 +82,11 @@ def _session_context(ctx: RequestContext, request: Struct) -> FetchContext:
     requests are sessionless)."""
     version = ctx.version
     uses_ids = version >= 13
-    metadata = ctx.broker.metadata
     requested: list[FetchPartition] = []
     for topic in request.topics:
+        # By id, the name is looked up at each read (_read_all), not here as well.
         if uses_ids:
-            tid = topic.topic_id.bytes
-            info = metadata.by_id(tid)
-            name, topic_id, key_topic = (info.name if info else None), topic.topic_id, tid
+            name, topic_id, key_topic = None, topic.topic_id, topic.topic_id.bytes
         else:
             name, topic_id, key_topic = topic.topic, None, topic.topic
         for p in topic.partitions:
@@ -178,10 +178,10 @@ def _read_all(
         results.append((p, entry))
         name = p.topic
         if uses_ids and isinstance(p.key[0], bytes):
-            # Again on every read: a session's cached partition outlives its topic
+            # On every read: a session's cached partition outlives its topic
             # (deleted, or recreated under the same name with a new id).
             info = broker.metadata.by_id(p.key[0])
-            name = p.topic = info.name if info else None
+            name = info.name if info else None
         if name is None:
             entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
             continue

@@ -315,8 +315,7 @@ class FollowerFetchSession:
         if error != ErrorCode.NONE:
             if error == ErrorCode.FETCH_SESSION_ID_NOT_FOUND:
                 self.id = INVALID_SESSION_ID
-            self.epoch = INITIAL_EPOCH
-            self.partitions = {}
+            self.failed()
             return False
         if self.full:
             self.id = session_id
@@ -324,8 +323,8 @@ class FollowerFetchSession:
         elif session_id == INVALID_SESSION_ID:
             # The leader ended the session with this answer (still a valid one):
             # the next request is full (Kafka's FetchSessionHandler does the same).
-            self.id, self.epoch = INVALID_SESSION_ID, INITIAL_EPOCH
-            self.partitions = {}
+            self.id = INVALID_SESSION_ID
+            self.failed()
             return True
         else:
             self.epoch = next_epoch(self.epoch)

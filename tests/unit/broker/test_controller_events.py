@@ -735,6 +735,16 @@ async def _join_isr(
     return answers[tp]
 
 
+async def _move_off_dead_broker_2(c: KafkaController, zk: FakeZk, tp: TopicPartition) -> None:
+    """Broker 2 dies, then `tp` is reassigned from [1, 2] to [1, 3] and 3 joins the
+    ISR: the reassignment completes while 2 is down (no StopReplica reaches it)."""
+    zk.remove_broker(2)
+    await settle()
+    await _alter(c, tp, [1, 3])
+    await settle()
+    await _join_isr(c, zk, tp, (1, 3))
+
+
 def _four_brokers() -> FakeZk:
     zk = three_brokers()
     zk.add_broker(4, fire=False)
@@ -953,11 +963,7 @@ def test_removed_replica_dead_at_completion_learns_it_is_stray_when_it_returns()
         zk.topics["t"] = TopicReplicas(bytes(16), {0: [1, 2], 1: [2, 1]})
         c, rec = await started(zk)
         tp = TP("t", 0)
-        zk.remove_broker(2)
-        await settle()
-        await _alter(c, tp, [1, 3])
-        await settle()
-        await _join_isr(c, zk, tp, (1, 3))
+        await _move_off_dead_broker_2(c, zk, tp)
         assert zk.topics["t"].partitions[0] == [1, 3] and not zk.topics["t"].removing
         assert not rec.of("StopReplica", 2)
         rec.sent.clear()
@@ -991,11 +997,7 @@ def test_returning_broker_that_hosts_nothing_gets_an_empty_full_leader_and_isr()
         zk.topics["t"] = TopicReplicas(bytes(16), {0: [1, 2]})
         c, rec = await started(zk)
         tp = TP("t", 0)
-        zk.remove_broker(2)
-        await settle()
-        await _alter(c, tp, [1, 3])
-        await settle()
-        await _join_isr(c, zk, tp, (1, 3))
+        await _move_off_dead_broker_2(c, zk, tp)
         rec.sent.clear()
         zk.add_broker(2)
         await settle()
