@@ -194,11 +194,13 @@ def tick_time_for(session_timeout_ms: int) -> int:
     """The tickTime an operator would give ZooKeeper for brokers with this session
     timeout: ZooKeeper expires sessions in tickTime buckets, so a dead broker's
     session ends up to one tick after its timeout, and that lag is part of every
-    failover. A twentieth of the timeout bounds it to 5% (900 ms for Kafka's default
-    18 s, 300 ms for 6 s), at most the usual 2000 ms and at least 100 ms; the
-    timeout stays within ZooKeeper's allowed 2 to 20 ticks. A standalone server's
-    tick costs nothing measurable (its session tracker wakes once per tick)."""
-    return max(100, min(DEFAULT_TICK_TIME_MS, session_timeout_ms // 20))
+    failover. A sixtieth of the timeout bounds it under 2% (300 ms for Kafka's
+    default 18 s, 100 ms for 6 s), at most the usual 2000 ms and at least 100 ms.
+    ZooKeeper lets a session last 2 ticks to `maxSessionTimeout`, which zoo.cfg
+    sets to the usual 40 s, so any timeout a broker asks for is granted. A
+    standalone server's tick costs nothing measurable (its session tracker wakes
+    once per tick; ticks also pace an ensemble's followers, which it has none of)."""
+    return max(100, min(DEFAULT_TICK_TIME_MS, session_timeout_ms // 60))
 
 
 @dataclass
