@@ -5,6 +5,7 @@ action path (against a fake ClusterActions)."""
 from __future__ import annotations
 
 import asyncio
+import sys
 
 import tui_fakes as fakes
 from textual.widgets import DataTable, Input, Select
@@ -345,3 +346,42 @@ def test_sampler_may_be_synchronous() -> None:
 
     asyncio.run(go())
     assert sampler.closed
+
+
+@fakes.run_async
+async def test_each_screen_draws_once_when_mounted(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Textual calls every class's on_mount along the MRO, the base screen's too: a
+    screen calling super().on_mount() as well drew itself twice on every mount."""
+    from kt.tui.screens.base import DashboardScreen
+    from kt.tui.screens.brokers import BrokersScreen
+    from kt.tui.screens.reassignments import ReassignmentsScreen
+    from kt.tui.screens.transactions import TransactionsScreen
+
+    draws: dict[int, int] = {}
+    original = DashboardScreen.redraw
+
+    def counting(self: DashboardScreen) -> None:
+        caller = sys._getframe(1).f_code.co_name
+        if caller == "on_mount":
+            draws[id(self)] = draws.get(id(self), 0) + 1
+        original(self)
+
+    monkeypatch.setattr(DashboardScreen, "redraw", counting)
+    app = fakes.fake_app()
+    seen: set[type] = set()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await _started(app, pilot)
+        seen.add(type(app.screen))
+        for keys in (("2",), ("3",), ("4",), ("5",), ("6",), ("2", "down", "enter"),
+                     ("3", "down", "enter")):  # fmt: skip
+            await pilot.press("escape", *keys)
+            await pilot.pause()
+            seen.add(type(app.screen))
+        for screen in (ReassignmentsScreen(), TransactionsScreen()):
+            await app.push_screen(screen)
+            await pilot.pause()
+            seen.add(type(app.screen))
+    assert {BrokersScreen, TopicDetailScreen, GroupDetailScreen, MessagesScreen,
+            ReassignmentsScreen, TransactionsScreen} <= seen  # fmt: skip
+    assert draws, "no screen drew on mount"
+    assert set(draws.values()) == {1}, draws

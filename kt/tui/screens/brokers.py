@@ -73,7 +73,6 @@ class BrokersScreen(DashboardScreen):
         yield parts
 
     def on_mount(self) -> None:
-        super().on_mount()
         self.query_one("#broker-list", DataTable).focus()
 
     def refresh_view(self) -> None:

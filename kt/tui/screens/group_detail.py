@@ -47,7 +47,6 @@ class GroupDetailScreen(DashboardScreen):
         yield lags
 
     def on_mount(self) -> None:
-        super().on_mount()
         self.query_one("#lags", DataTable).focus()
 
     def refresh_view(self) -> None:

@@ -46,7 +46,6 @@ class GroupsScreen(DashboardScreen):
         yield table
 
     def on_mount(self) -> None:
-        super().on_mount()
         self.query_one("#groups", DataTable).focus()
 
     def refresh_view(self) -> None:

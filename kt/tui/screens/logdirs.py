@@ -31,7 +31,6 @@ class LogDirsScreen(DashboardScreen):
         yield table
 
     def on_mount(self) -> None:
-        super().on_mount()
         self.query_one("#logdirs", DataTable).focus()
 
     def refresh_view(self) -> None:

@@ -108,7 +108,6 @@ class MessagesScreen(DashboardScreen):
             yield Static(id="record-body")
 
     def on_mount(self) -> None:
-        super().on_mount()
         topic = self.query_one("#msg-topic", Input)
         snap = self.snapshot
         if not topic.value and snap is not None:

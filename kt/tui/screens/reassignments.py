@@ -152,7 +152,6 @@ class ReassignmentsScreen(DashboardScreen):
         yield others
 
     def on_mount(self) -> None:
-        super().on_mount()
         self.query_one("#reassignments", DataTable).focus()
 
     def refresh_view(self) -> None:

@@ -98,7 +98,6 @@ class TopicDetailScreen(DashboardScreen):
 
     def on_mount(self) -> None:
         self.kt.watch_topic(self.topic)
-        super().on_mount()
         self.query_one("#partitions", DataTable).focus()
 
     def on_screen_resume(self) -> None:

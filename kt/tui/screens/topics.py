@@ -77,7 +77,6 @@ class TopicsScreen(DashboardScreen):
         yield table
 
     def on_mount(self) -> None:
-        super().on_mount()
         self.query_one("#topics", DataTable).focus()
 
     def refresh_view(self) -> None:

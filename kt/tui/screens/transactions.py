@@ -65,7 +65,6 @@ class TransactionsScreen(DashboardScreen):
         yield table
 
     def on_mount(self) -> None:
-        super().on_mount()
         self.query_one("#transactions", DataTable).focus()
 
     def refresh_view(self) -> None:
