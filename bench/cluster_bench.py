@@ -55,6 +55,7 @@ from failover_timeline import (  # noqa: E402
     report,
     steps_of,
 )
+from replication_floor import page_cache_probe  # noqa: E402
 
 from kt.tools.local_cluster import LocalCluster  # noqa: E402
 
@@ -200,6 +201,10 @@ def latency(
     followers' fetch."""
     from confluent_kafka import Producer
 
+    # As before each produce row: the page cache's dirty pages from earlier parts
+    # (GBs of them after the produce rows) are written back first, so the kernel's
+    # writeback of those does not throttle this run's appends.
+    os.sync()
     reader = subprocess.Popen(
         [sys.executable, "-c", _LATENCY_READER, bootstrap, topic, "3"],
         stdout=subprocess.PIPE,
@@ -535,6 +540,9 @@ def main() -> None:
           f"min.insync.replicas={MIN_ISR} on RF=3 topics; {os.cpu_count()} cores, "
           f"load average {load0[0]:.1f} at the start", flush=True)  # fmt: skip
     with bench_cluster("kt-cluster-bench-") as (cluster, zk):
+        probe0 = page_cache_probe(cluster.directory)
+        print(f"page-cache writes: {probe0[0]:.0f} MB/s, {probe0[1]:.2f} CPU s per GB",
+              flush=True)  # fmt: skip
         print("1. produce (kcat, 1 KiB records)", flush=True)
         cpu: dict[int, list[float]] = {1: [], 3: []}
         kcat_cpu: dict[int, list[float]] = {1: [], 3: []}
@@ -565,6 +573,7 @@ def main() -> None:
         fo = failover(cluster, zk, args.kills)
         print(f"4. follower catch-up ({args.catchup_mib} MiB)", flush=True)
         cu = catch_up(cluster, zk, args.catchup_mib << 20)
+        probe1 = page_cache_probe(cluster.directory)
     load1 = os.getloadavg()
     acks = [r["ack"] for r in fo]
     gone = [r["gone"] for r in fo]
@@ -608,6 +617,9 @@ def main() -> None:
         f"{cu['isr']:.1f} s from start (to ready: {cu['start']:.1f} s)")  # fmt: skip
     row("  to the leader's log bytes", f"{cu['mb_leo']:.0f} MB/s",
         f"produce: {cu['produce']:.0f} MB/s")  # fmt: skip
+    row("page-cache writes, 256 MiB to a new file",
+        f"{probe0[0]:.0f} / {probe1[0]:.0f} MB/s", "at the start / the end",
+        f"{probe0[1]:.2f} / {probe1[1]:.2f} CPU s per GB (the machine's state)")  # fmt: skip
     took = time.monotonic() - t_start
     print(f"(load average {load0[0]:.1f} -> {load1[0]:.1f} on {os.cpu_count()} cores; "
           f"run took {took:.0f} s; python {sys.version.split()[0]})")  # fmt: skip

@@ -178,6 +178,27 @@ def follower(port: int, log_path: str, fetch_max: int) -> None:
     print(f"{_cpu() - cpu0:.6f}", flush=True)
 
 
+def page_cache_probe(directory: str | Path, mib: int = 256) -> tuple[float, float]:
+    """MB/s and CPU seconds per GB of writing `mib` MiB to a new file in 1 MiB pwrites,
+    the file then deleted. On this project's VMs the figure swings several-fold from
+    one minute to the next (how much of the guest's free memory the host still backs:
+    a page written for the first time in a while costs the host a fault), and every
+    broker figure moves with it, so the benches print it beside theirs."""
+    data = os.urandom(CHUNK)
+    path = Path(directory) / f".page-cache-probe-{os.getpid()}"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        cpu0, start = _cpu(), time.perf_counter()
+        for i in range(mib):
+            os.pwrite(fd, data, i * CHUNK)
+        elapsed, used = time.perf_counter() - start, _cpu() - cpu0
+    finally:
+        os.close(fd)
+        path.unlink()
+    gb = mib * CHUNK / 1e9
+    return gb * 1e3 / elapsed, used / gb
+
+
 # --- driver ---------------------------------------------------------------------------------
 
 
@@ -250,6 +271,7 @@ def main() -> None:
     rates: dict[int, list[float]] = {1: [], 3: []}
     cpus: dict[int, list[dict[str, float]]] = {1: [], 3: []}
     with tempfile.TemporaryDirectory(prefix="kt-floor-", dir=args.dir) as tmp:
+        probe0 = page_cache_probe(tmp)
         for r in range(args.rounds):
             for rf in (1, 3):
                 mb, cpu = run(rf, args.mib, Path(tmp), args.fetch_kib << 10)
@@ -258,6 +280,7 @@ def main() -> None:
                 shares = ", ".join(f"{k} {v:.2f}" for k, v in cpu.items())
                 print(f"  RF={rf} round {r + 1}: {mb:6.0f} MB/s; CPU s per GB: {shares}",
                       flush=True)  # fmt: skip
+        probe1 = page_cache_probe(tmp)
     med = {rf: sorted(v)[len(v) // 2] for rf, v in rates.items()}
     total = {rf: sorted(sum(c.values()) for c in cs)[len(cs) // 2] for rf, cs in cpus.items()}
     print()
@@ -265,6 +288,8 @@ def main() -> None:
           f"ratio {med[3] / med[1]:.2f}")  # fmt: skip
     print(f"CPU s per GB, all processes: RF=3 {total[3]:.2f}, RF=1 {total[1]:.2f}, "
           f"ratio {total[3] / total[1]:.2f}")  # fmt: skip
+    print(f"page-cache writes (256 MiB to a new file) at the start / end: {probe0[0]:.0f} / "
+          f"{probe1[0]:.0f} MB/s, {probe0[1]:.2f} / {probe1[1]:.2f} CPU s per GB")  # fmt: skip
     print(f"(medians of {args.rounds}; {args.mib} MiB a run; fetches of {args.fetch_kib} KiB; "
           f"{os.cpu_count()} cores; load "
           f"average {load0:.1f} -> {os.getloadavg()[0]:.1f})")  # fmt: skip
