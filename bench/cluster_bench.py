@@ -4,7 +4,8 @@ Run by hand (not a test):  .venv/bin/python bench/cluster_bench.py [--quick]
 
 Prints, for 1 KiB records, each figure beside a baseline measured in the same run:
 - produce MB/s with kcat (librdkafka, C), RF=3 acks=all against RF=1 acks=1 on the
-  same 3-broker cluster (rows alternate so drift in the machine's load hits both);
+  same 3-broker cluster (rows alternate so drift in the machine's load hits both),
+  with the brokers' and kcat's CPU seconds per GB (they share the machine's cores);
 - end-to-end latency p50/p99 at a steady 20 MB/s, RF=3 acks=all, against RF=1 acks=1
   at the same rate (timestamps in the payload, producer and consumer in separate
   processes), with the rate each run achieved;
@@ -17,6 +18,10 @@ Prints, for 1 KiB records, each figure beside a baseline measured in the same ru
 - follower catch-up: a follower stopped, N MiB written, the follower started; MB/s
   until it is back in the ISR and until its log holds the leader's bytes, against
   kcat consuming the same N MiB from the leader.
+
+It also measures the page cache's write cost (bench/replication_floor.py's probe) at
+its start and end: on this project's VMs it swings several-fold minute to minute and
+every figure above moves with it.
 
 `--failover-only` runs only the failover part; with `--timeline` the brokers log
 their kt.timeline marks (KT_DEBUG_LOGGERS=kt.timeline) and the run ends with the
