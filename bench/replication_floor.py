@@ -36,6 +36,10 @@ import threading
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from broker_harness import free_port
+
 CHUNK = 1 << 20
 _LEN = struct.Struct(">I")
 _OFF = struct.Struct(">q")
@@ -208,15 +212,9 @@ def _spawn(*args: str) -> subprocess.Popen[str]:
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def run(rf: int, mib: int, directory: Path, fetch_max: int) -> tuple[float, dict[str, float]]:
     """One run: MB/s and CPU seconds per GB of each role."""
-    port = _free_port()
+    port = free_port()
     chunks = mib
     lead = _spawn("leader", str(port), str(directory / "leader.log"), str(rf - 1), str(fetch_max))
     assert lead.stdout is not None
