@@ -59,6 +59,8 @@ class DashboardScreen(Screen[None]):
         yield from ()
 
     def on_mount(self) -> None:
+        # Textual calls this itself after a subclass's own on_mount (it dispatches
+        # handlers along the MRO), so subclasses must not call super().on_mount().
         self.sub_title = self.TITLE_TEXT
         self.redraw()
 
