@@ -20,6 +20,9 @@ the same file system.
 Each figure beside the other in the same run: MB/s, and each process's CPU seconds per
 GB (user + system). The chunks go through the kernel as a broker's would: written to
 the page cache once per replica, copied over loopback twice per follower.
+`--fetch-kib` sets the followers' fetch size (replica.fetch.max.bytes), `--dir` where
+the log files go; the run also measures the page cache's write cost at its start and
+end (`page_cache_probe`, which cluster_bench.py uses too).
 """
 
 from __future__ import annotations
@@ -52,6 +55,15 @@ def _recv_exactly(sock: socket.socket, view: memoryview) -> None:
         if n == 0:
             raise ConnectionError("peer closed")
         got += n
+
+
+def _recv_chunk(sock: socket.socket, view: memoryview) -> int:
+    """Receive one length-prefixed chunk into the front of `view`; its length."""
+    header = bytearray(_LEN.size)
+    _recv_exactly(sock, memoryview(header))
+    (n,) = _LEN.unpack(header)
+    _recv_exactly(sock, view[:n])
+    return int(n)
 
 
 def _cpu() -> float:
@@ -138,17 +150,13 @@ def leader(port: int, log_path: str, followers: int, fetch_max: int) -> None:
         with cond:
             ends[i] = 0
         threading.Thread(target=serve, args=(i, s), daemon=True).start()
-    buf = bytearray(CHUNK)
-    view = memoryview(buf)
-    hdr = bytearray(_LEN.size)
+    view = memoryview(bytearray(CHUNK))
     position = 0
     while True:
         try:
-            _recv_exactly(prod, memoryview(hdr))
+            n = _recv_chunk(prod, view)
         except ConnectionError:
             break
-        (n,) = _LEN.unpack(hdr)
-        _recv_exactly(prod, view[:n])
         os.pwrite(fd, view[:n], position)
         position += n
         with cond:
@@ -163,20 +171,16 @@ def follower(port: int, log_path: str, fetch_max: int) -> None:
     sock = socket.create_connection(("127.0.0.1", port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    buf = bytearray(fetch_max)
-    view = memoryview(buf)
-    hdr = bytearray(_LEN.size)
+    view = memoryview(bytearray(fetch_max))
     offset = 0
     cpu0 = _cpu()
     print("ready", flush=True)
     while True:
         try:
             sock.sendall(_OFF.pack(offset))
-            _recv_exactly(sock, memoryview(hdr))
-        except (ConnectionError, BrokenPipeError):
+            n = _recv_chunk(sock, view)
+        except ConnectionError:  # BrokenPipeError is one
             break
-        (n,) = _LEN.unpack(hdr)
-        _recv_exactly(sock, view[:n])
         os.pwrite(fd, view[:n], offset)
         offset += n
     print(f"{_cpu() - cpu0:.6f}", flush=True)
