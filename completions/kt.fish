@@ -61,8 +61,16 @@ function __kt_child --argument-names path word
             echo 'kt cluster describe'
         case 'kt cluster/down'
             echo 'kt cluster down'
+        case 'kt cluster/logs'
+            echo 'kt cluster logs'
+        case 'kt cluster/restart'
+            echo 'kt cluster restart'
+        case 'kt cluster/start'
+            echo 'kt cluster start'
         case 'kt cluster/status'
             echo 'kt cluster status'
+        case 'kt cluster/stop'
+            echo 'kt cluster stop'
         case 'kt cluster/up'
             echo 'kt cluster up'
         case 'kt compaction/estimate'
@@ -229,7 +237,31 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt cluster down/--timeout'
             echo 1
+        case 'kt cluster logs/--dir'
+            echo 1
+        case 'kt cluster logs/--broker'
+            echo 1
+        case 'kt cluster logs/-n' 'kt cluster logs/--lines'
+            echo 1
+        case 'kt cluster restart/--dir'
+            echo 1
+        case 'kt cluster restart/--broker'
+            echo 1
+        case 'kt cluster restart/--timeout'
+            echo 1
+        case 'kt cluster start/--dir'
+            echo 1
+        case 'kt cluster start/--broker'
+            echo 1
+        case 'kt cluster start/--timeout'
+            echo 1
         case 'kt cluster status/--dir'
+            echo 1
+        case 'kt cluster stop/--dir'
+            echo 1
+        case 'kt cluster stop/--broker'
+            echo 1
+        case 'kt cluster stop/--timeout'
             echo 1
         case 'kt cluster up/--brokers'
             echo 1
@@ -667,8 +699,12 @@ complete -c kt -n "__kt_is 'kt checkpoint show'" -s 'h' -l 'help' -d 'Show this 
 complete -c kt -n "__kt_is 'kt checkpoint show'" -F
 complete -c kt -n "__kt_is 'kt cluster'" -a 'describe' -d 'Print the cluster id, the controller and a table of brokers.'
 complete -c kt -n "__kt_is 'kt cluster'" -a 'down' -d 'Stop the cluster `kt cluster up` started in --dir.'
+complete -c kt -n "__kt_is 'kt cluster'" -a 'logs' -d 'Print the logs of the cluster in --dir: each broker\'s and ZooKeeper\'s.'
+complete -c kt -n "__kt_is 'kt cluster'" -a 'restart' -d 'Stop, then start again, brokers (--broker N, repeatable) or ZooKeeper.'
+complete -c kt -n "__kt_is 'kt cluster'" -a 'start' -d 'Start stopped processes of the cluster in --dir again.'
 complete -c kt -n "__kt_is 'kt cluster'" -a 'status' -d 'Which processes of the cluster in --dir run: ZooKeeper and each broker.'
-complete -c kt -n "__kt_is 'kt cluster'" -a 'up' -d 'Start a local cluster in the background.'
+complete -c kt -n "__kt_is 'kt cluster'" -a 'stop' -d 'Stop brokers (--broker N, repeatable) or ZooKeeper of the cluster in --dir.'
+complete -c kt -n "__kt_is 'kt cluster'" -a 'up' -d 'Start a local cluster in the background, or the parts of it that are down.'
 complete -c kt -n "__kt_is 'kt cluster'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt cluster describe'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
 complete -c kt -n "__kt_is 'kt cluster describe'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
@@ -679,9 +715,32 @@ complete -c kt -n "__kt_is 'kt cluster down'" -l 'dir' -x -a '(__fish_complete_d
 complete -c kt -n "__kt_is 'kt cluster down'" -l 'kill' -d 'SIGKILL instead of a clean (controlled) shutdown.'
 complete -c kt -n "__kt_is 'kt cluster down'" -l 'timeout' -x -d 'How long each broker may take to stop.'
 complete -c kt -n "__kt_is 'kt cluster down'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt cluster logs'" -l 'dir' -x -a '(__fish_complete_directories (commandline -ct))' -d 'The cluster\'s directory: cluster.json, ZooKeeper, brokers\' data and logs.'
+complete -c kt -n "__kt_is 'kt cluster logs'" -l 'broker' -x -d 'Broker N\'s log; repeatable.'
+complete -c kt -n "__kt_is 'kt cluster logs'" -l 'zookeeper' -d 'ZooKeeper\'s log.'
+complete -c kt -n "__kt_is 'kt cluster logs'" -s 'f' -l 'follow' -d 'Keep printing what is appended (Ctrl-C ends).'
+complete -c kt -n "__kt_is 'kt cluster logs'" -s 'n' -l 'lines' -x -d 'Only the last N lines of each log (default: all).'
+complete -c kt -n "__kt_is 'kt cluster logs'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt cluster restart'" -l 'dir' -x -a '(__fish_complete_directories (commandline -ct))' -d 'The cluster\'s directory: cluster.json, ZooKeeper, brokers\' data and logs.'
+complete -c kt -n "__kt_is 'kt cluster restart'" -l 'broker' -x -d 'Broker id N; repeatable.'
+complete -c kt -n "__kt_is 'kt cluster restart'" -l 'zookeeper' -d 'ZooKeeper.'
+complete -c kt -n "__kt_is 'kt cluster restart'" -l 'kill' -d 'SIGKILL (a crash) instead of a clean shutdown.'
+complete -c kt -n "__kt_is 'kt cluster restart'" -l 'timeout' -x -d 'How long each stop and each start may take.'
+complete -c kt -n "__kt_is 'kt cluster restart'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt cluster start'" -l 'dir' -x -a '(__fish_complete_directories (commandline -ct))' -d 'The cluster\'s directory: cluster.json, ZooKeeper, brokers\' data and logs.'
+complete -c kt -n "__kt_is 'kt cluster start'" -l 'broker' -x -d 'Broker id N; repeatable.'
+complete -c kt -n "__kt_is 'kt cluster start'" -l 'zookeeper' -d 'ZooKeeper.'
+complete -c kt -n "__kt_is 'kt cluster start'" -l 'timeout' -x -d 'How long the brokers may take to be ready and registered.'
+complete -c kt -n "__kt_is 'kt cluster start'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt cluster status'" -l 'dir' -x -a '(__fish_complete_directories (commandline -ct))' -d 'The cluster\'s directory: cluster.json, ZooKeeper, brokers\' data and logs.'
 complete -c kt -n "__kt_is 'kt cluster status'" -l 'json' -d 'A JSON array of processes.'
 complete -c kt -n "__kt_is 'kt cluster status'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt cluster stop'" -l 'dir' -x -a '(__fish_complete_directories (commandline -ct))' -d 'The cluster\'s directory: cluster.json, ZooKeeper, brokers\' data and logs.'
+complete -c kt -n "__kt_is 'kt cluster stop'" -l 'broker' -x -d 'Broker id N; repeatable.'
+complete -c kt -n "__kt_is 'kt cluster stop'" -l 'zookeeper' -d 'ZooKeeper.'
+complete -c kt -n "__kt_is 'kt cluster stop'" -l 'kill' -d 'SIGKILL (a crash) instead of a clean shutdown.'
+complete -c kt -n "__kt_is 'kt cluster stop'" -l 'timeout' -x -d 'How long a broker may take to stop cleanly before it is killed.'
+complete -c kt -n "__kt_is 'kt cluster stop'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt cluster up'" -l 'brokers' -x -d 'How many brokers (ids 1..N).'
 complete -c kt -n "__kt_is 'kt cluster up'" -l 'dir' -x -a '(__fish_complete_directories (commandline -ct))' -d 'The cluster\'s directory: cluster.json, ZooKeeper, brokers\' data and logs.'
 complete -c kt -n "__kt_is 'kt cluster up'" -l 'racks' -x -d 'Racks given out in turn: broker N gets the ((N-1) mod count)-th.'

@@ -6,10 +6,13 @@
 - `LocalZooKeeper`: a standalone ZooKeeper (Debian's `zookeeper` package, started with
   `java ... QuorumPeerMain zoo.cfg`), ready once it answers `ruok` with `imok`.
 - `LocalCluster`: ZooKeeper plus brokers 1..N with free (or chosen) ports, optional
-  racks, a data directory and a log file each; it records pids, ports and paths in
-  `cluster.json` (written atomically) so another process (`kt cluster down`) can
-  find and stop them, and it stops, kills, pauses, resumes and restarts single
-  brokers for failure tests.
+  racks, a data directory and a log file each; it records pids, ports, paths and
+  the settings it was created with in `cluster.json` (written atomically) so another
+  process (`kt cluster down`, `start`, `stop`) can find and stop them, and so the
+  next `kt cluster up` gives every process its port again; it stops, kills, pauses,
+  resumes and restarts single brokers (and starts whatever is down) for failure
+  tests and for `kt cluster start|stop|restart`. What it does to a process is also
+  written as a line into that process's log (`log_marker`).
 
 The processes run in their own sessions, so they outlive the command that started
 them (and a Ctrl-C in its terminal). Each recorded pid carries the process's start
