@@ -126,7 +126,13 @@ def up(
             usage_error(f"--override expects KEY=VALUE, got {item!r}")
         props[key.strip()] = value.strip()
     rack_list = _parse_racks(racks)
-    previous = load_cluster(directory) if (directory / STATE_FILE).exists() else None
+    previous = None
+    if (directory / STATE_FILE).exists():
+        try:
+            previous = LocalCluster.load(directory)
+        except ClusterError as exc:
+            # as if new: the data stays, ports and settings are chosen afresh
+            warn(f"{exc}; starting with the options given")
     if previous is not None:
         # what was not given this time is what the cluster had
         if not given("count"):

@@ -160,12 +160,11 @@ def start(
     running = [f"broker {b.broker_id}" for b in targets if b.running]
     if (zookeeper or which is None) and c.zookeeper is not None and c.zookeeper.running:
         running.insert(0, "ZooKeeper")
-    started = _start(c, which, timeout, not no_check)
-    for name in started:
-        click.echo(f"Started {_describe(c, name)}")
     for name in running:
         text = _describe(c, name)
         click.echo(f"{text[0].upper()}{text[1:]} was already running")
+    for name in _start(c, which, timeout, not no_check):
+        click.echo(f"Started {_describe(c, name)}")
 
 
 @click.command()

@@ -408,6 +408,15 @@ def test_stop_kill_status_start_restart_a_broker(tmp_path: Path) -> None:
         new = LocalCluster.load(d).broker(2)
         assert gone(old) and new.running and new.pid != old and new.port == b2.port
 
+        # SIGSTOP: a frozen broker still runs, and status says it is paused
+        c = LocalCluster.load(d)
+        c.pause_broker(1)
+        try:
+            assert state(d)["broker 1"] == "paused"
+        finally:
+            c.resume_broker(1)
+        assert state(d)["broker 1"] == "running"
+
         # ZooKeeper too can go away and come back
         assert ok(kt("cluster", "stop", "--dir", d, "--zookeeper")).stdout.startswith(
             "Stopped ZooKeeper ("
@@ -417,7 +426,11 @@ def test_stop_kill_status_start_restart_a_broker(tmp_path: Path) -> None:
             st.stderr
         )
         r = ok(kt("cluster", "start", "--dir", d))
-        assert r.stdout.splitlines()[0] == f"Started ZooKeeper ({c.zookeeper_address})"
+        assert r.stdout.splitlines() == [
+            f"Broker 1 ({b1.bootstrap}) was already running",
+            f"Broker 2 ({b2.bootstrap}) was already running",
+            f"Started ZooKeeper ({c.zookeeper_address})",
+        ]
         assert state(d) == {"zookeeper": "running", "broker 1": "running", "broker 2": "running"}
 
         # usage errors: one line, exit 2
