@@ -29,12 +29,13 @@ from kt.broker.controller.controller import ControllerSettings, KafkaController
 from kt.broker.controller.links import NetworkLink
 from kt.broker.controller.zk import ZkControllerStore
 from kt.broker.controller_link import ControllerLink, ControllerUnavailableError
+from kt.broker.errors import TopicError
 from kt.broker.metadata import znodes
 from kt.broker.metadata.cluster_store import BrokerIdInUseError, ClusterStore
 from kt.broker.metadata.store import CoordinationStore, SessionEvent, StoreUnavailableError
 from kt.broker.partition import Partition
 from kt.broker.replication.fetcher import BrokerEndpoint, FetcherConfig, ReplicaFetcherManager
-from kt.broker.topic_admin import TopicAdmin, TopicError
+from kt.broker.topic_admin import TopicAdmin
 from kt.protocol import ErrorCode, apis
 from kt.storage.checkpoint import TopicPartition
 

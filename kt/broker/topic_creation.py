@@ -12,8 +12,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from kt.broker.errors import TopicError
 from kt.broker.metadata_store import TopicInfo, topic_name_problem
-from kt.broker.topic_admin import TopicError
 from kt.protocol import ErrorCode
 
 if TYPE_CHECKING:

@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kt.broker.errors import error_code_for
+from kt.broker.errors import AppendError, CoordinatorError, error_code_for
 from kt.broker.groups.group import (
     CONSUMER_PROTOCOL_TYPE,
     Group,
@@ -56,7 +56,6 @@ from kt.broker.groups.group import (
 )
 from kt.broker.groups.offsets_log import (
     CONSUMER_OFFSETS,
-    AppendError,
     Record,
     RecordStore,
     partition_for,
@@ -179,14 +178,6 @@ class GroupDescription:
     protocol_type: str = ""
     protocol: str = ""
     members: list[MemberDescription] = field(default_factory=list)
-
-
-class CoordinatorError(Exception):
-    """An operation refused with a Kafka error code."""
-
-    def __init__(self, code: ErrorCode) -> None:
-        super().__init__(code.name)
-        self.code = code
 
 
 # Kafka's GroupMetadataManager.storeOffsets: what a failed append of offsets tells the

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from kt.broker.errors import error_code_for, is_storage_failure
+from kt.broker.errors import AppendError, error_code_for, is_storage_failure
 from kt.protocol import ErrorCode
 from kt.protocol.coordinator_records import (
     GroupMetadataRecord,
@@ -80,15 +80,6 @@ class StoredBatch:
     producer_id: int = -1
     transactional: bool = False
     marker: bool | None = None
-
-
-class AppendError(Exception):
-    """A write to `__consumer_offsets` refused or failed, with the partition-level Kafka
-    error (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT, ...)."""
-
-    def __init__(self, code: ErrorCode, message: str = "") -> None:
-        super().__init__(message or code.name)
-        self.code = code
 
 
 class RecordStore(Protocol):

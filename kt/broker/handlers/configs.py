@@ -29,11 +29,12 @@ from kt.broker.config import DEFAULTS, log_properties
 from kt.broker.errors import (
     BrokerError,
     InvalidRequestError,
+    ResourceError,
+    TopicError,
     error_code_for,
 )
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.metadata_store import topic_name_problem
-from kt.broker.topic_admin import TopicError
 from kt.broker.topic_configs import (
     LIST_KEYS,
     TOPIC_CONFIGS,
@@ -56,15 +57,6 @@ BROKER_LOGGER = 8
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
-
-
-class ResourceError(Exception):
-    """A resource answered with an error code and message."""
-
-    def __init__(self, code: ErrorCode, message: str | None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 # --- DescribeConfigs --------------------------------------------------------------

@@ -14,8 +14,8 @@ import uuid
 from collections import Counter
 from typing import Any
 
+from kt.broker.errors import TopicError
 from kt.broker.handlers import RequestContext, handles
-from kt.broker.topic_admin import TopicError
 from kt.broker.topic_configs import describe_topic
 from kt.protocol import ErrorCode, Struct, apis
 

@@ -14,7 +14,7 @@ from handler_harness import call, open_broker
 
 from kt.broker.authorization import CLUSTER_OPERATIONS, OPERATIONS_NOT_REQUESTED
 from kt.broker.broker import Broker
-from kt.broker.topic_admin import TopicError
+from kt.broker.errors import TopicError
 from kt.protocol import ErrorCode, apis
 from kt.storage import record_batch as v2
 from kt.storage.compression import Codec

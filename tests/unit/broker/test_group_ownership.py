@@ -12,13 +12,12 @@ from typing import Any, cast
 import pytest
 from replication_helpers import new_partition, state
 
-from kt.broker.errors import NotLeaderOrFollowerError
+from kt.broker.errors import AppendError, NotLeaderOrFollowerError
 from kt.broker.groups import CoordinatorSettings, GroupCoordinator, GroupState
 from kt.broker.groups.coordinator import JoinRequest, JoinResult
 from kt.broker.groups.group import OffsetEntry
 from kt.broker.groups.offsets_log import (
     CONSUMER_OFFSETS,
-    AppendError,
     LogRecordStore,
     MemoryRecordStore,
     partition_for,
