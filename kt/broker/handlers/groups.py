@@ -15,9 +15,9 @@ from typing import Any
 from kt.broker.authorization import GROUP_OPERATIONS, OPERATIONS_NOT_REQUESTED
 from kt.broker.groups import GroupCoordinator
 from kt.broker.groups.coordinator import JoinRequest
-from kt.broker.groups.offsets_log import CONSUMER_OFFSETS, partition_for
+from kt.broker.groups.offsets_log import partition_for
 from kt.broker.handlers import RequestContext, handles
-from kt.broker.transactions.state_log import TRANSACTION_STATE
+from kt.broker.metadata_store import CONSUMER_OFFSETS, TRANSACTION_STATE
 from kt.protocol import ErrorCode, Struct, apis
 
 KEY_TYPE_GROUP = 0

@@ -11,10 +11,9 @@ from kt.broker.authorization import (
     OPERATIONS_NOT_REQUESTED,
     TOPIC_OPERATIONS,
 )
-from kt.broker.groups.offsets_log import CONSUMER_OFFSETS
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.metadata.cache import PartitionView
-from kt.broker.metadata_store import INTERNAL_TOPICS, topic_name_problem
+from kt.broker.metadata_store import CONSUMER_OFFSETS, INTERNAL_TOPICS, topic_name_problem
 from kt.protocol import ErrorCode, Struct, apis
 from kt.storage.checkpoint import TopicPartition
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kt.broker.groups.offsets_log import CONSUMER_OFFSETS
 from kt.broker.handlers import RequestContext, handles
+from kt.broker.metadata_store import CONSUMER_OFFSETS
 from kt.broker.transactions.coordinator import TransactionCoordinator
 from kt.protocol import ErrorCode, Struct, apis
 
