@@ -410,12 +410,12 @@ def test_stop_kill_status_start_restart_a_broker(tmp_path: Path) -> None:
 
         # SIGSTOP: a frozen broker still runs, and status says it is paused
         c = LocalCluster.load(d)
-        c.pause_broker(1)
+        c.pause_broker(1)  # signals are delivered asynchronously: wait for the state
         try:
-            assert state(d)["broker 1"] == "paused"
+            wait_for(lambda: state(d)["broker 1"] == "paused")
         finally:
             c.resume_broker(1)
-        assert state(d)["broker 1"] == "running"
+        wait_for(lambda: state(d)["broker 1"] == "running")
 
         # ZooKeeper too can go away and come back
         assert ok(kt("cluster", "stop", "--dir", d, "--zookeeper")).stdout.startswith(
