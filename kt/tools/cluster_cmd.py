@@ -55,14 +55,17 @@ def _parse_racks(text: str | None) -> list[str] | None:
 
 @cluster.command()
 @click.option("--brokers", "count", type=click.IntRange(min=1, max=64), default=3,
-              help="How many brokers (ids 1..N; default: the last run's in --dir, else 3).")  # fmt: skip
+              help="How many brokers (ids 1..N; default: the last run's in --dir, "
+                   "else 3).")  # fmt: skip
 @dir_option
 @click.option("--racks", metavar="R1,R2,...",
               help="Racks given out in turn: broker N gets the ((N-1) mod count)-th.")  # fmt: skip
 @click.option("--port-base", type=click.IntRange(min=1, max=65535), metavar="PORT",
-              help="Broker N listens on PORT+N-1 (default: the last run's ports, else free ones).")  # fmt: skip
+              help="Broker N listens on PORT+N-1 (default: the last run's ports, "
+                   "else free ones).")  # fmt: skip
 @click.option("--zookeeper-port", type=click.IntRange(min=0, max=65535), default=0,
-              metavar="PORT", help="ZooKeeper's client port (default: the last run's, else a free one).")  # fmt: skip
+              metavar="PORT", help="ZooKeeper's client port (default: the last run's, "
+                                   "else a free one).")  # fmt: skip
 @click.option("--chroot", default="", metavar="/PATH",
               help="The brokers' ZooKeeper chroot (zookeeper.connect=HOST:PORT/PATH).")  # fmt: skip
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
