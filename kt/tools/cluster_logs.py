@@ -13,6 +13,10 @@ from pathlib import Path
 
 #: how often --follow looks for new lines
 POLL_INTERVAL = 0.2
+#: the marker `kt cluster` writes into a process's log (kt.tools.local_cluster.log_marker)
+MARKER = "--- kt cluster: "
+#: how much of a log's end `ended_on_its_own` reads
+_TAIL_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -69,3 +73,21 @@ def follow_logs(
                 emit(s, line)
             pos[s.path] += end
         time.sleep(POLL_INTERVAL)
+
+
+def ended_on_its_own(path: Path) -> str | None:
+    """For a process that is not running: its log's last line when the process ended
+    without `kt cluster` stopping or killing it (the last marker in its log is a
+    start, and the lines after it are the process's own), else None. The line is
+    where a reader would look first for why (an error, a traceback's last line)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, 2) - _TAIL_BYTES))
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return None
+    marks = [line for line in lines if MARKER in line]
+    if not marks or MARKER + "starting " not in marks[-1]:
+        return None
+    last = next((line.strip() for line in reversed(lines) if line.strip()), "")
+    return last if MARKER not in last else "(nothing after its start)"

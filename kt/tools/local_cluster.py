@@ -95,6 +95,21 @@ def port_in_use(port: int, host: str = LOOPBACK) -> bool:
     return False
 
 
+#: how long a port may stay bound after its process ended before it counts as taken
+PORT_RELEASE_TIMEOUT = 15.0
+
+
+def wait_ports_free(ports: Sequence[int], timeout: float) -> bool:
+    """Wait until nothing listens on any of `ports`; False if one still is after
+    `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while any(port_in_use(p) for p in ports):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def four_letter_word(port: int, word: str, *, host: str = LOOPBACK, timeout: float = 2.0) -> str:
     """Send a ZooKeeper four-letter command (`ruok`, `srvr`, `stat`); '' on failure."""
     try:
@@ -829,6 +844,14 @@ class LocalCluster:
         again and ClusterError is raised."""
         targets = [self.broker(i) for i in broker_ids] if broker_ids is not None else self.brokers
         down = [b for b in targets if not b.running]
+        zk = self.zookeeper
+        # A process that just ended may hold its port a moment longer (a JVM's
+        # threads outlive its main one, whose pid already looks gone): wait a while
+        # before calling the port taken.
+        ports = [b.port for b in down]
+        if zk is not None and not zk.running and zk.port:
+            ports.append(zk.port)
+        wait_ports_free(ports, min(timeout, PORT_RELEASE_TIMEOUT))
         for b in down:
             if port_in_use(b.port):
                 raise ClusterError(
@@ -837,7 +860,6 @@ class LocalCluster:
                 )
         started: list[str] = []
         launched: list[LocalBroker] = []
-        zk = self.zookeeper
         zk_started = False
         try:
             if zk is not None and not zk.running:

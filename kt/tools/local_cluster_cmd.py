@@ -8,16 +8,15 @@ hints both modules share live here.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
-from kt.tools.cluster_logs import LogSource, follow_logs, tail_lines
+from kt.tools.cluster_logs import LogSource, ended_on_its_own, follow_logs, tail_lines
 from kt.tools.console import fail, handle_errors, usage_error, warn
-from kt.tools.local_cluster import ClusterError, LocalCluster, port_in_use
+from kt.tools.local_cluster import ClusterError, LocalCluster
 
 #: where `kt cluster up` and friends keep the cluster unless --dir says otherwise
 DEFAULT_DIR = "./kt-cluster"
@@ -70,17 +69,28 @@ def down_hints(c: LocalCluster, directory: Path) -> list[str]:
     if zk_down and len(down) == len(c.brokers):
         return [f"nothing runs: start the cluster with: kt cluster up{w}"]
     hints = []
-    if zk_down:
+    if zk_down and c.zookeeper is not None:
+        last = ended_on_its_own(c.zookeeper.log_path)
+        if last is not None:
+            hints.append(
+                f"ZooKeeper exited, not stopped by kt cluster; its last log line: {last[:300]}"
+            )
         hints.append(
             f"ZooKeeper is down (its log: kt cluster logs --zookeeper{w}); "
             f"start it with: kt cluster start --zookeeper{w}"
         )
     for i in down:
+        last = ended_on_its_own(c.broker(i).log_path)
+        if last is not None:
+            # it died by itself: a crash, an error at start, the OOM killer
+            hints.append(
+                f"broker {i} exited, not stopped by kt cluster; its last log line: {last[:300]}"
+            )
         hints.append(
             f"broker {i} is down (its log: kt cluster logs --broker {i}{w}); "
             f"start it with: kt cluster start --broker {i}{w}"
         )
-    if len(hints) > 1:
+    if (zk_down and down) or len(down) > 1:
         hints.append(f"start everything that is down with: kt cluster start{w}")
     return hints
 
@@ -263,22 +273,12 @@ def restart(
     ids = check_ids(c, broker_ids)
     if zookeeper:
         _stop(c, [], True, kill, timeout)
-        assert c.zookeeper is not None
-        _await_port_free(c.zookeeper.port, timeout)
         for name in _start(c, [], timeout, not no_check):
             click.echo(f"Started {_describe(c, name)}")
     for i in ids:
         _stop(c, [i], False, kill, timeout)
-        _await_port_free(c.broker(i).port, timeout)
         for name in _start(c, [i], timeout, not no_check):
             click.echo(f"Started {_describe(c, name)}")
-
-
-def _await_port_free(port: int, timeout: float) -> None:
-    # the kernel may hold a dead process's listening socket a moment longer
-    deadline = time.monotonic() + timeout
-    while port_in_use(port) and time.monotonic() < deadline:
-        time.sleep(0.05)
 
 
 @click.command()

@@ -11,6 +11,7 @@ run with no change.
 from __future__ import annotations
 
 import json
+import os
 import queue
 import signal
 import socket
@@ -407,6 +408,20 @@ def test_stop_kill_status_start_restart_a_broker(tmp_path: Path) -> None:
         )
         new = LocalCluster.load(d).broker(2)
         assert gone(old) and new.running and new.pid != old and new.port == b2.port
+
+        # a broker that dies by itself (here a SIGKILL kt cluster did not send): status
+        # tells it apart from one kt cluster stopped, and shows its last log line
+        os.kill(new.pid, signal.SIGKILL)
+        wait_for(lambda: gone(new.pid))
+        last = new.log_path.read_text().splitlines()[-1]
+        st = kt("cluster", "status", "--dir", d)
+        assert st.exit_code == 1
+        assert st.stderr.splitlines() == [
+            f"kt: broker 2 exited, not stopped by kt cluster; its last log line: {last.strip()}",
+            f"kt: broker 2 is down (its log: kt cluster logs --broker 2 --dir {d}); "
+            f"start it with: kt cluster start --broker 2 --dir {d}",
+        ]
+        ok(kt("cluster", "start", "--dir", d, "--broker", "2"))
 
         # SIGSTOP: a frozen broker still runs, and status says it is paused
         c = LocalCluster.load(d)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from click.testing import CliRunner
 
 from kt.cli import cli
 from kt.tools import local_cluster
-from kt.tools.cluster_logs import LogSource, follow_logs, tail_lines
+from kt.tools.cluster_logs import LogSource, ended_on_its_own, follow_logs, tail_lines
 from kt.tools.local_cluster import ClusterError, LocalCluster, check_java
 from kt.tools.local_cluster_cmd import down_hints
 
@@ -156,3 +157,37 @@ def test_log_tail_and_follow(tmp_path: Path) -> None:
 
     follow_logs(sources, {log: 14}, lambda s, line: got.append((s.name, line)), until=until)
     assert got == [("b1", "partial"), ("b1", "four"), ("b2", "hello"), ("b1", "rotated")]
+
+
+def test_a_process_that_ended_on_its_own_is_told_apart(tmp_path: Path) -> None:
+    """kt cluster marks what it does in a process's log: a log whose last mark is a
+    start belongs to a process that ended by itself, and its last line is shown."""
+    log = tmp_path / "broker.log"
+    assert ended_on_its_own(log) is None  # no log at all
+    local_cluster.log_marker(log, "starting broker 1 on 127.0.0.1:1")
+    assert ended_on_its_own(log) == "(nothing after its start)"
+    with open(log, "a") as f:
+        f.write("INFO started\nkt: error: log directory /x is not writable\n\n")
+    assert ended_on_its_own(log) == "kt: error: log directory /x is not writable"
+    local_cluster.log_marker(log, "killing broker 1 (pid 7, SIGKILL)")
+    assert ended_on_its_own(log) is None  # kt cluster killed it
+    assert (
+        log.read_text()
+        .splitlines()[-1]
+        .endswith(" --- kt cluster: killing broker 1 (pid 7, SIGKILL) ---")
+    )
+
+    c = LocalCluster.create(tmp_path / "c", 2)
+    c.save()
+    local_cluster.log_marker(c.broker(2).log_path, "starting broker 2 on 127.0.0.1:1")
+    with open(c.broker(2).log_path, "a") as f:
+        f.write("Traceback ...\nMemoryError\n")
+    assert c.zookeeper is not None
+    c.zookeeper.pid, c.zookeeper.start_time = os.getpid(), None  # "running"
+    c.broker(1).pid = os.getpid()
+    w = f" --dir {tmp_path / 'c'}"
+    assert down_hints(c, tmp_path / "c") == [
+        "broker 2 exited, not stopped by kt cluster; its last log line: MemoryError",
+        f"broker 2 is down (its log: kt cluster logs --broker 2{w}); "
+        f"start it with: kt cluster start --broker 2{w}",
+    ]
