@@ -10,6 +10,8 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import click
 
@@ -98,7 +100,7 @@ def start(
     from kt.broker.membership import MembershipError
 
     try:
-        _run(serve(cfg))
+        _run(lambda: serve(cfg))
     except LogDirLockedError as exc:
         fail(f"{exc.path}: another broker is running on this log directory (.lock is held)")
     except MembershipError as exc:
@@ -122,10 +124,31 @@ def start(
         pass
 
 
-def _run(coro: object) -> None:
-    try:
-        import uvloop  # type: ignore[import-not-found]
+#: KT_EVENT_LOOP's values: "auto" (the default) runs on uvloop when it is
+#: installed, else on asyncio's own loop; "asyncio" and "uvloop" choose one.
+EVENT_LOOPS = ("auto", "asyncio", "uvloop")
 
-        uvloop.run(coro)  # type: ignore[arg-type]
-    except ImportError:
-        asyncio.run(coro)  # type: ignore[arg-type]
+
+def _loop_factory() -> tuple[str, Callable[[], asyncio.AbstractEventLoop]]:
+    """The event loop KT_EVENT_LOOP asks for: its name and a factory for it."""
+    choice = os.environ.get("KT_EVENT_LOOP", "auto").strip().lower() or "auto"
+    if choice not in EVENT_LOOPS:
+        usage_error(f"KT_EVENT_LOOP: expected one of {', '.join(EVENT_LOOPS)}, got {choice!r}")
+    if choice != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            if choice == "uvloop":
+                fail("KT_EVENT_LOOP=uvloop, but uvloop is not installed (pip install uvloop)")
+        else:
+            return f"uvloop {uvloop.__version__}", uvloop.new_event_loop
+    return "asyncio", asyncio.new_event_loop
+
+
+def _run(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run `main()` on the event loop KT_EVENT_LOOP chooses (chosen first, so a bad
+    choice leaves no coroutine never awaited)."""
+    name, factory = _loop_factory()
+    logging.getLogger("kt.broker").info("event loop: %s", name)
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(main())
