@@ -60,6 +60,9 @@ def start(
     checkpoints and a clean-shutdown marker; after a crash (kill -9) the next
     start recovers the logs above their recovery points.
 
+    The broker runs on asyncio's own event loop; KT_EVENT_LOOP=uvloop runs it on
+    uvloop instead (when installed).
+
     \b
     Examples:
       kt broker start
@@ -124,24 +127,24 @@ def start(
         pass
 
 
-#: KT_EVENT_LOOP's values: "auto" (the default) runs on uvloop when it is
-#: installed, else on asyncio's own loop; "asyncio" and "uvloop" choose one.
-EVENT_LOOPS = ("auto", "asyncio", "uvloop")
+#: KT_EVENT_LOOP's values, the default first. asyncio's own loop is the default even
+#: where uvloop is installed: measured side by side (bench/event_loop_bench.py,
+#: docs/design/event-loops.md) uvloop was no faster for this broker, whose time goes
+#: to Python handlers rather than the loop, and it has no sendfile (fetches copy).
+EVENT_LOOPS = ("asyncio", "uvloop")
 
 
 def _loop_factory() -> tuple[str, Callable[[], asyncio.AbstractEventLoop]]:
     """The event loop KT_EVENT_LOOP asks for: its name and a factory for it."""
-    choice = os.environ.get("KT_EVENT_LOOP", "auto").strip().lower() or "auto"
+    choice = os.environ.get("KT_EVENT_LOOP", "").strip().lower() or EVENT_LOOPS[0]
     if choice not in EVENT_LOOPS:
         usage_error(f"KT_EVENT_LOOP: expected one of {', '.join(EVENT_LOOPS)}, got {choice!r}")
-    if choice != "asyncio":
+    if choice == "uvloop":
         try:
             import uvloop
         except ImportError:
-            if choice == "uvloop":
-                fail("KT_EVENT_LOOP=uvloop, but uvloop is not installed (pip install uvloop)")
-        else:
-            return f"uvloop {uvloop.__version__}", uvloop.new_event_loop
+            fail("KT_EVENT_LOOP=uvloop, but uvloop is not installed (pip install uvloop)")
+        return f"uvloop {uvloop.__version__}", uvloop.new_event_loop
     return "asyncio", asyncio.new_event_loop
 
 

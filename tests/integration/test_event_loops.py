@@ -80,7 +80,7 @@ def test_an_unknown_loop_is_a_usage_error(tmp_path: Path) -> None:
     got = _start(tmp_path, {**os.environ, "KT_EVENT_LOOP": "trio"})
     assert got.returncode == 2
     assert got.stderr.splitlines() == [
-        "kt: error: KT_EVENT_LOOP: expected one of auto, asyncio, uvloop, got 'trio'"
+        "kt: error: KT_EVENT_LOOP: expected one of asyncio, uvloop, got 'trio'"
     ]
 
 
