@@ -336,7 +336,8 @@ class BrokerConnection:
 
     @property
     def label(self) -> str:
-        """ "broker N (host:port)", or "the broker at host:port" before its id is known."""
+        """The broker as errors name it: broker N (host:port), or the broker at
+        host:port while its id is not known."""
         if self.node_id >= 0:
             return f"broker {self.node_id} ({self.address})"
         return f"the broker at {self.address}"
