@@ -75,7 +75,11 @@ class BrokerProcess:
             if chunk:
                 buf += chunk
                 if b"kt broker ready" in buf:
-                    check_event_loop(self.log())
+                    try:
+                        check_event_loop(self.log())
+                    except RuntimeError:
+                        self.kill()
+                        raise
                     return self
             time.sleep(0.02)
         self.kill()

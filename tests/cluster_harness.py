@@ -75,8 +75,12 @@ def start_cluster(
     c = LocalCluster.create(directory, brokers, racks=list(racks) if racks else None,
                             overrides=props)  # fmt: skip
     c.start(timeout=90.0, register_timeout=30.0)
-    for b in c.brokers:
-        check_event_loop(b.log_path.read_text(errors="replace"))
+    try:
+        for b in c.brokers:
+            check_event_loop(b.log_path.read_text(errors="replace"))
+    except RuntimeError:
+        c.stop(kill=True)
+        raise
     return c
 
 
