@@ -19,7 +19,9 @@ from typing import Any
 import pytest
 
 from kt.broker import network
+from kt.broker.dispatcher import RequestDispatcher
 from kt.broker.network import NetworkServer, _Connection
+from kt.broker.services import HandlerServices
 from kt.protocol.headers import RequestHeader
 from kt.protocol.regions import ExternalRecords
 
@@ -84,7 +86,7 @@ class Half:
 
 def test_a_transport_is_accepted_by_what_it_can_do(run: Callable[[Any], Any]) -> None:
     async def go() -> None:
-        server = NetworkServer(None, 1 << 20, 60_000, handler_table={})
+        server = NetworkServer(RequestDispatcher(HandlerServices.only(), {}), 1 << 20, 60_000)
         conn = _Connection(server)
         t = DuckTransport()
         assert not isinstance(t, asyncio.Transport)
@@ -125,7 +127,7 @@ def test_records_are_copied_on_a_loop_without_sendfile(
                 raise NotImplementedError
 
             monkeypatch.setattr(loop, "sendfile", no_sendfile)
-        server = NetworkServer(None, 1 << 20, 60_000, handler_table={})
+        server = NetworkServer(RequestDispatcher(HandlerServices.only(), {}), 1 << 20, 60_000)
         a, b = socket.socketpair()
         transport, conn = await loop.create_connection(lambda: _Connection(server), sock=a)
         b.setblocking(True)
