@@ -169,7 +169,8 @@ def main() -> None:
         a, u = (statistics.median(by_loop[loop]) for loop in LOOPS)
         print(f"{row:38} {a:14.2f} {u:14.2f} {u / a if a else float('nan'):15.2f}")
         runs = "; ".join(
-            f"{loop} " + ", ".join(f"{v:.1f}" for v in by_loop[loop]) for loop in LOOPS
+            f"{loop} " + ", ".join(f"{v:.2f}" if v < 10 else f"{v:.1f}" for v in by_loop[loop])
+            for loop in LOOPS
         )
         print(f"{'':38} ({runs})")
 
