@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from broker_harness import check_event_loop
+
 from kt.tools.local_cluster import LocalCluster, port_in_use
 
 T = TypeVar("T")
@@ -73,6 +75,12 @@ def start_cluster(
     c = LocalCluster.create(directory, brokers, racks=list(racks) if racks else None,
                             overrides=props)  # fmt: skip
     c.start(timeout=90.0, register_timeout=30.0)
+    try:
+        for b in c.brokers:
+            check_event_loop(b.log_path.read_text(errors="replace"))
+    except RuntimeError:
+        c.stop(kill=True)
+        raise
     return c
 
 

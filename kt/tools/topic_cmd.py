@@ -12,6 +12,7 @@ import click
 from kt.client import (
     RESOURCE_TOPIC,
     ConfigEntry,
+    ControllerUnknownError,
     KafkaClient,
     KafkaError,
     NewTopic,
@@ -21,7 +22,7 @@ from kt.client import (
 )
 from kt.protocol.apis import DESCRIBE_CONFIGS
 from kt.protocol.errors import ErrorCode
-from kt.tools.console import emit_json, fail, handle_errors, usage_error
+from kt.tools.console import emit_json, fail, handle_errors, usage_error, warn
 from kt.tools.wire import Wire, match_names, parse_kv, wire_options
 
 
@@ -400,18 +401,27 @@ def describe(
                 "does not exist",
             )
         configs: dict[str, list[ConfigEntry]] = {}
-        if await c.supports(DESCRIBE_CONFIGS):
+        if not await c.supports(DESCRIBE_CONFIGS):
+            # Describe needs no configs to be useful (a Kafka-compatible service
+            # without DescribeConfigs): the partitions, and a word on stderr.
+            conn = await c.any_connection()
+            warn(f"{conn.label} does not support the DescribeConfigs API: configs not shown")
+        else:
             for n in names:
                 try:
                     configs[n] = await c.describe_configs(RESOURCE_TOPIC, n, include_synonyms=False)
                 except KafkaError as exc:
                     if exc.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                         raise
-        reassignments = (
-            await c.list_partition_reassignments({n: sorted(topics[n].partitions) for n in names})
-            if names
-            else {}
-        )
+        reassignments: dict[tuple[str, int], PartitionReassignment] = {}
+        if names:
+            try:
+                reassignments = await c.list_partition_reassignments(
+                    {n: sorted(topics[n].partitions) for n in names}
+                )
+            except ControllerUnknownError as exc:
+                # Only the controller knows the reassignments; the rest needs none.
+                warn(f"{exc.detail}: reassignments in progress not shown")
         return [topics[n] for n in names], configs, set(c.metadata.brokers), reassignments
 
     infos, configs, live, reassignments = wire.run(go)
