@@ -215,8 +215,11 @@ class Broker:
 
     @property
     def admin(self) -> TopicAdmin:
-        """Topic changes (through the coordination store); set once the broker joined."""
-        if self._admin is None:
+        """Topic changes (through the coordination store); set once the broker joined,
+        usable once the controller's view reached it (its checks and placements read
+        the metadata cache; an empty one would refuse or misplace, and auto-creation
+        would create topics that exist)."""
+        if self._admin is None or not self.metadata.cache.ready:
             raise TopicError(ErrorCode.NOT_CONTROLLER, "the broker is not ready yet")
         return self._admin
 

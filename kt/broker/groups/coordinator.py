@@ -266,7 +266,14 @@ class GroupCoordinator:
         """The coordinator of a broker: its settings, its `__consumer_offsets`, and
         the clean-up of deleted topics' offsets."""
         coordinator = cls(CoordinatorSettings.from_config(broker.config), LogRecordStore(broker))
-        coordinator.partition_exists = lambda t, p: TopicPartition(t, p) in broker.replica_manager
+        cache = broker.metadata.cache
+        # As Kafka's KafkaApis: the controller's view decides, not this broker's
+        # replicas (a committed topic need not be hosted here). Before this broker
+        # has a view (just started) nothing is called unknown: the group checks
+        # answer instead (NOT_COORDINATOR, as it coordinates nothing yet).
+        coordinator.partition_exists = lambda t, p: (
+            not cache.ready or cache.partition(t, p) is not None
+        )
         broker.on_topic_deleted(coordinator.on_topic_deleted)
         rm = broker.replica_manager
 
