@@ -319,6 +319,28 @@ def test_leader_not_available_is_waited_out() -> None:
     run(go)
 
 
+def test_a_metadata_answer_without_brokers_is_asked_again() -> None:
+    # A broker that has no view of its cluster yet (one just started) names no brokers
+    # and no topics: the client asks again instead of calling the topic unknown.
+    async def go(b: FakeBroker) -> None:
+        starting = [2]
+
+        async def metadata(h: RequestHeader, body: Any) -> Any:
+            if starting[0]:
+                starting[0] -= 1
+                return apis.METADATA.response(brokers=[], controller_id=-1, topics=[])
+            return await b._metadata(h, body)
+
+        async with KafkaClient(b.bootstrap, retry_backoff=0.01) as c:
+            b.handlers[apis.METADATA.key] = metadata
+            info = await c.topic("t", refresh=True)
+            assert sorted(info.partitions) == [0, 1]
+            assert c.metadata.brokers[1].port == b.port
+            assert starting == [0]
+
+    run(go)
+
+
 def test_non_retriable_errors_fail_at_once() -> None:
     async def go(b: FakeBroker) -> None:
         calls = 0
