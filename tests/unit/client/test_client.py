@@ -341,6 +341,25 @@ def test_a_metadata_answer_without_brokers_is_asked_again() -> None:
     run(go)
 
 
+def test_describe_cluster_asks_a_starting_broker_again() -> None:
+    async def go(b: FakeBroker) -> None:
+        b.versions[apis.DESCRIBE_CLUSTER.key] = (0, 1)
+        answers = [ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.NONE]
+
+        async def describe(h: RequestHeader, body: Any) -> Any:
+            code = answers.pop(0)
+            brokers = [] if code else [{"broker_id": 1, "host": "127.0.0.1", "port": b.port}]
+            return apis.DESCRIBE_CLUSTER.response(error_code=code, cluster_id="fake",
+                                                  controller_id=1, brokers=brokers)  # fmt: skip
+
+        b.handlers[apis.DESCRIBE_CLUSTER.key] = describe
+        async with KafkaClient(b.bootstrap, retry_backoff=0.01) as c:
+            got = await c.describe_cluster()
+            assert [n.node_id for n in got.brokers] == [1] and answers == []
+
+    run(go)
+
+
 def test_non_retriable_errors_fail_at_once() -> None:
     async def go(b: FakeBroker) -> None:
         calls = 0
