@@ -26,7 +26,8 @@ not), and nothing is created meanwhile:
 - ListGroups: COORDINATOR_NOT_AVAILABLE.
 - DescribeCluster, and DescribeConfigs / AlterConfigs / IncrementalAlterConfigs of
   a topic: LEADER_NOT_AVAILABLE.
-- CreateTopics, DeleteTopics, CreatePartitions: NOT_CONTROLLER (`Broker.admin`).
+- CreateTopics, DeleteTopics, CreatePartitions: NOT_CONTROLLER
+  (`ClusterMembership.admin`).
 
 NOT_LEADER_OR_FOLLOWER is what Kafka's ReplicaManager answers for a partition its
 metadata knows but this broker does not host; librdkafka, the Java client,
@@ -56,13 +57,13 @@ NOT_READY_COORDINATOR = ErrorCode.COORDINATOR_NOT_AVAILABLE
 
 def ready(ctx: RequestContext) -> bool:
     """True once this broker received the controller's view of the cluster."""
-    return ctx.broker.metadata.cache.ready
+    return ctx.services.topics.cache.ready
 
 
 def not_ready_message(ctx: RequestContext) -> str:
     """The error message of a not-ready answer, for APIs that carry one."""
     return (
-        f"broker {ctx.broker.node_id} has not received the cluster's metadata from the "
+        f"broker {ctx.services.node.node_id} has not received the cluster's metadata from the "
         "controller yet (it is starting); retry"
     )
 

@@ -122,7 +122,7 @@ def test_metadata_before_v7_answers_each_topic_leader_not_available(
 
 def test_metadata_never_auto_creates_before_the_first_view(restarted: Restarted) -> None:
     b = restarted.b
-    assert b.broker.auto_create_enabled()
+    assert b.broker.topic_creator.auto_create_enabled()
     for version in (1, 4, 12):
         body = {"topics": [{"name": "fresh"}], "allow_auto_topic_creation": True}
         call(b, apis.METADATA, version, body)
