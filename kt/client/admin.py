@@ -390,13 +390,17 @@ class AdminMixin(ClientCore):
     async def describe_cluster(self) -> ClusterDescription:
         """Cluster id, controller and brokers (DescribeCluster, else Metadata)."""
         if await self.supports(apis.DESCRIBE_CLUSTER):
-            resp = await self.retrying(
-                lambda: self.send(
+
+            async def attempt() -> Struct:
+                resp = await self.send(
                     apis.DESCRIBE_CLUSTER,
                     apis.DESCRIBE_CLUSTER.request(include_cluster_authorized_operations=False),
                 )
-            )
-            check(resp.error_code, "describe cluster", resp.error_message)
+                # retriable errors (a broker still starting) are asked again
+                check(resp.error_code, "describe cluster", resp.error_message)
+                return resp
+
+            resp = await self.retrying(attempt)
             return ClusterDescription(
                 resp.cluster_id,
                 resp.controller_id,

@@ -726,7 +726,16 @@ class ClientCore:
         )
 
         async def attempt() -> Struct:
-            return await self.send(apis.METADATA, body)
+            resp = await self.send(apis.METADATA, body)
+            if not resp.brokers:
+                # A broker that has no view of the cluster yet (one just started)
+                # names no brokers: ask again rather than believe the cluster empty
+                # and its topics gone (Java's NetworkClient ignores such answers too).
+                raise KafkaError(
+                    ErrorCode.LEADER_NOT_AVAILABLE, "metadata",
+                    "the broker has no view of the cluster yet (no brokers in its answer)",
+                )  # fmt: skip
+            return resp
 
         async def reconnect(exc: BaseException) -> None:
             return None
