@@ -11,7 +11,8 @@ anything: each subcommand must exist, each option must exist for that command an
 the value it needs, no extra positional argument may be left over, and values of
 types that need no outside world (choices, numbers, booleans, dates) must convert.
 Output shown in a block belongs in a `text` block (or any other language the check
-skips), not in an untagged or `sh` one.
+skips), not in an untagged or `sh` one. The `kt ...` examples in the commands' own
+--help texts are checked the same way.
 """
 
 from __future__ import annotations
@@ -216,10 +217,44 @@ def test_the_docs_have_commands_to_check() -> None:
     # the extraction itself: the README's tour alone has dozens
     assert len(COMMANDS) > 100
     assert any(where.startswith("README.md") for where, _ in COMMANDS)
+    assert len(EXAMPLES) > 50
 
 
 @pytest.mark.parametrize(("where", "args"), COMMANDS, ids=[w for w, _ in COMMANDS])
 def test_each_documented_command_parses(where: str, args: list[str]) -> None:
+    problems = parse_problems(args)
+    assert not problems, f"{where}\n  " + "\n  ".join(problems)
+
+
+def help_examples() -> list[tuple[str, list[str]]]:
+    """(where, arguments after `kt`) of every `kt ...` example line in the commands'
+    own help texts (their Examples sections), which --help and the man pages show."""
+    found = []
+
+    def walk(command: click.Command, ctx: click.Context) -> None:
+        for line in [*(command.help or "").splitlines(), *(command.epilog or "").splitlines()]:
+            if line.strip().startswith("kt "):
+                block = CodeBlock(ROOT, "sh", 0, (line.strip(),))
+                found.extend(
+                    (f"{ctx.command_path} --help: {shlex.join(words)}", words[1:])
+                    for _, words in shell_commands(block)
+                    if words and words[0] == "kt"
+                )
+        if isinstance(command, click.Group):
+            for name in command.list_commands(ctx):
+                sub = command.get_command(ctx, name)
+                if sub is not None:
+                    walk(sub, click.Context(sub, info_name=name, parent=ctx))
+
+    walk(cli, click.Context(cli, info_name="kt"))
+    return found
+
+
+EXAMPLES = help_examples()
+
+
+@pytest.mark.parametrize(("where", "args"), EXAMPLES, ids=[w for w, _ in EXAMPLES])
+def test_each_help_example_parses(where: str, args: list[str]) -> None:
     problems = parse_problems(args)
     assert not problems, f"{where}\n  " + "\n  ".join(problems)
 
