@@ -166,6 +166,14 @@ def kt_commands() -> list[tuple[str, list[str]]]:
     return found
 
 
+def _context(command: click.Command, name: str, parent: click.Context | None) -> click.Context:
+    """A context as click makes one, with the command's context settings: click
+    caches each command's help option from the first context it sees, so a context
+    without `help_option_names` would take `-h` from every command (and from the man
+    pages and completions generated in the same process)."""
+    return click.Context(command, info_name=name, parent=parent, **command.context_settings)
+
+
 def parse_problems(args: list[str]) -> list[str]:
     """Why `kt ARGS` would not parse (an empty list when it would), walking the click
     tree with click's own parser and running nothing."""
@@ -174,7 +182,7 @@ def parse_problems(args: list[str]) -> list[str]:
     name = "kt"
     while True:
         # click's parser alone: nothing is converted, called back or run here
-        ctx = click.Context(command, info_name=name, parent=parent)
+        ctx = _context(command, name, parent)
         parser = command.make_parser(ctx)
         try:
             opts, rest, _order = parser.parse_args(args=list(args))
@@ -244,9 +252,9 @@ def help_examples() -> list[tuple[str, list[str]]]:
             for name in command.list_commands(ctx):
                 sub = command.get_command(ctx, name)
                 if sub is not None:
-                    walk(sub, click.Context(sub, info_name=name, parent=ctx))
+                    walk(sub, _context(sub, name, ctx))
 
-    walk(cli, click.Context(cli, info_name="kt"))
+    walk(cli, _context(cli, "kt", None))
     return found
 
 
