@@ -429,6 +429,19 @@ class LocalBroker:
         )
 
 
+def internal_topic_defaults(brokers: int) -> dict[str, str]:
+    """The properties `LocalCluster.create` gives every broker of a cluster of
+    `brokers`: the internal topics' replication factors are strict in a cluster (as
+    in Kafka), so a cluster smaller than the default 3 gets ones it can meet."""
+    props = {"offsets.topic.replication.factor": str(min(3, brokers))}
+    if brokers < 3:
+        # __transaction_state's defaults (3 replicas, 2 in sync) need three
+        # brokers; with fewer, one replica each and one in sync.
+        props["transaction.state.log.replication.factor"] = str(brokers)
+        props["transaction.state.log.min.isr"] = "1"
+    return props
+
+
 def kt_command() -> list[str]:
     """How to run this kt: the interpreter running us, so venvs need no PATH."""
     return [sys.executable, "-m", "kt.cli"]
@@ -520,14 +533,7 @@ class LocalCluster:
             members.append(LocalBroker(n, port, root / f"broker-{n}", rack))
         if not zookeeper_port and zk_before:
             zookeeper_port = keep("ZooKeeper", zk_before)
-        # The internal topics' replication factors are strict in a cluster (as in
-        # Kafka): a cluster smaller than the default 3 gets ones it can meet.
-        props = {"offsets.topic.replication.factor": str(min(3, brokers))}
-        if brokers < 3:
-            # __transaction_state's defaults (3 replicas, 2 in sync) need three
-            # brokers; with fewer, one replica each and one in sync.
-            props["transaction.state.log.replication.factor"] = str(brokers)
-            props["transaction.state.log.min.isr"] = "1"
+        props = internal_topic_defaults(brokers)
         props.update(overrides or {})
         try:
             session_ms = int(props.get("zookeeper.session.timeout.ms", DEFAULT_SESSION_TIMEOUT_MS))
@@ -564,6 +570,11 @@ class LocalCluster:
         brokers = [LocalBroker.from_json(b) for b in doc.get("brokers", [])]
         overrides = dict(doc.get("overrides", {}))
         # files written before racks and user_overrides were kept: the closest reading
+        # (the overrides less kt's own defaults for that many brokers)
+        user = doc.get("user_overrides")
+        if user is None:
+            defaults = internal_topic_defaults(max(1, len(brokers)))
+            user = {k: v for k, v in overrides.items() if defaults.get(k) != v}
         racks = doc.get("racks")
         if racks is None and brokers and all(b.rack for b in brokers):
             racks = [b.rack for b in brokers]
@@ -574,7 +585,7 @@ class LocalCluster:
             doc.get("chroot", ""),
             overrides,
             racks,
-            dict(doc.get("user_overrides", overrides)),
+            dict(user),
         )
 
     # --- addresses ----------------------------------------------------------------------
