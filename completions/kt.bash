@@ -91,7 +91,7 @@ _kt_node() {
             ;;
         'kt dump-log-segments')
             _kt_subs=''
-            _kt_opts='--files --deep-iteration --print-data-log --skip-record-metadata --verify-index-only --index-sanity-check --max-bytes --max-message-size --offsets-decoder --transaction-log-decoder --decode --json --start-offset --end-offset --start-time --end-time --resync -h --help'
+            _kt_opts='--files --deep-iteration --print-data-log --skip-record-metadata --verify-index-only --index-sanity-check --max-bytes --max-message-size --offsets-decoder --transaction-log-decoder --cluster-metadata-decoder --decode --json --start-offset --end-offset --start-time --end-time --resync -h --help'
             ;;
         'kt export')
             _kt_subs=''

@@ -744,6 +744,7 @@ complete -c kt -n "__kt_is 'kt dump-log-segments'" -l 'max-bytes' -x -d 'Read at
 complete -c kt -n "__kt_is 'kt dump-log-segments'" -l 'max-message-size' -x -d 'Largest batch expected when checking index entries against the log.'
 complete -c kt -n "__kt_is 'kt dump-log-segments'" -l 'offsets-decoder' -d 'Decode keys and values as __consumer_offsets records (implies --print-data-log).'
 complete -c kt -n "__kt_is 'kt dump-log-segments'" -l 'transaction-log-decoder' -d 'Decode keys and values as __transaction_state records (implies...'
+complete -c kt -n "__kt_is 'kt dump-log-segments'" -l 'cluster-metadata-decoder' -d 'Decode records as KRaft metadata records (__cluster_metadata-0 logs...'
 complete -c kt -n "__kt_is 'kt dump-log-segments'" -l 'decode' -x -a 'utf8 hex base64 json' -d 'How to render keys, values and header values: utf8 (invalid bytes: U+FFFD in...'
 complete -c kt -n "__kt_is 'kt dump-log-segments'" -l 'json' -d 'NDJSON output: one object per batch, record, index entry, damage or problem...'
 complete -c kt -n "__kt_is 'kt dump-log-segments'" -l 'start-offset' -x -d 'Show records from this offset on; seeks with the segment\'s .index.'
