@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kt.storage.metadata_codec import MetadataParseError, decode_metadata_record
+from kt.storage.metadata_fastjson import fast_kafka_json
 from kt.tools.dump_log_context import jstr
 
 ErrorSink = Callable[[int, str], None]
@@ -20,6 +21,9 @@ ErrorSink = Callable[[int, str], None]
 
 def metadata_payload(offset: int, value: bytes | None) -> tuple[str, bool]:
     """(Kafka's payload text, whether it decoded) for one metadata record."""
+    text = fast_kafka_json(value)
+    if text is not None:
+        return text, True
     try:
         return decode_metadata_record(value).kafka_json(), True
     except MetadataParseError as exc:

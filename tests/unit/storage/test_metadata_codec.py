@@ -22,6 +22,7 @@ from kt.storage.metadata_codec import (
     uuid_bytes,
     uuid_str,
 )
+from kt.storage.metadata_fastjson import fast_kafka_json
 from kt.storage.metadata_schema import CONTROL_RECORDS, METADATA_RECORDS, snake_upper
 
 CASES = [
@@ -223,3 +224,22 @@ def test_arbitrary_bytes_never_crash(value: bytes) -> None:
         decode_metadata_record(value)
     except MetadataParseError:
         pass
+
+
+@pytest.mark.parametrize(("api_key", "version"), CASES)
+def test_the_fast_path_prints_what_the_codec_prints(api_key: int, version: int) -> None:
+    schema = METADATA_RECORDS[api_key]
+    for data in (sample_data(schema, version), {}):
+        value = encode_metadata_record(api_key, version, data)
+        assert fast_kafka_json(value) == decode_metadata_record(value).kafka_json()
+
+
+@given(st.binary(max_size=48))
+def test_the_fast_path_declines_what_the_codec_rejects(tail: bytes) -> None:
+    for head in (b"\x01\x05\x02", b"\x01\x00\x03", b"\x01\x0b\x00", b"\x01\x04\x00"):
+        value = head + tail
+        try:
+            expected: str | None = decode_metadata_record(value).kafka_json()
+        except MetadataParseError:
+            expected = None
+        assert fast_kafka_json(value) == expected
