@@ -359,11 +359,14 @@ def incident_log(root: Path, *, roll_after: int = 6, snapshot_after: int = 8) ->
 
 def _snapshot_of(records: list[tuple[int, int, dict[str, Any]]], ts: int, epoch: int) -> bytes:
     """A snapshot holding the image after `records`, computed by kt's own replay."""
+    from kt.storage.metadata_codec import decode_metadata_record, encode_metadata_record
     from kt.storage.metadata_image import MetadataImage
 
     image = MetadataImage()
     for off, (k, v, d) in enumerate(records):
-        image.apply_data(k, v, d, off, ts)
+        # Through the codec, so every field holds what a reader of the log would see.
+        rec = decode_metadata_record(encode_metadata_record(k, v, d))
+        image.apply_data(k, v, rec.data, off, ts)
     return build_snapshot(
         image.to_records(), last_contained_timestamp=ts, timestamp=ts, epoch=epoch
     )
