@@ -6,7 +6,7 @@
 _kt_node() {
     case $1 in
         'kt')
-            _kt_subs='analyze broker checkpoint cluster compaction configs consume dump-log-segments dump-segment export group index leader-election log-dirs produce reassign-partitions replica topic transactions tui'
+            _kt_subs='analyze broker checkpoint cluster compaction configs consume dump-log-segments dump-segment export group index leader-election log-dirs metadata produce reassign-partitions replica topic transactions tui'
             _kt_opts='-V --version -h --help'
             ;;
         'kt analyze')
@@ -145,6 +145,14 @@ _kt_node() {
             _kt_subs=''
             _kt_opts='--verify-indexes --json -h --help'
             ;;
+        'kt metadata')
+            _kt_subs='shell'
+            _kt_opts='-h --help'
+            ;;
+        'kt metadata shell')
+            _kt_subs=''
+            _kt_opts='--snapshot -s --as-of -h --help'
+            ;;
         'kt produce')
             _kt_subs=''
             _kt_opts='--bootstrap-server -b --timeout --partition -p --key-delimiter -K --key -k --header -H --null-empty -Z --delimiter -D --file --whole -l --compression -z --acks --batch-size --json -h --help'
@@ -233,6 +241,7 @@ _kt_child() {
         'kt/index') _kt_next='kt index' ;;
         'kt/leader-election') _kt_next='kt leader-election' ;;
         'kt/log-dirs') _kt_next='kt log-dirs' ;;
+        'kt/metadata') _kt_next='kt metadata' ;;
         'kt/produce') _kt_next='kt produce' ;;
         'kt/reassign-partitions') _kt_next='kt reassign-partitions' ;;
         'kt/replica') _kt_next='kt replica' ;;
@@ -261,6 +270,7 @@ _kt_child() {
         'kt index/verify') _kt_next='kt index verify' ;;
         'kt log-dirs/describe') _kt_next='kt log-dirs describe' ;;
         'kt log-dirs/inspect') _kt_next='kt log-dirs inspect' ;;
+        'kt metadata/shell') _kt_next='kt metadata shell' ;;
         'kt replica/diff') _kt_next='kt replica diff' ;;
         'kt topic/alter') _kt_next='kt topic alter' ;;
         'kt topic/create') _kt_next='kt topic create' ;;
@@ -418,6 +428,8 @@ _kt_option() {
         'kt log-dirs describe/--timeout') _kt_nargs=1 ;;
         'kt log-dirs describe/--broker-list') _kt_nargs=1 ;;
         'kt log-dirs describe/--topic-list') _kt_nargs=1 ;;
+        'kt metadata shell/--snapshot'|'kt metadata shell/-s') _kt_nargs=1 _kt_kind=file ;;
+        'kt metadata shell/--as-of') _kt_nargs=1 ;;
         'kt produce/--bootstrap-server'|'kt produce/-b') _kt_nargs=1 ;;
         'kt produce/--timeout') _kt_nargs=1 ;;
         'kt produce/--partition'|'kt produce/-p') _kt_nargs=1 ;;

@@ -31,6 +31,8 @@ function __kt_child --argument-names path word
             echo 'kt leader-election'
         case 'kt/log-dirs'
             echo 'kt log-dirs'
+        case 'kt/metadata'
+            echo 'kt metadata'
         case 'kt/produce'
             echo 'kt produce'
         case 'kt/reassign-partitions'
@@ -87,6 +89,8 @@ function __kt_child --argument-names path word
             echo 'kt log-dirs describe'
         case 'kt log-dirs/inspect'
             echo 'kt log-dirs inspect'
+        case 'kt metadata/shell'
+            echo 'kt metadata shell'
         case 'kt replica/diff'
             echo 'kt replica diff'
         case 'kt topic/alter'
@@ -389,6 +393,10 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt log-dirs describe/--topic-list'
             echo 1
+        case 'kt metadata shell/--snapshot' 'kt metadata shell/-s'
+            echo 1
+        case 'kt metadata shell/--as-of'
+            echo 1
         case 'kt produce/--bootstrap-server' 'kt produce/-b'
             echo 1
         case 'kt produce/--timeout'
@@ -582,6 +590,7 @@ complete -c kt -n "__kt_is 'kt'" -a 'group' -d 'List, describe, delete consumer 
 complete -c kt -n "__kt_is 'kt'" -a 'index' -d 'Check and repair offset, time and transaction indexes (.index, .timeindex, .txnindex).'
 complete -c kt -n "__kt_is 'kt'" -a 'leader-election' -d 'Run preferred or unclean leader elections through the controller, like kafka-leader-election.sh.'
 complete -c kt -n "__kt_is 'kt'" -a 'log-dirs' -d 'Describe brokers\' log directories (like kafka-log-dirs.sh), or inspect one offline.'
+complete -c kt -n "__kt_is 'kt'" -a 'metadata' -d 'KRaft metadata forensics: browse the cluster as of any offset, tell its history.'
 complete -c kt -n "__kt_is 'kt'" -a 'produce' -d 'Write records to TOPIC: one per line of stdin (or of --file), like kcat -P.'
 complete -c kt -n "__kt_is 'kt'" -a 'reassign-partitions' -d 'Move partition replicas between brokers (like kafka-reassign-partitions.sh).'
 complete -c kt -n "__kt_is 'kt'" -a 'replica' -d 'Offline forensics across the replicas of a partition.'
@@ -843,6 +852,11 @@ complete -c kt -n "__kt_is 'kt log-dirs inspect'" -l 'verify-indexes' -d 'Also c
 complete -c kt -n "__kt_is 'kt log-dirs inspect'" -l 'json' -d 'One JSON document.'
 complete -c kt -n "__kt_is 'kt log-dirs inspect'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt log-dirs inspect'" -F
+complete -c kt -n "__kt_is 'kt metadata'" -a 'shell' -d 'Browse the cluster\'s metadata image like kafka-metadata-shell.sh.'
+complete -c kt -n "__kt_is 'kt metadata'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt metadata shell'" -l 'snapshot' -s 's' -r -F -d 'What to read (repeatable): a metadata log dir or __cluster_metadata-0 (the...'
+complete -c kt -n "__kt_is 'kt metadata shell'" -l 'as-of' -x -d 'Replay only up to this offset (inclusive) or ISO-8601 time, e.g. 1200 or...'
+complete -c kt -n "__kt_is 'kt metadata shell'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt produce'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
 complete -c kt -n "__kt_is 'kt produce'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt produce'" -l 'partition' -s 'p' -x -d 'Write every record here.'
