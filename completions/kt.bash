@@ -146,12 +146,16 @@ _kt_node() {
             _kt_opts='--verify-indexes --json -h --help'
             ;;
         'kt metadata')
-            _kt_subs='shell'
+            _kt_subs='shell timeline'
             _kt_opts='-h --help'
             ;;
         'kt metadata shell')
             _kt_subs=''
             _kt_opts='--snapshot -s --as-of -h --help'
+            ;;
+        'kt metadata timeline')
+            _kt_subs=''
+            _kt_opts='--topic --partition --broker --since --until --kind --summary --json -h --help'
             ;;
         'kt produce')
             _kt_subs=''
@@ -271,6 +275,7 @@ _kt_child() {
         'kt log-dirs/describe') _kt_next='kt log-dirs describe' ;;
         'kt log-dirs/inspect') _kt_next='kt log-dirs inspect' ;;
         'kt metadata/shell') _kt_next='kt metadata shell' ;;
+        'kt metadata/timeline') _kt_next='kt metadata timeline' ;;
         'kt replica/diff') _kt_next='kt replica diff' ;;
         'kt topic/alter') _kt_next='kt topic alter' ;;
         'kt topic/create') _kt_next='kt topic create' ;;
@@ -430,6 +435,12 @@ _kt_option() {
         'kt log-dirs describe/--topic-list') _kt_nargs=1 ;;
         'kt metadata shell/--snapshot'|'kt metadata shell/-s') _kt_nargs=1 _kt_kind=file ;;
         'kt metadata shell/--as-of') _kt_nargs=1 ;;
+        'kt metadata timeline/--topic') _kt_nargs=1 ;;
+        'kt metadata timeline/--partition') _kt_nargs=1 ;;
+        'kt metadata timeline/--broker') _kt_nargs=1 ;;
+        'kt metadata timeline/--since') _kt_nargs=1 ;;
+        'kt metadata timeline/--until') _kt_nargs=1 ;;
+        'kt metadata timeline/--kind') _kt_nargs=1 ;;
         'kt produce/--bootstrap-server'|'kt produce/-b') _kt_nargs=1 ;;
         'kt produce/--timeout') _kt_nargs=1 ;;
         'kt produce/--partition'|'kt produce/-p') _kt_nargs=1 ;;
@@ -515,6 +526,7 @@ _kt_argument() {
         'kt index rebuild/'*) _kt_kind=file ;;
         'kt index verify/'*) _kt_kind=file ;;
         'kt log-dirs inspect/0') _kt_kind=file ;;
+        'kt metadata timeline/'*) _kt_kind=file ;;
         'kt replica diff/'*) _kt_kind=file ;;
     esac
 }

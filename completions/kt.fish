@@ -91,6 +91,8 @@ function __kt_child --argument-names path word
             echo 'kt log-dirs inspect'
         case 'kt metadata/shell'
             echo 'kt metadata shell'
+        case 'kt metadata/timeline'
+            echo 'kt metadata timeline'
         case 'kt replica/diff'
             echo 'kt replica diff'
         case 'kt topic/alter'
@@ -396,6 +398,18 @@ function __kt_nargs --argument-names path option
         case 'kt metadata shell/--snapshot' 'kt metadata shell/-s'
             echo 1
         case 'kt metadata shell/--as-of'
+            echo 1
+        case 'kt metadata timeline/--topic'
+            echo 1
+        case 'kt metadata timeline/--partition'
+            echo 1
+        case 'kt metadata timeline/--broker'
+            echo 1
+        case 'kt metadata timeline/--since'
+            echo 1
+        case 'kt metadata timeline/--until'
+            echo 1
+        case 'kt metadata timeline/--kind'
             echo 1
         case 'kt produce/--bootstrap-server' 'kt produce/-b'
             echo 1
@@ -853,10 +867,21 @@ complete -c kt -n "__kt_is 'kt log-dirs inspect'" -l 'json' -d 'One JSON documen
 complete -c kt -n "__kt_is 'kt log-dirs inspect'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt log-dirs inspect'" -F
 complete -c kt -n "__kt_is 'kt metadata'" -a 'shell' -d 'Browse the cluster\'s metadata image like kafka-metadata-shell.sh.'
+complete -c kt -n "__kt_is 'kt metadata'" -a 'timeline' -d 'Tell what the cluster did, in order, from its metadata log.'
 complete -c kt -n "__kt_is 'kt metadata'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt metadata shell'" -l 'snapshot' -s 's' -r -F -d 'What to read (repeatable): a metadata log dir or __cluster_metadata-0 (the...'
 complete -c kt -n "__kt_is 'kt metadata shell'" -l 'as-of' -x -d 'Replay only up to this offset (inclusive) or ISO-8601 time, e.g. 1200 or...'
 complete -c kt -n "__kt_is 'kt metadata shell'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt metadata timeline'" -l 'topic' -x -d 'Only events of this topic (repeatable).'
+complete -c kt -n "__kt_is 'kt metadata timeline'" -l 'partition' -x -d 'Only events of this partition number (repeatable; with --topic: of that topic).'
+complete -c kt -n "__kt_is 'kt metadata timeline'" -l 'broker' -x -d 'Only events about or involving this broker or controller (repeatable): its...'
+complete -c kt -n "__kt_is 'kt metadata timeline'" -l 'since' -x -d 'Only events at or after this offset or ISO-8601 time.'
+complete -c kt -n "__kt_is 'kt metadata timeline'" -l 'until' -x -d 'Only events at or before this offset or ISO-8601 time.'
+complete -c kt -n "__kt_is 'kt metadata timeline'" -l 'kind' -x -d 'Only these kinds of events (repeatable, comma-separated), e.g....'
+complete -c kt -n "__kt_is 'kt metadata timeline'" -l 'summary' -d 'Per-partition and per-broker accounts instead of the events.'
+complete -c kt -n "__kt_is 'kt metadata timeline'" -l 'json' -d 'NDJSON: one object per event (or the summary object).'
+complete -c kt -n "__kt_is 'kt metadata timeline'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt metadata timeline'" -F
 complete -c kt -n "__kt_is 'kt produce'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
 complete -c kt -n "__kt_is 'kt produce'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt produce'" -l 'partition' -s 'p' -x -d 'Write every record here.'

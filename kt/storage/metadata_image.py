@@ -19,7 +19,7 @@ never rendered.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -113,7 +113,12 @@ class MetadataImage:
     zk_migration_state: int | None = None
     provenance: Provenance = field(default_factory=Provenance)
     # Records of an open metadata transaction, applied when it ends.
-    pending: list[tuple[int, int, dict[str, Any], int, int]] | None = None
+    pending: list[tuple[int, int, dict[str, Any], int, int, int]] | None = None
+    # Called with (apiKey, version, data, offset, timestamp, epoch) and the image as it
+    # is just before each record takes effect (the timeline derives events from it).
+    observer: Callable[[int, int, dict[str, Any], int, int, int], None] | None = field(
+        default=None, repr=False, compare=False
+    )
     # The leader of the metadata quorum (from LEADER_CHANGE) and its voters, if seen.
     quorum_leader: int | None = None
     quorum_epoch: int | None = None
@@ -160,18 +165,22 @@ class MetadataImage:
             return
         if api_key == 24:  # EndTransaction
             pending, self.pending = self.pending or [], None
-            for k, v, d, o, t in pending:
-                self._apply(k, v, d, o, t)
+            for k, v, d, o, t, e in pending:
+                self._apply(k, v, d, o, t, e)
             return
         if api_key == 25:  # AbortTransaction
             self.pending = None
             return
         if self.pending is not None:
-            self.pending.append((api_key, version, data, offset, timestamp))
+            self.pending.append((api_key, version, data, offset, timestamp, epoch))
             return
-        self._apply(api_key, version, data, offset, timestamp)
+        self._apply(api_key, version, data, offset, timestamp, epoch)
 
-    def _apply(self, k: int, v: int, d: dict[str, Any], offset: int, timestamp: int) -> None:
+    def _apply(
+        self, k: int, v: int, d: dict[str, Any], offset: int, timestamp: int, epoch: int = -1
+    ) -> None:
+        if self.observer is not None:
+            self.observer(k, v, d, offset, timestamp, epoch)
         self.records_applied += 1
         if k == 0:
             self.brokers[d["BrokerId"]] = {
