@@ -10,7 +10,7 @@ _kt_node() {
             _kt_opts='-V --version -h --help'
             ;;
         'kt analyze')
-            _kt_subs='anomalies keys topics'
+            _kt_subs='anomalies keys metadata topics'
             _kt_opts='-h --help'
             ;;
         'kt analyze anomalies')
@@ -20,6 +20,10 @@ _kt_node() {
         'kt analyze keys')
             _kt_subs=''
             _kt_opts='--json --to --format --mode --master --conf --topic --topic-regex --start-offset --end-offset --start-time --end-time --max-bytes-per-partition --key --key-hex --key-regex --decode -h --help'
+            ;;
+        'kt analyze metadata')
+            _kt_subs=''
+            _kt_opts='--json --to --format --mode --master --conf --topic --topic-regex --start-offset --end-offset --start-time --end-time --max-bytes-per-partition --report -h --help'
             ;;
         'kt analyze topics')
             _kt_subs=''
@@ -255,6 +259,7 @@ _kt_child() {
         'kt/dump-segment') _kt_next='kt dump-log-segments' ;;
         'kt analyze/anomalies') _kt_next='kt analyze anomalies' ;;
         'kt analyze/keys') _kt_next='kt analyze keys' ;;
+        'kt analyze/metadata') _kt_next='kt analyze metadata' ;;
         'kt analyze/topics') _kt_next='kt analyze topics' ;;
         'kt broker/start') _kt_next='kt broker start' ;;
         'kt checkpoint/edit') _kt_next='kt checkpoint edit' ;;
@@ -326,6 +331,19 @@ _kt_option() {
         'kt analyze keys/--key-hex') _kt_nargs=1 ;;
         'kt analyze keys/--key-regex') _kt_nargs=1 ;;
         'kt analyze keys/--decode') _kt_nargs=1 _kt_kind=choice _kt_words=$'utf8\nhex\nbase64' ;;
+        'kt analyze metadata/--to') _kt_nargs=1 _kt_kind=dir ;;
+        'kt analyze metadata/--format') _kt_nargs=1 _kt_kind=choice _kt_words=$'parquet\njson\ncsv' ;;
+        'kt analyze metadata/--mode') _kt_nargs=1 _kt_kind=choice _kt_words=$'error\noverwrite\nappend' ;;
+        'kt analyze metadata/--master') _kt_nargs=1 ;;
+        'kt analyze metadata/--conf') _kt_nargs=1 ;;
+        'kt analyze metadata/--topic') _kt_nargs=1 ;;
+        'kt analyze metadata/--topic-regex') _kt_nargs=1 ;;
+        'kt analyze metadata/--start-offset') _kt_nargs=1 ;;
+        'kt analyze metadata/--end-offset') _kt_nargs=1 ;;
+        'kt analyze metadata/--start-time') _kt_nargs=1 ;;
+        'kt analyze metadata/--end-time') _kt_nargs=1 ;;
+        'kt analyze metadata/--max-bytes-per-partition') _kt_nargs=1 ;;
+        'kt analyze metadata/--report') _kt_nargs=1 _kt_kind=choice _kt_words=$'leaders\noffline\nunavailable\nevents' ;;
         'kt analyze topics/--to') _kt_nargs=1 _kt_kind=dir ;;
         'kt analyze topics/--format') _kt_nargs=1 _kt_kind=choice _kt_words=$'parquet\njson\ncsv' ;;
         'kt analyze topics/--mode') _kt_nargs=1 _kt_kind=choice _kt_words=$'error\noverwrite\nappend' ;;

@@ -51,6 +51,8 @@ function __kt_child --argument-names path word
             echo 'kt analyze anomalies'
         case 'kt analyze/keys'
             echo 'kt analyze keys'
+        case 'kt analyze/metadata'
+            echo 'kt analyze metadata'
         case 'kt analyze/topics'
             echo 'kt analyze topics'
         case 'kt broker/start'
@@ -180,6 +182,32 @@ function __kt_nargs --argument-names path option
         case 'kt analyze keys/--key-regex'
             echo 1
         case 'kt analyze keys/--decode'
+            echo 1
+        case 'kt analyze metadata/--to'
+            echo 1
+        case 'kt analyze metadata/--format'
+            echo 1
+        case 'kt analyze metadata/--mode'
+            echo 1
+        case 'kt analyze metadata/--master'
+            echo 1
+        case 'kt analyze metadata/--conf'
+            echo 1
+        case 'kt analyze metadata/--topic'
+            echo 1
+        case 'kt analyze metadata/--topic-regex'
+            echo 1
+        case 'kt analyze metadata/--start-offset'
+            echo 1
+        case 'kt analyze metadata/--end-offset'
+            echo 1
+        case 'kt analyze metadata/--start-time'
+            echo 1
+        case 'kt analyze metadata/--end-time'
+            echo 1
+        case 'kt analyze metadata/--max-bytes-per-partition'
+            echo 1
+        case 'kt analyze metadata/--report'
             echo 1
         case 'kt analyze topics/--to'
             echo 1
@@ -615,6 +643,7 @@ complete -c kt -n "__kt_is 'kt'" -s 'V' -l 'version' -d 'Show the version and ex
 complete -c kt -n "__kt_is 'kt'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt analyze'" -a 'anomalies' -d 'Everything suspicious in the segments.'
 complete -c kt -n "__kt_is 'kt analyze'" -a 'keys' -d 'The history of one key: its records across all partitions and segments.'
+complete -c kt -n "__kt_is 'kt analyze'" -a 'metadata' -d 'KRaft metadata logs of many clusters: leader churn and unavailability.'
 complete -c kt -n "__kt_is 'kt analyze'" -a 'topics' -d 'Statistics per topic and partition.'
 complete -c kt -n "__kt_is 'kt analyze'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt analyze anomalies'" -l 'json' -d 'NDJSON, one object per row.'
@@ -651,6 +680,21 @@ complete -c kt -n "__kt_is 'kt analyze keys'" -l 'key-hex' -x -d 'The key as hex
 complete -c kt -n "__kt_is 'kt analyze keys'" -l 'key-regex' -x -d 'Keys matching this regex (on the key as UTF-8).'
 complete -c kt -n "__kt_is 'kt analyze keys'" -l 'decode' -x -a 'utf8 hex base64' -d 'How keys, values and header values are shown (utf8 escapes invalid bytes).'
 complete -c kt -n "__kt_is 'kt analyze keys'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -l 'json' -d 'NDJSON, one object per row.'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -l 'to' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Write the result as a dataset in DIR instead of printing it.'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -l 'format' -x -a 'parquet json csv' -d 'The format of --to.'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -l 'mode' -x -a 'error overwrite append' -d 'When --to exists: fail, replace it, or add to it.'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -l 'master' -x -d 'Spark master URL: local[N], spark://host:port, yarn, ...'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -l 'conf' -x -d 'A Spark configuration property (repeatable).'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -l 'topic' -x -d 'Only topics matching these globs (a,b*).'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -l 'topic-regex' -x -d 'Only topics matching this regex.'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -l 'start-offset' -x -d 'First offset (inclusive).'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -l 'end-offset' -x -d 'Last offset (exclusive).'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -l 'start-time' -x -d 'Earliest timestamp, ms or ISO-8601 (inclusive).'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -l 'end-time' -x -d 'Latest timestamp, ms or ISO-8601 (exclusive).'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -l 'max-bytes-per-partition' -x -d 'Split segments larger than this into several Spark tasks (default 128 MiB).'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -l 'report' -x -a 'leaders offline unavailable events' -d 'leaders: leaderships gained/lost and fencings per cluster, hour and broker...'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt analyze topics'" -l 'json' -d 'NDJSON, one object per row.'
 complete -c kt -n "__kt_is 'kt analyze topics'" -l 'to' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Write the result as a dataset in DIR instead of printing it.'
 complete -c kt -n "__kt_is 'kt analyze topics'" -l 'format' -x -a 'parquet json csv' -d 'The format of --to.'

@@ -125,12 +125,13 @@ def read_entries(path: str | os.PathLike[str]) -> Iterator[MetadataEntry]:
                 )
                 continue
             for off, ts, k, val, _hdrs, _seq in tuples:
-                yield _entry(off, ts, epoch, h.is_control, k, val, item.position)
+                yield entry_from_record(off, ts, epoch, h.is_control, k, val, item.position)
 
 
-def _entry(
-    off: int, ts: int, epoch: int, control: bool, k: bytes | None, val: bytes | None, pos: int
+def entry_from_record(
+    off: int, ts: int, epoch: int, control: bool, k: bytes | None, val: bytes | None, pos: int = 0
 ) -> MetadataEntry:
+    """The entry of one record of a metadata log (decoded; `error` set when it does not)."""
     e = MetadataEntry(off, ts, epoch, position=pos)
     try:
         if control:

@@ -169,3 +169,20 @@ def replay_paths(paths: list[Path], as_of: AsOf | None = None) -> ReplayResult:
 
     snap = max(snaps, key=end, default=None)
     return replay_files(snap, logs, as_of)
+
+
+def timeline_baseline(partition: Path, first_offset: int) -> Path | None:
+    """The snapshot a history starting at `first_offset` builds on (None from offset 0).
+
+    The newest snapshot ending at or before the log's first offset: the state of the
+    cluster just before the first record still in the log.
+    """
+    if first_offset <= 0:
+        return None
+    _logs, snaps = metadata_files(partition)
+    best: Path | None = None
+    for snap in snaps:
+        sid = snapshot_id(snap)
+        if sid is not None and sid.end_offset <= first_offset:
+            best = snap
+    return best

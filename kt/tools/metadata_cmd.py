@@ -190,7 +190,7 @@ def shell(paths: tuple[Path, ...], as_of: str | None, command: tuple[str, ...]) 
 def _timeline_sources(paths: list[Path]) -> tuple[Path | None, list[Path]]:
     """A baseline snapshot (only when the log no longer starts at 0) and the logs."""
     from kt.storage.metadata_log import metadata_files, snapshot_id
-    from kt.storage.metadata_replay import is_snapshot_file, partition_dir
+    from kt.storage.metadata_replay import is_snapshot_file, partition_dir, timeline_baseline
 
     logs: list[Path] = []
     snaps: list[Path] = []
@@ -205,29 +205,17 @@ def _timeline_sources(paths: list[Path]) -> tuple[Path | None, list[Path]]:
             logs.append(p)
     logs.sort(key=lambda p: int(p.stem) if p.stem.isdigit() else 0)
     if not logs:
-        # Only snapshots: their records are the story (everything "created").
-        return None, sorted(snaps, key=lambda p: (snapshot_id(p) or _ZERO).end_offset)[-1:]
+        # Only snapshots: the newest one's records are the story.
+        ends = [(sid.end_offset if (sid := snapshot_id(s)) else -1, s) for s in snaps]
+        return None, [max(ends)[1]] if ends else []
     start = int(logs[0].stem) if logs[0].stem.isdigit() else 0
-    baseline = None
-    if start > 0:
-        fitting = [
-            s for s in snaps if (sid := snapshot_id(s)) is not None and sid.end_offset <= start
-        ]
-        if not fitting:
-            console.warn(
-                f"the log starts at offset {start} and no snapshot ends at or before it: "
-                "the timeline starts from an empty cluster"
-            )
-        else:
-            baseline = max(fitting, key=lambda s: (snapshot_id(s) or _ZERO).end_offset)
+    baseline = timeline_baseline(logs[0].parent, start)
+    if start > 0 and baseline is None:
+        console.warn(
+            f"the log starts at offset {start} and no snapshot ends at or before it: "
+            "the timeline starts from an empty cluster"
+        )
     return baseline, logs
-
-
-class _Zero:
-    end_offset = 0
-
-
-_ZERO = _Zero()
 
 
 @metadata.command("timeline")
