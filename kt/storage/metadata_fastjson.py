@@ -75,11 +75,34 @@ def _uuid(buf: bytes, pos: int) -> str:
     return text
 
 
+_INTS_CACHE: dict[bytes, str] = {}
+
+
 def _ints(buf: bytes, pos: int, n: int) -> str:
-    return "[" + ",".join(map(str, struct.unpack_from(f">{n}i", buf, pos))) + "]"
+    # Replica lists, ISRs and ELRs repeat endlessly in a metadata log: remember their text.
+    raw = buf[pos : pos + 4 * n]
+    text = _INTS_CACHE.get(raw)
+    if text is not None:
+        return text
+    if len(raw) != 4 * n:
+        raise FastPathMiss
+    if len(_INTS_CACHE) > 100_000:
+        _INTS_CACHE.clear()
+    text = _INTS_CACHE[raw] = "[" + ",".join(map(str, struct.unpack(f">{n}i", raw))) + "]"
+    return text
+
+
+def _uuidtext(raw: bytes) -> str:
+    text = _UUID_CACHE.get(raw)
+    if text is None:
+        if len(_UUID_CACHE) > 100_000:
+            _UUID_CACHE.clear()
+        text = _UUID_CACHE[raw] = '"' + base64.urlsafe_b64encode(raw).decode("ascii")[:22] + '"'
+    return text
 
 
 _GLOBALS: dict[str, object] = {
+    "_uuidtext": _uuidtext,
     "_uv": _uv,
     "_str": _str,
     "_bytes": _bytes,
@@ -96,8 +119,13 @@ _GLOBALS: dict[str, object] = {
     "Miss": FastPathMiss,
 }
 
-_FIXED = {"int8": (1, "_I8"), "int16": (2, "_I16"), "uint16": (2, "_U16"),
-          "int32": (4, "_I32"), "int64": (8, "_I64")}  # fmt: skip
+_FIXED = {
+    "int8": (1, "_I8"),
+    "int16": (2, "_I16"),
+    "uint16": (2, "_U16"),
+    "int32": (4, "_I32"),
+    "int64": (8, "_I64"),
+}
 
 
 class _Gen:
@@ -169,12 +197,37 @@ class _Gen:
         version: int,
         redact: Callable[[Field], str | None] | None = None,
     ) -> str:
-        """Emit a reader function for a struct; return its name."""
+        """Emit a reader function for a struct; return its name.
+
+        Runs of fixed-size fields are read with one precompiled Struct; the JSON is one
+        f-string when the record carries no tagged fields (the common case), else the
+        fields in schema order with the tagged ones that are present and not default.
+        """
         fn = self.name("_s")
         out = [f"def {fn}(buf, pos):"]
         ind = "    "
-        parts: list[str] = []  # (code producing the "name":value text, or a conditional)
+        order: list[tuple[Field, str, bool]] = []  # field, var, tagged
         tagged: list[tuple[Field, str]] = []
+        run: list[tuple[Field, str]] = []
+
+        def flush() -> None:
+            if not run:
+                return
+            fmt = ">" + "".join(_STRUCT_CODES[f.type] for f, _ in run)
+            packer = self.name("_P")
+            _GLOBALS[packer] = struct.Struct(fmt).unpack_from
+            size = struct.calcsize(fmt)
+            names = ", ".join(v for _, v in run)
+            out.append(f"{ind}{names}, = {packer}(buf, pos); pos += {size}")
+            for f, v in run:
+                if f.type == "uuid":
+                    out.append(f"{ind}{v} = _uuidtext({v})")
+                elif f.type == "bool":
+                    out.append(f"{ind}{v} = 'true' if {v} else 'false'")
+                elif f.type == "float64":
+                    out.append(f"{ind}{v} = _dbl({v})")
+            run.clear()
+
         for f in fields:
             if not in_range(version, f.versions):
                 continue
@@ -182,44 +235,62 @@ class _Gen:
             if f.tag is not None and in_range(version, f.tagged):
                 out.append(f"{ind}{var} = None")
                 tagged.append((f, var))
-                parts.append(f"T:{f.json_name}:{var}")
+                order.append((f, var, True))
                 continue
-            self.field(out, ind, f, version, var)
             special = redact(f) if redact else None
+            if not f.is_array and f.type in _STRUCT_CODES and special is None:
+                run.append((f, var))
+                order.append((f, var, False))
+                continue
+            flush()
+            self.field(out, ind, f, version, var)
             if special is not None:
                 out.append(f"{ind}{special.format(var=var)}")
-            parts.append(f"F:{f.json_name}:{var}")
+            order.append((f, var, False))
+        flush()
         count = self.name("c")
         self.uvarint(out, ind, count)
-        if True:  # every flexible struct ends with a tagged-field section
-            out.append(f"{ind}for _ in range({count}):")
-            tag, size = self.name("tag"), self.name("sz")
-            self.uvarint(out, ind + "    ", tag)
-            self.uvarint(out, ind + "    ", size)
-            out.append(f"{ind}    stop = pos + {size}")
-            first = True
-            for f, var in tagged:
-                kw = "if" if first else "elif"
-                first = False
-                out.append(f"{ind}    {kw} {tag} == {f.tag}:")
-                self.field(out, ind + "        ", f, version, var)
-                out.append(f"{ind}        if pos != stop: raise Miss")
-            out.append(f"{ind}    pos = stop")
-        # The JSON text: tagged fields only when read and not at their default.
+        plain = ",".join(f'"{f.json_name}":{{{v}}}' for f, v, t in order if not t)
+        out.append(f"{ind}if {count} == 0:")
+        out.append(f"{ind}    return f'{{{{{plain}}}}}', pos")
+        out.append(f"{ind}for _ in range({count}):")
+        tag, size = self.name("tag"), self.name("sz")
+        self.uvarint(out, ind + "    ", tag)
+        self.uvarint(out, ind + "    ", size)
+        out.append(f"{ind}    stop = pos + {size}")
+        first = True
+        for f, var in tagged:
+            kw = "if" if first else "elif"
+            first = False
+            out.append(f"{ind}    {kw} {tag} == {f.tag}:")
+            self.field(out, ind + "        ", f, version, var)
+            out.append(f"{ind}        if pos != stop: raise Miss")
+        out.append(f"{ind}    pos = stop")
+        # Tagged fields only when read and not at their default, all in schema order.
         out.append(f"{ind}out = []")
-        for p in parts:
-            kind, jname, var = p.split(":")
-            if kind == "F":
-                out.append(f"{ind}out.append('\"{jname}\":' + {var})")
-            else:
-                f = next(f for f, v in tagged if v == var)
+        for f, var, is_tagged in order:
+            if is_tagged:
                 default = _default_json(f)
                 out.append(f"{ind}if {var} is not None and {var} != {default!r}:")
-                out.append(f"{ind}    out.append('\"{jname}\":' + {var})")
+                out.append(f"{ind}    out.append(f'\"{f.json_name}\":{{{var}}}')")
+            else:
+                out.append(f"{ind}out.append(f'\"{f.json_name}\":{{{var}}}')")
         out.append(f"{ind}return '{{' + ','.join(out) + '}}', pos")
         self.lines.extend(out)
         self.lines.append("")
         return fn
+
+
+_STRUCT_CODES = {
+    "int8": "b",
+    "int16": "h",
+    "uint16": "H",
+    "int32": "i",
+    "int64": "q",
+    "uuid": "16s",
+    "bool": "?",
+    "float64": "d",
+}
 
 
 def _default_json(f: Field) -> str:
