@@ -250,7 +250,8 @@ def _render_kraft(rep: LogDirReport) -> None:
     last = ""
     if k.last_batch_timestamp is not None and k.last_batch_timestamp >= 0:
         when = datetime.fromtimestamp(k.last_batch_timestamp / 1000, UTC)
-        last = f", last batch {when.isoformat(timespec='milliseconds')} epoch {k.last_batch_epoch}"
+        stamp = when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        last = f", last batch {stamp} epoch {k.last_batch_epoch}"
     click.echo(
         f"    log: {plural(k.segments, 'segment')}, {plural(k.size, 'byte')}, offsets "
         f"{_opt(k.log_start_offset)}..{_opt(k.log_end_offset)} (end, exclusive){last}"
