@@ -5,9 +5,10 @@ holds millions of small records, so the general codec (decode to a dict, then
 render) is too slow for the dump's hot loop. This module generates, once per
 record type and version, a Python function from the schema data that reads the
 bytes and builds the JSON text in one pass. It handles only well-formed records:
-on anything unexpected it raises `FastPathMiss`, and the caller falls back to the
-general codec, which produces Kafka's exact error message. The tests check that
-both paths print the same text for every record type and version.
+on anything unexpected it raises `FastPathMiss` (or fails on the bytes), and the
+caller falls back to the general codec, which produces Kafka's exact error message.
+The tests check that both paths print the same text for every record type and
+version, and agree on arbitrary bytes.
 """
 
 from __future__ import annotations
@@ -196,8 +197,13 @@ class _Gen:
         fields: tuple[Field, ...],
         version: int,
         redact: Callable[[Field], str | None] | None = None,
+        top: bool = False,
     ) -> str:
         """Emit a reader function for a struct; return its name.
+
+        For a record (`top`) whose tagged fields all come after its other fields, the
+        text of the tagged section is cached by its bytes: leader/ISR changes repeat
+        the same few tagged sections for different partitions.
 
         Runs of fixed-size fields are read with one precompiled Struct; the JSON is one
         f-string when the record carries no tagged fields (the common case), else the
@@ -209,6 +215,7 @@ class _Gen:
         order: list[tuple[Field, str, bool]] = []  # field, var, tagged
         tagged: list[tuple[Field, str]] = []
         run: list[tuple[Field, str]] = []
+        inits: list[str] = []  # tagged fields start unset (None), after any cache hit
 
         def flush() -> None:
             if not run:
@@ -233,7 +240,7 @@ class _Gen:
                 continue
             var = self.name("v")
             if f.tag is not None and in_range(version, f.tagged):
-                out.append(f"{ind}{var} = None")
+                inits.append(f"{ind}{var} = None")
                 tagged.append((f, var))
                 order.append((f, var, True))
                 continue
@@ -248,9 +255,20 @@ class _Gen:
                 out.append(f"{ind}{special.format(var=var)}")
             order.append((f, var, False))
         flush()
+        plain = ",".join(f'"{f.json_name}":{{{v}}}' for f, v, t in order if not t)
+        flags = [t for _, _, t in order]
+        tail_mode = top and bool(tagged) and bool(plain) and flags == sorted(flags)
+        cache = ""
+        if tail_mode:
+            cache = self.name("_TAIL")
+            _GLOBALS[cache] = {}
+            out.append(f"{ind}tail = buf[pos:]")
+            out.append(f"{ind}hit = {cache}.get(tail)")
+            out.append(f"{ind}if hit is not None:")
+            out.append(f"{ind}    return f'{{{{{plain}{{hit}}}}}}', len(buf)")
+        out.extend(inits)
         count = self.name("c")
         self.uvarint(out, ind, count)
-        plain = ",".join(f'"{f.json_name}":{{{v}}}' for f, v, t in order if not t)
         out.append(f"{ind}if {count} == 0:")
         out.append(f"{ind}    return f'{{{{{plain}}}}}', pos")
         out.append(f"{ind}for _ in range({count}):")
@@ -266,6 +284,20 @@ class _Gen:
             self.field(out, ind + "        ", f, version, var)
             out.append(f"{ind}        if pos != stop: raise Miss")
         out.append(f"{ind}    pos = stop")
+        if tail_mode:
+            out.append(f"{ind}tparts = []")
+            for f, var in tagged:
+                default = _default_json(f)
+                out.append(f"{ind}if {var} is not None and {var} != {default!r}:")
+                out.append(f"{ind}    tparts.append(f'\"{f.json_name}\":{{{var}}}')")
+            out.append(f"{ind}ttext = (',' + ','.join(tparts)) if tparts else ''")
+            out.append(f"{ind}if pos == len(buf):")
+            out.append(f"{ind}    if len({cache}) > 50000: {cache}.clear()")
+            out.append(f"{ind}    {cache}[tail] = ttext")
+            out.append(f"{ind}return f'{{{{{plain}{{ttext}}}}}}', pos")
+            self.lines.extend(out)
+            self.lines.append("")
+            return fn
         # Tagged fields only when read and not at their default, all in schema order.
         out.append(f"{ind}out = []")
         for f, var, is_tagged in order:
@@ -341,7 +373,7 @@ def _build() -> dict[int, tuple[Callable[[bytes, int], tuple[str, int]], str]]:
     for key, schema in METADATA_RECORDS.items():
         lo, hi = schema.valid
         for version in range(lo, (hi if hi is not None else lo) + 1):
-            fn = gen.struct(schema.fields, version, _redactor(schema))
+            fn = gen.struct(schema.fields, version, _redactor(schema), top=True)
             prefix = f'{{"type":"{schema.type_name}","version":{version},"data":'
             entries[(key << 8) | version] = (fn, prefix)
     namespace = dict(_GLOBALS)
@@ -350,33 +382,21 @@ def _build() -> dict[int, tuple[Callable[[bytes, int], tuple[str, int]], str]]:
 
 
 _TABLE = _build()
-_ERRORS = (FastPathMiss, struct.error, IndexError, UnicodeDecodeError, ValueError)
-# Identical record values print identically; metadata logs repeat many (NoOpRecords
-# every few hundred ms, the same leader and ISR changes back and forth).
-_CACHE: dict[bytes, str] = {}
-_CACHE_LIMIT = 50_000
+_ERRORS = (FastPathMiss, struct.error, IndexError, KeyError, UnicodeDecodeError, ValueError)
 
 
 def fast_kafka_json(value: bytes | None) -> str | None:
     """Kafka's payload JSON for a well-formed record value (secrets redacted), else None."""
     if value is None:
         return None
-    text = _CACHE.get(value)
-    if text is not None:
-        return text
-    if len(value) < 3 or value[0] != 1 or value[1] > 127 or value[2] > 127:
-        return None
-    entry = _TABLE.get((value[1] << 8) | value[2])
-    if entry is None:
-        return None
     try:
-        body, pos = entry[0](value, 3)
+        if value[0] != 1:
+            return None
+        # One-byte apiKey and version (< 128): any longer varint makes a code no entry has.
+        reader, prefix = _TABLE[(value[1] << 8) | value[2]]
+        body, pos = reader(value, 3)
     except _ERRORS:
         return None
     if pos != len(value):
         return None
-    text = entry[1] + body + "}"
-    if len(_CACHE) >= _CACHE_LIMIT:
-        _CACHE.clear()
-    _CACHE[bytes(value)] = text
-    return text
+    return prefix + body + "}"
