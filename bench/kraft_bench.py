@@ -122,6 +122,13 @@ def generate(path: Path, records: list[tuple[int, int, dict[str, object]]]) -> N
     path.write_bytes(bytes(w.out))
 
 
+def count_records(path: Path) -> int:
+    """The records of a log file (for a given file's rate)."""
+    from kt.storage.metadata_log import read_entries
+
+    return sum(1 for _ in read_entries(path))
+
+
 def timed(cmd: list[str]) -> float:
     start = time.perf_counter()
     with open(os.devnull, "wb") as devnull:
@@ -133,17 +140,29 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument(
+        "--file",
+        type=Path,
+        action="append",
+        default=[],
+        help="Also time this metadata log (e.g. a copy of a real cluster's); repeatable.",
+    )
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     print(
         f"{'log':<8} {'records':>8} {'MiB':>6}  {'decoder rec/s':>14} "
         f"{'print-data-log rec/s':>21}  {'ratio':>5}"
     )
+    cases: list[tuple[str, Path, int]] = []
     for name, make in (("churn", churn), ("steady", steady)):
         path = OUT / f"kraft-{name}-{args.records}" / "00000000000000000000.log"
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             generate(path, make(args.records, random.Random(1)))
+        cases.append((name, path, args.records))
+    for extra in args.file:
+        cases.append((extra.name[:8], extra, count_records(extra)))
+    for name, path, n in cases:
         dec = [KT, "dump-log-segments", "--cluster-metadata-decoder", "--files", str(path)]
         pdl = [
             KT,
@@ -157,7 +176,6 @@ def main() -> None:
         for _ in range(args.repeat):
             best_dec = min(best_dec, timed(dec))
             best_pdl = min(best_pdl, timed(pdl))
-        n = args.records
         print(
             f"{name:<8} {n:>8} {path.stat().st_size / 2**20:>6.1f}  {n / best_dec:>14,.0f} "
             f"{n / best_pdl:>21,.0f}  {best_pdl / best_dec:>5.2f}"

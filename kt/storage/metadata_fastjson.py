@@ -14,6 +14,7 @@ version, and agree on arbitrary bytes.
 from __future__ import annotations
 
 import base64
+import itertools
 import struct
 from collections.abc import Callable
 
@@ -132,13 +133,14 @@ _FIXED = {
 class _Gen:
     """Emits the source of one module of reader functions."""
 
+    # One counter for every generator: their functions share one namespace.
+    _names = itertools.count(1)
+
     def __init__(self) -> None:
         self.lines: list[str] = []
-        self.count = 0
 
     def name(self, prefix: str) -> str:
-        self.count += 1
-        return f"{prefix}{self.count}"
+        return f"{prefix}{next(self._names)}"
 
     def uvarint(self, out: list[str], ind: str, var: str) -> None:
         out.append(f"{ind}{var} = buf[pos]")
@@ -367,36 +369,68 @@ def _redactor(schema: MessageSchema) -> Callable[[Field], str | None] | None:
     return None
 
 
-def _build() -> dict[int, tuple[Callable[[bytes, int], tuple[str, int]], str]]:
+Reader = Callable[[bytes, int], tuple[str, int]]
+
+
+def _build(code: int) -> tuple[Reader, str] | None:
+    """Generate the reader of one (apiKey << 8 | version), None when there is none.
+
+    Readers are made on first use: a dump meets a handful of record types, and
+    generating all of them would cost every run the time of the others.
+    """
+    key, version = code >> 8, code & 0xFF
+    schema = METADATA_RECORDS.get(key)
+    if schema is None or not in_range(version, schema.valid):
+        return None
     gen = _Gen()
-    entries: dict[int, tuple[str, str]] = {}
-    for key, schema in METADATA_RECORDS.items():
-        lo, hi = schema.valid
-        for version in range(lo, (hi if hi is not None else lo) + 1):
-            fn = gen.struct(schema.fields, version, _redactor(schema), top=True)
-            prefix = f'{{"type":"{schema.type_name}","version":{version},"data":'
-            entries[(key << 8) | version] = (fn, prefix)
-    namespace = dict(_GLOBALS)
-    exec(compile("\n".join(gen.lines), "<kt metadata fast json>", "exec"), namespace)
-    return {code: (namespace[fn], prefix) for code, (fn, prefix) in entries.items()}  # type: ignore[misc]
+    fn = gen.struct(schema.fields, version, _redactor(schema), top=True)
+    exec(compile("\n".join(gen.lines), f"<kt metadata reader {key}v{version}>", "exec"), _GLOBALS)
+    prefix = f'{{"type":"{schema.type_name}","version":{version},"data":'
+    return _GLOBALS[fn], prefix  # type: ignore[return-value]
 
 
-_TABLE = _build()
+class _Table(dict[int, "tuple[Reader, str] | None"]):
+    """Readers by code, generated on first lookup."""
+
+    def __missing__(self, code: int) -> tuple[Reader, str] | None:
+        entry = self[code] = _build(code) if code < 0x10000 else None
+        return entry
+
+
+_TABLE = _Table()
 _ERRORS = (FastPathMiss, struct.error, IndexError, KeyError, UnicodeDecodeError, ValueError)
+
+
+# Small records (NoOp, EndTransaction, fencing) repeat byte for byte: their text is
+# remembered, bounded. Longer ones rarely repeat whole and are not worth the insert.
+_SHORT: dict[bytes, str] = {}
+_SHORT_MAX = 24
 
 
 def fast_kafka_json(value: bytes | None) -> str | None:
     """Kafka's payload JSON for a well-formed record value (secrets redacted), else None."""
     if value is None:
         return None
+    short = len(value) <= _SHORT_MAX
+    if short:
+        text = _SHORT.get(value)
+        if text is not None:
+            return text
     try:
         if value[0] != 1:
             return None
         # One-byte apiKey and version (< 128): any longer varint makes a code no entry has.
-        reader, prefix = _TABLE[(value[1] << 8) | value[2]]
-        body, pos = reader(value, 3)
+        entry = _TABLE[(value[1] << 8) | value[2]]
+        if entry is None:
+            return None
+        body, pos = entry[0](value, 3)
     except _ERRORS:
         return None
     if pos != len(value):
         return None
-    return prefix + body + "}"
+    text = entry[1] + body + "}"
+    if short:
+        if len(_SHORT) >= 10_000:
+            _SHORT.clear()
+        _SHORT[bytes(value)] = text
+    return text

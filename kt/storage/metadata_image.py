@@ -466,6 +466,10 @@ def format_time(ms: int) -> str:
     )
 
 
+def _opt(v: str | None) -> str:
+    return "null" if v is None else v
+
+
 def _num(v: float) -> str:
     return str(int(v)) if v == int(v) else repr(v)
 
@@ -537,7 +541,7 @@ def broker_text(b: dict[str, Any]) -> str:
     return (
         f"BrokerRegistration(id={b['BrokerId']}, epoch={b['BrokerEpoch']}, "
         f"incarnationId={b['IncarnationId']}, listeners={_endpoints(b['EndPoints'])}, "
-        f"supportedFeatures={_features(b['Features'])}, rack={b['Rack']}, "
+        f"supportedFeatures={_features(b['Features'])}, rack={_opt(b['Rack'])}, "
         f"fenced={str(b['Fenced']).lower()}, "
         f"inControlledShutdown={str(b['InControlledShutdown']).lower()}, "
         f"isMigratingZkBroker={str(b['IsMigratingZkBroker']).lower()}, "
