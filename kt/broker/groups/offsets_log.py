@@ -25,7 +25,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from kt.broker.errors import error_code_for, is_storage_failure
+from kt.broker.errors import AppendError, error_code_for
+from kt.broker.metadata_store import CONSUMER_OFFSETS
 from kt.protocol import ErrorCode
 from kt.protocol.coordinator_records import (
     GroupMetadataRecord,
@@ -39,12 +40,13 @@ from kt.storage.checkpoint import TopicPartition
 from kt.storage.log import AppendOrigin
 
 if TYPE_CHECKING:
-    from kt.broker.broker import Broker
-    from kt.broker.partition import Partition
+    from kt.broker.config import BrokerConfig
+    from kt.broker.metadata.topics import TopicsView
+    from kt.broker.replica_manager import ReplicaManager
+    from kt.broker.topic_creation import TopicCreator
 
 log = logging.getLogger("kt.broker.groups")
 
-CONSUMER_OFFSETS = "__consumer_offsets"
 SEGMENT_BYTES = 100 * 1024 * 1024
 
 Record = tuple[bytes, bytes | None]
@@ -77,15 +79,6 @@ class StoredBatch:
     producer_id: int = -1
     transactional: bool = False
     marker: bool | None = None
-
-
-class AppendError(Exception):
-    """A write to `__consumer_offsets` refused or failed, with the partition-level Kafka
-    error (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT, ...)."""
-
-    def __init__(self, code: ErrorCode, message: str = "") -> None:
-        super().__init__(message or code.name)
-        self.code = code
 
 
 class RecordStore(Protocol):
@@ -144,31 +137,40 @@ class LogRecordStore:
 
     topic = CONSUMER_OFFSETS
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(
+        self,
+        replicas: ReplicaManager,
+        topics: TopicsView,
+        config: BrokerConfig,
+        creator: TopicCreator,
+    ) -> None:
+        self.replicas = replicas
+        self.topics = topics
+        self.config = config
+        self.creator = creator
 
     def exists(self) -> bool:
         """Whether the topic exists yet."""
-        return self.topic in self.broker.metadata.topics
+        return self.topic in self.topics.topics
 
     def partition_count(self) -> int:
         """Partitions of the topic: as created, or as configured while it is not."""
-        info = self.broker.metadata.topics.get(CONSUMER_OFFSETS)
+        info = self.topics.get(CONSUMER_OFFSETS)
         if info is None:
-            return self.broker.config.get_int("offsets.topic.num.partitions")
+            return self.config.get_int("offsets.topic.num.partitions")
         return info.partitions
 
     async def ensure(self) -> None:
         """Create the topic (once, on first use) with Kafka's internal settings."""
-        if CONSUMER_OFFSETS in self.broker.metadata.topics:
+        if CONSUMER_OFFSETS in self.topics.topics:
             return
-        cfg = self.broker.config
+        cfg = self.config
         configs = {
             "cleanup.policy": "compact",
             "segment.bytes": str(int(cfg.props.get("offsets.topic.segment.bytes", SEGMENT_BYTES))),
             "compression.type": "producer",
         }
-        info = await self.broker.ensure_internal_topic(
+        info = await self.creator.ensure_internal_topic(
             CONSUMER_OFFSETS,
             cfg.get_int("offsets.topic.num.partitions"),
             configs,
@@ -181,19 +183,9 @@ class LogRecordStore:
         """The `__consumer_offsets` partitions this broker leads (and can write)."""
         return sorted(
             part.tp.partition
-            for part in self.broker.replica_manager
+            for part in self.replicas
             if part.tp.topic == self.topic and part.is_leader and not part.offline
         )
-
-    def _leader(self, partition: int) -> Partition:
-        part = self.broker.replica_manager.get(TopicPartition(self.topic, partition))
-        if part is None:
-            raise AppendError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if part.offline:
-            raise AppendError(ErrorCode.KAFKA_STORAGE_ERROR)
-        if not part.is_leader:
-            raise AppendError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        return part
 
     def append(
         self,
@@ -207,11 +199,6 @@ class LogRecordStore:
         advance the high watermark as far as the ISR allows. `producer` (id, epoch)
         makes it a transactional batch (TxnOffsetCommit: sequence 0, as Kafka's
         GroupMetadataManager writes it)."""
-        part = self._leader(partition)
-        if acks_all:
-            refused = part.check_enough_replicas_for_append(-1)
-            if refused is not None:
-                raise AppendError(error_code_for(refused), str(refused))
         now = int(time.time() * 1000)
         pid, epoch = producer if producer is not None else (v2.NO_PRODUCER_ID, -1)
         batch = v2.build_batch(
@@ -223,28 +210,21 @@ class LogRecordStore:
             is_transactional=producer is not None,
         )
         try:
-            result = part.log.append_as_leader(batch, part.leader_epoch, now_ms=now,
-                                               origin=AppendOrigin.COORDINATOR)  # fmt: skip
-            if producer is not None and part.producer_state is not None:
-                # The partition's producer state opens the transaction, as for a
-                # producer's own batch: its marker closes it and the LSO waits for it.
-                header = v2.parse_header(batch, 0)
-                part.producer_state.on_append([header], result.first_offset,
-                                              result.log_append_time)  # fmt: skip
+            # Through the replica manager, as Kafka's coordinators append: it checks
+            # leadership and min.insync.replicas and takes a failed log offline.
+            result = self.replicas.append_records(
+                self.topic, partition, batch, now_ms=now, acks=-1 if acks_all else 1,
+                internal_topics_allowed=True, origin=AppendOrigin.COORDINATOR,
+            )  # fmt: skip
         except Exception as exc:
-            if is_storage_failure(exc) or isinstance(exc, OSError):
-                self.broker.replica_manager.on_storage_error(part, exc)
-                raise AppendError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from exc
             raise AppendError(error_code_for(exc), str(exc)) from exc
-        if not part.maybe_increment_high_watermark(now_ms=now):
-            part.notify()  # followers long-poll on the log end offset
-        return part.log_end_offset
+        return result.last_offset + 1
 
     async def wait_committed(self, partition: int, end_offset: int, timeout_ms: int) -> None:
         """Wait in the replica manager's produce purgatory, as an acks=all produce
         (Kafka's coordinator appends through appendRecords and DelayedProduce)."""
         tp = TopicPartition(self.topic, partition)
-        result = await self.broker.replica_manager.wait_for_replication({tp: end_offset},
+        result = await self.replicas.wait_for_replication({tp: end_offset},
                                                                         timeout_ms)  # fmt: skip
         error = result.get(tp)
         if error is not None:
@@ -259,7 +239,7 @@ class LogRecordStore:
     def read_batches(self, partition: int) -> Iterator[StoredBatch]:
         """Every batch of the partition up to its log end, oldest first, with its
         producer and, for transaction markers, the outcome."""
-        part = self.broker.replica_manager.get(TopicPartition(self.topic, partition))
+        part = self.replicas.get(TopicPartition(self.topic, partition))
         if part is None:
             return
         for batch in part.log.iter_batches():

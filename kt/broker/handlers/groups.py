@@ -15,9 +15,10 @@ from typing import Any
 from kt.broker.authorization import GROUP_OPERATIONS, OPERATIONS_NOT_REQUESTED
 from kt.broker.groups import GroupCoordinator
 from kt.broker.groups.coordinator import JoinRequest
-from kt.broker.groups.offsets_log import CONSUMER_OFFSETS, partition_for
+from kt.broker.groups.offsets_log import partition_for
 from kt.broker.handlers import RequestContext, handles
-from kt.broker.transactions.state_log import TRANSACTION_STATE
+from kt.broker.handlers.readiness import NOT_READY_COORDINATOR, not_ready_message, ready
+from kt.broker.metadata_store import CONSUMER_OFFSETS, TRANSACTION_STATE
 from kt.protocol import ErrorCode, Struct, apis
 
 KEY_TYPE_GROUP = 0
@@ -28,7 +29,7 @@ CLASSIC_GROUP_TYPE = "classic"
 
 def coordinator(ctx: RequestContext) -> GroupCoordinator:
     """The broker's group coordinator."""
-    return ctx.broker.group_coordinator
+    return ctx.services.groups
 
 
 def client_host(ctx: RequestContext) -> str:
@@ -48,11 +49,15 @@ async def find_coordinator(ctx: RequestContext, request: Struct) -> Any:
     for key in keys:
         entry: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1,
                                  "error_code": ErrorCode.NONE, "error_message": None}  # fmt: skip
-        if key_type == KEY_TYPE_GROUP:
+        if not ready(ctx):
+            # No view of the cluster yet: nobody known to lead the coordinator's
+            # partition, and the internal topic must not be "created" again.
+            entry.update(error_code=NOT_READY_COORDINATOR, error_message=not_ready_message(ctx))
+        elif key_type == KEY_TYPE_GROUP:
             await coordinator(ctx).ensure_topic()
             entry.update(_group_coordinator(ctx, key))
         elif key_type == KEY_TYPE_TRANSACTION:
-            await ctx.broker.transactions.ensure_topic()
+            await ctx.services.transactions.ensure_topic()
             entry.update(_coordinator_of(ctx, TRANSACTION_STATE, key))
         else:
             entry.update(error_code=ErrorCode.INVALID_REQUEST,
@@ -181,8 +186,11 @@ async def list_groups(ctx: RequestContext, request: Struct) -> Any:
     groups = coord.list_groups(states)
     if types and CLASSIC_GROUP_TYPE not in types:
         groups = []
-    # Kafka lists what is loaded and says that more may follow.
+    # Kafka lists what is loaded and says that more may follow; a broker with no
+    # view of the cluster yet does not know which groups it will coordinate.
     error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if coord.loading else ErrorCode.NONE
+    if not ready(ctx):
+        error = NOT_READY_COORDINATOR
     return apis.LIST_GROUPS.response(
         throttle_time_ms=0,
         error_code=error,
@@ -248,7 +256,7 @@ def _group_coordinator(ctx: RequestContext, group_id: str) -> dict[str, Any]:
 
 def _coordinator_of(ctx: RequestContext, topic: str, key: str) -> dict[str, Any]:
     """The live leader of `key`'s partition of an internal topic."""
-    cache = ctx.broker.metadata.cache
+    cache = ctx.services.topics.cache
     count = cache.num_partitions(topic)
     if not count:
         return _not_available()
@@ -256,7 +264,7 @@ def _coordinator_of(ctx: RequestContext, topic: str, key: str) -> dict[str, Any]
     leader = cache.broker(view.leader) if view is not None and view.leader >= 0 else None
     ep = None
     if leader is not None:
-        ep = leader.endpoint(ctx.broker.listener_name) or leader.endpoint()
+        ep = leader.endpoint_for(ctx.services.node.listener_name)
     if leader is None or ep is None:
         return _not_available()
     return {"node_id": leader.broker_id, "host": ep.host, "port": ep.port}

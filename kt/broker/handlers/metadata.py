@@ -11,10 +11,10 @@ from kt.broker.authorization import (
     OPERATIONS_NOT_REQUESTED,
     TOPIC_OPERATIONS,
 )
-from kt.broker.broker import CONSUMER_OFFSETS
 from kt.broker.handlers import RequestContext, handles
+from kt.broker.handlers.readiness import NOT_READY_TOPIC
 from kt.broker.metadata.cache import PartitionView
-from kt.broker.metadata_store import INTERNAL_TOPICS, topic_name_problem
+from kt.broker.metadata_store import CONSUMER_OFFSETS, INTERNAL_TOPICS, topic_name_problem
 from kt.protocol import ErrorCode, Struct, apis
 from kt.storage.checkpoint import TopicPartition
 
@@ -29,10 +29,14 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
     v8+ clients may ask for the authorized operations of each topic (and, v8-10, of
     the cluster); without an authorizer all operations applicable to the resource,
     as Kafka's KafkaApis answers. Topics named by an unknown topic id get none.
+
+    Before this broker received the controller's view it answers `not_ready`.
     """
-    broker = ctx.broker
-    store = broker.metadata
+    s = ctx.services
+    store = s.topics
     cache = store.cache
+    if not cache.ready:
+        return not_ready(ctx, request)
     requested = request.topics
     allow_create = ctx.version < 4 or request.allow_auto_topic_creation
     topic_ops = OPERATIONS_NOT_REQUESTED
@@ -74,10 +78,10 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
                 # Made by its coordinator with its own partition count and configs (as
                 # Kafka does), never as a plain topic with num.partitions.
                 if name == CONSUMER_OFFSETS:
-                    await broker.group_coordinator.ensure_topic()
+                    await s.groups.ensure_topic()
                     info = store.topics.get(name)
             elif allow_create:
-                info = await broker.maybe_auto_create(name)
+                info = await s.topic_creation.maybe_auto_create(name)
             if info is None:
                 topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                "name": name, "partitions": [],
@@ -85,7 +89,7 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
                 continue
         partitions = [
             _partition(ctx, name, p, view)
-            for p, view in sorted(broker.metadata.cache.partitions(name).items())
+            for p, view in sorted(s.topics.cache.partitions(name).items())
         ]
         topics.append(
             {
@@ -100,18 +104,59 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
     return apis.METADATA.response(
         throttle_time_ms=0,
         brokers=live_brokers(ctx),
-        cluster_id=broker.cluster_id,
+        cluster_id=s.node.cluster_id,
         controller_id=cache.controller_id if cache.controller_id is not None else -1,
         topics=topics,
         cluster_authorized_operations=cluster_ops,
     )
 
 
+def not_ready(ctx: RequestContext, request: Struct) -> Any:
+    """The answer of a broker with no view of the cluster yet (see
+    `kt.broker.handlers.readiness`): one every client takes as "ask again" and from
+    which none learns anything, rather than an empty cluster.
+
+    - No brokers. The Java client ignores an answer without brokers ("the startup
+      phase of a broker", NetworkClient), and so do kafka-python and aiokafka.
+      librdkafka (2.10+) decommissions every broker it learned that an answer does
+      not list, closing its connections and failing the requests in flight there, so
+      listing only ourselves would be worse than listing nobody.
+    - v7+ (librdkafka 2.x, the Java client, kafka-python): no topics either.
+      librdkafka retries an answer with neither brokers nor topics and applies
+      nothing of it ("No brokers or topics in metadata: should retry", since 0.9.2);
+      given topics, it would apply them (and the broker list).
+    - v0-6 (kafkajs; librdkafka before 2.10 and older Java clients): each named topic
+      with LEADER_NOT_AVAILABLE and no partitions. kafkajs throws on the first topic
+      error before it reads the brokers and retries LEADER_NOT_AVAILABLE, whereas an
+      answer without topic errors replaces its broker list (by nothing: it would
+      disconnect from every broker). librdkafka ignores a topic answered
+      LEADER_NOT_AVAILABLE with no partitions ("temporary error"), and before 2.10
+      leaves its brokers alone when none are listed.
+
+    Never UNKNOWN_TOPIC_OR_PARTITION, and never auto-creation: this broker cannot
+    know whether the topic exists."""
+    topics: list[dict[str, Any]] = []
+    if ctx.version < 7 and request.topics:  # v0's empty list asks for every topic
+        topics = [
+            {"error_code": NOT_READY_TOPIC, "name": t.name, "is_internal": False,
+             "partitions": [], "topic_authorized_operations": OPERATIONS_NOT_REQUESTED}
+            for t in request.topics
+        ]  # fmt: skip
+    return apis.METADATA.response(
+        throttle_time_ms=0,
+        brokers=[],
+        cluster_id=ctx.services.node.cluster_id,
+        controller_id=-1,
+        topics=topics,
+        cluster_authorized_operations=OPERATIONS_NOT_REQUESTED,
+    )
+
+
 def live_brokers(ctx: RequestContext) -> list[dict[str, Any]]:
     """The live brokers as clients see them: each one's endpoint on our listener."""
     out = []
-    for b in ctx.broker.metadata.cache.alive_brokers():
-        ep = b.endpoint(ctx.broker.listener_name) or b.endpoint()
+    for b in ctx.services.topics.cache.alive_brokers():
+        ep = b.endpoint_for(ctx.services.node.listener_name)
         if ep is not None:
             out.append({"node_id": b.broker_id, "host": ep.host, "port": ep.port,
                         "rack": b.rack})  # fmt: skip
@@ -122,14 +167,14 @@ def _partition(ctx: RequestContext, name: str, p: int, view: PartitionView) -> d
     """One partition as the controller described it. A partition without a live
     leader is LEADER_NOT_AVAILABLE. When this broker leads it but its replica sits in
     a failed log directory, it is reported the same way, with our replica offline."""
-    cache = ctx.broker.metadata.cache
+    cache = ctx.services.topics.cache
     offline = list(view.offline_replicas)
     leader = view.leader
-    local = ctx.broker.replica_manager.get(TopicPartition(name, p))
-    if leader == ctx.broker.node_id and (local is None or local.offline):
+    local = ctx.services.replicas.get(TopicPartition(name, p))
+    if leader == ctx.services.node.node_id and (local is None or local.offline):
         leader = -1
-        if ctx.broker.node_id not in offline:
-            offline.append(ctx.broker.node_id)
+        if ctx.services.node.node_id not in offline:
+            offline.append(ctx.services.node.node_id)
     error = (
         ErrorCode.NONE
         if leader >= 0 and cache.is_alive(leader)

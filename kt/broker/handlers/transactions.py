@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kt.broker.groups.offsets_log import CONSUMER_OFFSETS
 from kt.broker.handlers import RequestContext, handles
+from kt.broker.metadata_store import CONSUMER_OFFSETS
 from kt.broker.transactions.coordinator import TransactionCoordinator
 from kt.protocol import ErrorCode, Struct, apis
 
@@ -24,7 +24,7 @@ TopicPartitionT = tuple[str, int]
 
 
 def _coordinator(ctx: RequestContext) -> TransactionCoordinator:
-    return ctx.broker.transactions.coordinator
+    return ctx.services.transactions.coordinator
 
 
 def _fenced_for(version: int, fenced_since: int, error: ErrorCode) -> ErrorCode:
@@ -48,8 +48,10 @@ async def _add_one(
     coord = _coordinator(ctx)
     if verify_only:
         return coord.verify_partitions(tid, pid, epoch, wanted)
-    cache = ctx.broker.metadata.cache
-    missing = {tp for tp in wanted if cache.partition(*tp) is None}
+    cache = ctx.services.topics.cache
+    # Before this broker has the controller's view nothing is missing: the
+    # coordinator answers (NOT_COORDINATOR, as it owns no transactions yet).
+    missing = {tp for tp in wanted if cache.partition(*tp) is None} if cache.ready else set()
     if missing:
         return {tp: E.UNKNOWN_TOPIC_OR_PARTITION if tp in missing else E.OPERATION_NOT_ATTEMPTED
                 for tp in wanted}  # fmt: skip
@@ -83,7 +85,7 @@ async def add_partitions_to_txn(ctx: RequestContext, request: Struct) -> Any:
 async def add_offsets_to_txn(ctx: RequestContext, request: Struct) -> Any:
     """Add the group's `__consumer_offsets` partition to the transaction, so its
     TxnOffsetCommit is committed or aborted with it."""
-    partition = ctx.broker.group_coordinator.partition_for(request.group_id)
+    partition = ctx.services.groups.partition_for(request.group_id)
     error = await _coordinator(ctx).add_partitions(
         request.transactional_id, request.producer_id, request.producer_epoch,
         [(CONSUMER_OFFSETS, partition)],

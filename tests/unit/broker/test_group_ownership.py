@@ -12,21 +12,23 @@ from typing import Any, cast
 import pytest
 from replication_helpers import new_partition, state
 
-from kt.broker.errors import NotLeaderOrFollowerError
+from kt.broker.errors import (
+    AppendError,
+    KafkaStorageError,
+    NotLeaderOrFollowerError,
+    is_storage_failure,
+)
 from kt.broker.groups import CoordinatorSettings, GroupCoordinator, GroupState
 from kt.broker.groups.coordinator import JoinRequest, JoinResult
 from kt.broker.groups.group import OffsetEntry
-from kt.broker.groups.offsets_log import (
-    CONSUMER_OFFSETS,
-    AppendError,
-    LogRecordStore,
-    MemoryRecordStore,
-    partition_for,
-)
+from kt.broker.groups.offsets_log import LogRecordStore, MemoryRecordStore, partition_for
+from kt.broker.metadata_store import CONSUMER_OFFSETS
 from kt.broker.partition import Partition
 from kt.broker.purgatory import DelayedOperationPurgatory, DelayedProduce
 from kt.protocol import ErrorCode as E
 from kt.storage.checkpoint import TopicPartition
+from kt.storage.errors import StorageError
+from kt.storage.log import AppendResult
 
 PARTITIONS = 5
 GID = "grp"
@@ -297,6 +299,23 @@ class FakeReplicaManager:
     def get(self, tp: TopicPartition) -> Partition | None:
         return self.part if tp == self.part.tp else None
 
+    def append_records(
+        self, topic: str, index: int, records: bytes, *, now_ms: int, acks: int, **kw: Any
+    ) -> AppendResult:
+        # As ReplicaManager.append_records: refusals first, a failed log offline.
+        part = self.part
+        if part.offline:
+            raise KafkaStorageError(str(part.tp))
+        refusal = part.check_enough_replicas_for_append(acks)
+        if refusal is not None:
+            raise refusal
+        try:
+            return part.append_records(records, now_ms=now_ms, origin=kw["origin"])
+        except (StorageError, OSError) as exc:
+            if is_storage_failure(exc):
+                self.on_storage_error(part, exc)
+            raise
+
     def __iter__(self) -> Any:
         return iter([self.part])
 
@@ -305,9 +324,10 @@ class FakeReplicaManager:
         part.offline = True
 
 
-class FakeBroker:
-    def __init__(self, part: Partition) -> None:
-        self.replica_manager = FakeReplicaManager(part)
+def _log_store(part: Partition) -> LogRecordStore:
+    """The offsets log over one partition: only the replica manager is used here."""
+    unused = cast(Any, None)
+    return LogRecordStore(cast(Any, FakeReplicaManager(part)), unused, unused, unused)
 
 
 def offsets_partition(tmp_path: Path, *, min_isr: int = 1) -> Partition:
@@ -320,7 +340,7 @@ def test_log_store_waits_for_the_high_watermark(tmp_path: Path) -> None:
     async def t() -> None:
         part = offsets_partition(tmp_path)
         assert part.make_leader(state(1, 1, [1, 2]))
-        store = LogRecordStore(cast(Any, FakeBroker(part)))
+        store = _log_store(part)
         assert store.led_partitions() == [0]
         end = store.append(0, [(b"k", b"v")])
         assert end == 1 and part.high_watermark == 0
@@ -352,7 +372,7 @@ def test_log_store_min_isr_and_timeout(tmp_path: Path) -> None:
     async def t() -> None:
         part = offsets_partition(tmp_path, min_isr=2)
         assert part.make_leader(state(1, 1, [1], [1, 2]))
-        store = LogRecordStore(cast(Any, FakeBroker(part)))
+        store = _log_store(part)
         with pytest.raises(AppendError) as err:
             store.append(0, [(b"k", b"v")])
         assert err.value.code == E.NOT_ENOUGH_REPLICAS
