@@ -300,3 +300,51 @@ def test_snapshot_at_any_offset_equals_log_replay(tmp_path: Path, recs, data) ->
     assert rest.content() == replay_files(None, [log], None).image.content()
     log.unlink()
     snap.unlink()
+
+
+def test_interactive_on_a_terminal(incident) -> None:  # type: ignore[no-untyped-def]
+    """The shell on a real pseudo-terminal: banner, prompt, commands, tab, exit."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+    import time
+
+    main, child = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kt.cli", "metadata", "shell", "-s", str(incident.directory)],
+        stdin=child,
+        stdout=child,
+        stderr=child,
+        close_fds=True,
+    )
+    os.close(child)
+    seen = b""
+
+    def until(token: bytes, deadline: float = 120.0) -> None:
+        nonlocal seen
+        end = time.monotonic() + deadline
+        while token not in seen:
+            assert time.monotonic() < end, f"no {token!r} in {seen[-500:]!r}"
+            ready, _, _ = select.select([main], [], [], 1.0)
+            if ready:
+                try:
+                    seen += os.read(main, 4096)
+                except OSError:
+                    break
+
+    try:
+        until(b"kt-metadata:/> ")
+        assert b"image at offset 43, epoch 2" in seen
+        os.write(main, b"cd /image/topics/byN\t\n")  # tab completes the path
+        until(b"kt-metadata:/image/topics/byName> ")
+        os.write(main, b"ls\n")
+        until(b"orders")
+        os.write(main, b"exit\n")
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(main)
