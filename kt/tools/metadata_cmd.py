@@ -416,6 +416,9 @@ def _span(iv: Any, until: int, same_day: bool) -> str:
     )
 
 
+GROUP_AFTER = 3  # partitions with one story print on one line beyond this many
+
+
 def _print_summary(s: Any, as_json: bool) -> None:
     end = s.last_time if s.last_time is not None else 0
     same_day = s.first_time is not None and format_time(s.first_time)[:10] == format_time(end)[:10]
@@ -495,6 +498,7 @@ def _print_summary(s: Any, as_json: bool) -> None:
             f"{ld} (epoch {ep}, {_clock(t, same_day)})" for t, ep, ld in s.quorum_leaders
         )
         click.echo(f"metadata quorum leaders: {leaders}")
+    groups: dict[str, list[str]] = {}
     for p in parts:
         bits = [console.plural(p.leader_changes, "leader change")]
         if p.isr_changes:
@@ -508,7 +512,17 @@ def _print_summary(s: Any, as_json: bool) -> None:
         if p.last_leader is not None:
             last = "none (offline)" if p.last_leader < 0 else str(p.last_leader)
             bits.append(f"last leader {last} (epoch {p.last_leader_epoch})")
-        click.echo(f"partition {p.topic}-{p.partition}: {', '.join(bits)}")
+        text = ", ".join(bits)
+        groups.setdefault(text, []).append(f"{p.topic}-{p.partition}")
+    # Partitions with the very same story (a whole broker's going offline together)
+    # make one line, so the 3 that differ are not lost among 50 that do not.
+    for text, names in groups.items():
+        if len(names) <= GROUP_AFTER:
+            for name in names:
+                click.echo(f"partition {name}: {text}")
+        else:
+            shown = ", ".join(names[:3])
+            click.echo(f"{len(names)} partitions ({shown} and {len(names) - 3} more): {text}")
     for _, b in sorted(s.brokers.items()):
         bits = []
         if b.registrations:

@@ -195,3 +195,27 @@ def test_an_open_outage_and_a_decode_error(tmp_path: Path) -> None:
     assert evs[-1].kind == "decode_error" and "Unknown metadata id 99" in evs[-1].message
     s = summarize(evs)
     assert s.partitions[("t", 0)].offline[0].end is None
+
+
+def test_summary_groups_partitions_with_the_same_story(tmp_path: Path) -> None:
+    w = MetadataBatchWriter(0, 1)
+    w.records(
+        [register(1, 1, UUIDS["b1"]), (2, 0, {"Name": "t", "TopicId": UUIDS["orders"]})]
+        + [partition("orders", p, [1], 1) for p in range(5)],
+        T0,
+    )
+    w.records([pchange("orders", p, Leader=-1) for p in range(5)], T0 + 1000)
+    w.records([pchange("orders", 0, Leader=1)], T0 + 3000)
+    log = tmp_path / "00000000000000000000.log"
+    log.write_bytes(bytes(w.out))
+    code, out, _ = kt("metadata", "timeline", log, "--summary")
+    assert code == 0
+    lines = out.splitlines()
+    assert (
+        "partition t-0: 2 leader changes, offline 03:00:01-03:00:03 (2 s), "
+        "last leader 1 (epoch 2)" in lines
+    )
+    assert (
+        "4 partitions (t-1, t-2, t-3 and 1 more): 1 leader change, offline 03:00:01- "
+        "(still at the end, 2 s so far), last leader none (offline) (epoch 1)" in lines
+    )
