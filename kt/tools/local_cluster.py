@@ -332,16 +332,20 @@ class LocalZooKeeper:
         return is_alive(self.pid, self.start_time)
 
     def stop(self, *, kill: bool = False, timeout: float = 10.0) -> None:
-        """SIGTERM (or SIGKILL) and wait; escalates to SIGKILL after `timeout`."""
+        """SIGTERM (or SIGKILL) and wait; escalates to SIGKILL after `timeout`. Returns
+        once the process is gone and its port free (so a start right after finds it
+        free), or PORT_RELEASE_TIMEOUT later."""
         sig = signal.SIGKILL if kill else signal.SIGTERM
-        if self.running:
-            log_marker(self.log_path, f"{'killing' if kill else 'stopping'} ZooKeeper "
-                                      f"(pid {self.pid}, {sig.name})")  # fmt: skip
+        if not self.running:
+            return
+        how = "killing" if kill else "stopping"
+        log_marker(self.log_path, f"{how} ZooKeeper (pid {self.pid}, {sig.name})")
         if signal_process(self.pid, self.start_time, sig) and not wait_gone(
             self.pid, self.start_time, timeout
         ):
             signal_process(self.pid, self.start_time, signal.SIGKILL)
             wait_gone(self.pid, self.start_time, 5.0)
+        wait_ports_free([self.port], PORT_RELEASE_TIMEOUT)
 
     def __enter__(self) -> LocalZooKeeper:
         return self if self.running else self.start()
@@ -794,6 +798,7 @@ class LocalCluster:
             signal_process(b.pid, b.start_time, signal.SIGKILL)
             wait_gone(b.pid, b.start_time, 5.0)
             raise ClusterError(f"broker {broker_id} did not stop in {timeout:g}s; killed it")
+        wait_ports_free([b.port], PORT_RELEASE_TIMEOUT)
 
     @staticmethod
     def _mark_stop(b: LocalBroker, kill: bool) -> None:
@@ -903,6 +908,7 @@ class LocalCluster:
         line per broker that had to be killed after `timeout`."""
         problems = []
         sig = signal.SIGKILL if kill else signal.SIGTERM
+        stopped = [b.port for b in self.brokers if b.running]
         for b in self.brokers:
             if b.running:
                 self._mark_stop(b, kill)
@@ -914,6 +920,8 @@ class LocalCluster:
                 signal_process(b.pid, b.start_time, signal.SIGKILL)
                 wait_gone(b.pid, b.start_time, 5.0)
                 problems.append(f"broker {b.broker_id} did not stop in {timeout:g}s; killed it")
+        # the next `up` should find every port as it left it: free
+        wait_ports_free(stopped, PORT_RELEASE_TIMEOUT)
         if self.zookeeper is not None:
             self.zookeeper.stop(kill=kill)
         return problems
