@@ -26,7 +26,7 @@ from kt.broker.dispatcher import RequestDispatcher
 from kt.broker.fetch_sessions import FetchSessionCache
 from kt.broker.groups import CoordinatorSettings, GroupCoordinator
 from kt.broker.groups.offsets_log import LogRecordStore
-from kt.broker.log_cleaner import LogCleaner
+from kt.broker.log_cleaner import CleanerSettings, LogCleaner
 from kt.broker.log_manager import LogManager
 from kt.broker.membership import ClusterMembership, MembershipError
 from kt.broker.metadata.cache import MetadataCache
@@ -137,7 +137,7 @@ class Broker:
             resigned=txns.on_resignation,
             stopped=txns.on_stopped,
         )
-        self.log_cleaner = LogCleaner(config.props, rm, logs)
+        self.log_cleaner = LogCleaner(CleanerSettings.from_config(config), rm, logs)
         # Replication throttles (KIP-73): rates from dynamic broker configs, throttled
         # replicas from the topics' configs as this broker knows them.
         self.replication_throttles = ReplicationThrottles(

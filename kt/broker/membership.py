@@ -231,7 +231,7 @@ class ClusterMembership:
         metadata cache, else from the live leaders' endpoints a LeaderAndIsr named."""
         node_id, listener = self._node.node_id, self._node.listener_name
         cache, replicas = self._topics.cache, self._replicas
-        config = FetcherConfig.from_props(self._config.props)
+        config = FetcherConfig.from_config(self._config)
         addresses = self._fetcher_addresses
 
         def address_for(leader_id: int) -> tuple[str, int] | None:

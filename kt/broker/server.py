@@ -85,7 +85,7 @@ class RunningBroker:
                 quotas=ConnectionQuotas(
                     config.get_int("max.connections"),
                     config.get_int("max.connections.per.ip"),
-                    parse_overrides(config.props.get("max.connections.per.ip.overrides", "")),
+                    parse_overrides(config.value("max.connections.per.ip.overrides")),
                 ),
             )
             if network

@@ -91,21 +91,17 @@ class CoordinatorSettings:
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> CoordinatorSettings:
-        """Settings from the broker configuration (Kafka's defaults where unset)."""
-        props = config.props
-
-        def num(key: str, default: int) -> int:
-            return int(props.get(key, default))
-
+        """Settings from the broker configuration (its defaults are Kafka's)."""
+        num = config.get_int
         return cls(
-            initial_rebalance_delay_ms=num("group.initial.rebalance.delay.ms", 3000),
-            min_session_timeout_ms=num("group.min.session.timeout.ms", 6000),
-            max_session_timeout_ms=num("group.max.session.timeout.ms", 1_800_000),
-            max_group_size=num("group.max.size", 2**31 - 1),
-            offsets_retention_ms=num("offsets.retention.minutes", 7 * 24 * 60) * 60_000,
-            retention_check_interval_ms=num("offsets.retention.check.interval.ms", 600_000),
-            offset_metadata_max_bytes=num("offset.metadata.max.bytes", 4096),
-            offsets_commit_timeout_ms=num("offsets.commit.timeout.ms", 5000),
+            initial_rebalance_delay_ms=num("group.initial.rebalance.delay.ms"),
+            min_session_timeout_ms=num("group.min.session.timeout.ms"),
+            max_session_timeout_ms=num("group.max.session.timeout.ms"),
+            max_group_size=num("group.max.size"),
+            offsets_retention_ms=num("offsets.retention.minutes") * 60_000,
+            retention_check_interval_ms=num("offsets.retention.check.interval.ms"),
+            offset_metadata_max_bytes=num("offset.metadata.max.bytes"),
+            offsets_commit_timeout_ms=num("offsets.commit.timeout.ms"),
         )
 
 

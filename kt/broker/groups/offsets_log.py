@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kt.broker.groups")
 
-SEGMENT_BYTES = 100 * 1024 * 1024
 
 Record = tuple[bytes, bytes | None]
 
@@ -167,7 +166,7 @@ class LogRecordStore:
         cfg = self.config
         configs = {
             "cleanup.policy": "compact",
-            "segment.bytes": str(int(cfg.props.get("offsets.topic.segment.bytes", SEGMENT_BYTES))),
+            "segment.bytes": str(cfg.get_int("offsets.topic.segment.bytes")),
             "compression.type": "producer",
         }
         info = await self.creator.ensure_internal_topic(

@@ -30,8 +30,6 @@ from kt.storage.checkpoint import TopicPartition
 
 log = logging.getLogger("kt.broker.transactions")
 
-SEGMENT_BYTES = 100 * 1024 * 1024
-
 
 class TxnRecordStore(RecordStore, Protocol):
     """A RecordStore that also knows its partitions' leader epochs (the coordinator
@@ -67,9 +65,7 @@ class TransactionLogStore(LogRecordStore):
         configs = {
             "cleanup.policy": "compact",
             "min.insync.replicas": str(min_isr),
-            "segment.bytes": str(
-                int(cfg.props.get("transaction.state.log.segment.bytes", SEGMENT_BYTES))
-            ),
+            "segment.bytes": str(cfg.get_int("transaction.state.log.segment.bytes")),
             "unclean.leader.election.enable": "false",
             "compression.type": "uncompressed",
         }
