@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kt.broker.coordinator_log import Record, RecordStore, partition_for
 from kt.broker.errors import AppendError, CoordinatorError, error_code_for
 from kt.broker.groups.group import (
     CONSUMER_PROTOCOL_TYPE,
@@ -54,7 +55,7 @@ from kt.broker.groups.group import (
     OffsetEntry,
     now_ms,
 )
-from kt.broker.groups.offsets_log import Record, RecordStore, partition_for, replay_batches
+from kt.broker.groups.offsets_log import replay_batches
 from kt.broker.metadata_store import CONSUMER_OFFSETS
 from kt.protocol import ErrorCode
 from kt.protocol.coordinator_records import (

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Iterable
 from typing import Protocol
 
-from kt.broker.groups.offsets_log import LogRecordStore, MemoryRecordStore, Record, RecordStore
+from kt.broker.coordinator_log import CoordinatorLog, MemoryRecordStore, Record, RecordStore
 from kt.broker.metadata_store import TRANSACTION_STATE
 from kt.broker.transactions.metadata import TransactionMetadata, TxnState, TxnTransit
 from kt.protocol.coordinator_records import (
@@ -40,7 +40,7 @@ class TxnRecordStore(RecordStore, Protocol):
         ...
 
 
-class TransactionLogStore(LogRecordStore):
+class TransactionLogStore(CoordinatorLog):
     """The real `__transaction_state` topic of a broker."""
 
     topic = TRANSACTION_STATE
