@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from kt.broker import faults
+from kt.broker.cluster_services import build_cluster_services
 from kt.broker.config import BrokerConfig, Listener
 from kt.broker.controller.controller import KafkaController
 from kt.broker.controller.links import PeerLinks
@@ -148,18 +149,27 @@ class Broker:
         rm.log_dir_mover = self.log_dir_mover
         self.maintenance = LogMaintenance(config, logs, rm, self.log_dir_mover)
         # This broker as a member of its cluster (the single node: of its own).
-        self.membership = ClusterMembership(
+        cluster_services = build_cluster_services(
             store,
             config=config,
             node=node,
             replicas=rm,
             topics=topics,
             topic_configs=self.topic_configs,
-            producer_ids=self.producer_ids,
             throttles=self.replication_throttles,
             peers=peers,
             advertised_listeners=self.advertised_listeners,
             apply_dynamic_configs=self.reconfigure,
+        )
+        self.membership = ClusterMembership(
+            store,
+            cluster_services,
+            config=config,
+            node=node,
+            replicas=rm,
+            topics=topics,
+            producer_ids=self.producer_ids,
+            advertised_listeners=self.advertised_listeners,
         )
         self.services = HandlerServices(
             node=node,
