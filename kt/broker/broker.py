@@ -45,7 +45,6 @@ from kt.broker.topic_creation import TopicCreator
 from kt.broker.transactions.coordinator import TxnSettings
 from kt.broker.transactions.service import TransactionService
 from kt.broker.transactions.state_log import TransactionLogStore
-from kt.storage.checkpoint import TopicPartition
 from kt.storage.log_config import LONG_MAX, LogConfig
 from kt.storage.partition_metadata import random_uuid, uuid_from_str
 from kt.storage.retention import RetentionResult
@@ -109,7 +108,11 @@ class Broker:
         self.group_coordinator = groups = GroupCoordinator(
             CoordinatorSettings.from_config(config),
             LogRecordStore(rm, topics, config, creator),
-            partition_exists=lambda t, p: TopicPartition(t, p) in rm,
+            # As Kafka's KafkaApis: the controller's view decides, not this broker's
+            # replicas (a committed topic need not be hosted here). Before this
+            # broker has a view (just started) nothing is called unknown: the group
+            # checks answer instead (NOT_COORDINATOR, as it coordinates nothing yet).
+            partition_exists=lambda t, p: not cache.ready or cache.partition(t, p) is not None,
         )
         leadership.register(
             CONSUMER_OFFSETS, elected=groups.on_election, resigned=groups.on_resignation

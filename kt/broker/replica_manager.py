@@ -254,13 +254,27 @@ class ReplicaManager:
     def get_partition_or_error(
         self, topic: str, index: int, *, require_leader: bool = True
     ) -> Partition:
-        """The partition a request names, usable: UnknownTopicOrPartitionError when not
-        hosted here, KafkaStorageError when offline, NotLeaderOrFollowerError when
-        `require_leader` and another broker leads it. Messages as Kafka's
-        ReplicaManager.getPartitionOrException and Partition.leaderLogIfLocal."""
+        """The partition a request names, usable: KafkaStorageError when offline,
+        NotLeaderOrFollowerError when `require_leader` and another broker leads it.
+        One not hosted here is UnknownTopicOrPartitionError only when the controller's
+        view (the metadata cache) lacks it too; else NotLeaderOrFollowerError, which
+        sends clients to refresh their metadata: as Kafka's getPartitionOrError for a
+        partition its metadata knows, and before this broker has any view (just
+        started), when it cannot tell (never "unknown" for a topic that exists).
+        Messages as Kafka's ReplicaManager.getPartitionOrException and
+        Partition.leaderLogIfLocal."""
         tp = TopicPartition(topic, index)
         part = self._partitions.get(tp)
         if part is None:
+            cache = self.metadata_cache
+            if not cache.ready:
+                raise NotLeaderOrFollowerError(
+                    f"Broker {self.node_id} has no metadata yet for partition {_name(tp)}"
+                )
+            if cache.partition(topic, index) is not None:
+                raise NotLeaderOrFollowerError(
+                    f"Partition {_name(tp)} is not hosted on broker {self.node_id}"
+                )
             raise UnknownTopicOrPartitionError(
                 f"Error while fetching partition state for {_name(tp)}"
             )
