@@ -62,8 +62,12 @@ class Broker:
         # Test-only I/O fault injection; does nothing unless its variable is set.
         faults.install_from_env()
         self.node = node = NodeState(config.node_id, config.listeners[0].name)
-        self.logs = logs = LogManager(config.log_dirs, config.node_id, config.log_config)
-        self.logs.failure_listener = self._dir_failure_from_any_thread
+        self.logs = logs = LogManager(
+            config.log_dirs,
+            config.node_id,
+            config.log_config,
+            failure_listener=self._dir_failure_from_any_thread,
+        )
         self._loop: asyncio.AbstractEventLoop | None = None
         # What the controller said; topics as the controller described them (plus
         # their configs).
