@@ -158,7 +158,7 @@ class Broker:
             return self.config.advertised
         out = []
         for bound, adv in zip(self.bound_listeners, self.config.advertised):
-            out.append(Listener(adv.name, adv.host, bound.port))
+            out.append(Listener(adv.name, adv.host, bound.port, adv.protocol))
         return out or self.config.advertised
 
     def _dir_failure_from_any_thread(self, d: Path, exc: BaseException) -> None:

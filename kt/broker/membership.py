@@ -153,7 +153,8 @@ class ClusterMembership:
         another live broker with our id is an error."""
         b = self.broker
         endpoints = tuple(
-            znodes.Endpoint(lst.name, lst.host, lst.port) for lst in b.advertised_listeners()
+            znodes.Endpoint(lst.name, lst.host, lst.port, lst.protocol)
+            for lst in b.advertised_listeners()
         )
         reg = znodes.BrokerRegistration(
             b.node_id, endpoints, int(time.time() * 1000), rack=b.config.rack

@@ -102,7 +102,7 @@ class RunningBroker:
         config, broker = self.config, self.broker
         for lst in config.listeners:
             port = await self.net.start(lst.host, lst.port, serving=False) if self.net else lst.port
-            broker.bound_listeners.append(Listener(lst.name, lst.host, port))
+            broker.bound_listeners.append(Listener(lst.name, lst.host, port, lst.protocol))
         self.membership = membership = ClusterMembership(broker, make_store(config))
         broker.membership = membership
         candidate = _candidate_cluster_id(config)

@@ -46,7 +46,7 @@ def _membership(cluster: ScriptedCluster) -> ClusterMembership:
         node_id=1,
         broker_epoch=-1,
         advertised_listeners=lambda: [
-            SimpleNamespace(name="PLAINTEXT", host="127.0.0.1", port=9092)
+            SimpleNamespace(name="PLAINTEXT", host="127.0.0.1", port=9092, protocol="PLAINTEXT")
         ],
         config=SimpleNamespace(rack=None, get_int=lambda key: 6000),
     )
