@@ -30,7 +30,8 @@ from typing import IO, Any, cast
 
 from kt.broker import handlers
 from kt.broker.connection_quotas import ConnectionQuotas
-from kt.broker.handlers import HANDLERS, DeferredResponse, Handler, RequestContext
+from kt.broker.dispatcher import RequestDispatcher
+from kt.broker.handlers import DeferredResponse
 from kt.protocol import (
     DecodeError,
     ErrorCode,
@@ -223,15 +224,13 @@ class NetworkServer:
 
     def __init__(
         self,
-        broker: Any,
+        dispatcher: RequestDispatcher,
         max_request_size: int,
         idle_ms: int,
-        handler_table: dict[int, Handler] | None = None,
         quotas: ConnectionQuotas | None = None,
     ) -> None:
-        self.broker = broker
-        # The request handlers by API key (tests pass their own).
-        self.handlers = HANDLERS if handler_table is None else handler_table
+        # Answers each decoded request (handlers, services, the error path).
+        self.dispatcher = dispatcher
         self.quotas = quotas if quotas is not None else ConnectionQuotas()
         self.max_request_size = max_request_size
         self.idle_s = idle_ms / 1000
@@ -335,13 +334,11 @@ class NetworkServer:
                 )  # fmt: skip
                 await self._written(conn, 0)
                 return
-            handler = self.handlers.get(header.api_key)
-            if handler is None:
+            if not self.dispatcher.serves(header.api_key):
                 log.warning("closing connection %d: no handler for API %d", conn_id, header.api_key)
                 return
-            ctx = RequestContext(self.broker, header, host, conn_id)
             try:
-                body = await handler(ctx, req.body)
+                body = await self.dispatcher.dispatch(header, req.body, host, conn_id)
             except CloseConnection as exc:
                 log.info("closing connection %d from %s: %s", conn_id, host, exc)
                 # The responses before this request still go out first.

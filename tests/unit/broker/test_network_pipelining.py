@@ -12,8 +12,10 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from kt.broker.dispatcher import RequestDispatcher
 from kt.broker.handlers import DeferredResponse, Handler, RequestContext
 from kt.broker.network import MAX_DEFERRED, CloseConnection, NetworkServer
+from kt.broker.services import HandlerServices
 from kt.protocol import ClientConnection, ErrorCode, Response, Struct, apis
 
 PRODUCE, API_VERSIONS = apis.PRODUCE.key, apis.API_VERSIONS.key
@@ -123,7 +125,8 @@ class Client:
 def _run(test: Callable[[Script, NetworkServer, Client], Awaitable[None]]) -> None:
     async def main() -> None:
         script = Script()
-        server = NetworkServer(None, 1 << 20, 600_000, handler_table=script.table())
+        dispatcher = RequestDispatcher(HandlerServices.only(), script.table())
+        server = NetworkServer(dispatcher, 1 << 20, 600_000)
         port = await server.start("127.0.0.1", 0)
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         try:
