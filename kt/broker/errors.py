@@ -31,6 +31,12 @@ class BrokerError(Exception):
         self.message = message
 
 
+class CloseConnection(Exception):
+    """Raised by a handler to close the connection instead of answering: Kafka does
+    so when a Produce with acks=0 fails, since that is the only way the producer can
+    learn of the failure (it then refreshes its metadata)."""
+
+
 class CodedError(Exception):
     """A refusal that carries its Kafka error code (`code`) and, where the response
     has one, its error message (`message`; None for a null message)."""

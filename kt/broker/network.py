@@ -31,6 +31,7 @@ from typing import IO, Any, cast
 from kt.broker import handlers
 from kt.broker.connection_quotas import ConnectionQuotas
 from kt.broker.dispatcher import RequestDispatcher
+from kt.broker.errors import CloseConnection
 from kt.broker.handlers import DeferredResponse
 from kt.protocol import (
     DecodeError,
@@ -46,12 +47,6 @@ from kt.protocol.framing import FrameReceiver
 log = logging.getLogger("kt.broker.network")
 
 _conn_ids = itertools.count(1)
-
-
-class CloseConnection(Exception):
-    """Raised by a handler to close the connection instead of answering: Kafka does
-    so when a Produce with acks=0 fails, since that is the only way the producer can
-    learn of the failure (it then refreshes its metadata)."""
 
 
 class _FdFile:
@@ -293,7 +288,8 @@ class NetworkServer:
             pass
         finally:
             # The processor also stops on a request it will not serve (unknown API
-            # or version, a failing handler): close the connection at once. Responses
+            # or version, CloseConnection; a handler's error is answered by the
+            # dispatcher): close the connection at once. Responses
             # still deferred are dropped; their produces stay in the purgatory until
             # they complete or expire, as the appends are done either way.
             conn.close()
@@ -345,6 +341,8 @@ class NetworkServer:
                 await self._written(conn, 0)
                 return
             except Exception:
+                # The dispatcher answers what handlers raise: this is a failure to
+                # build the error response itself.
                 log.exception("error handling %s v%d", header.api_key, header.api_version)
                 await self._written(conn, 0)
                 return

@@ -24,6 +24,7 @@ from typing import Any
 from kt.broker import timeline
 from kt.broker.errors import (
     BrokerError,
+    CloseConnection,
     InvalidProducerIdMappingError,
     InvalidRecordError,
     error_code_for,
@@ -108,8 +109,6 @@ async def produce(ctx: RequestContext, request: Struct) -> Any:
             if p["error_code"] != ErrorCode.NONE
         ]
         if failed:
-            from kt.broker.network import CloseConnection
-
             raise CloseConnection(f"acks=0 produce failed: {failed[:5]}")
         return None
     if not required:
@@ -158,8 +157,6 @@ def _has_transactional(request: Struct) -> bool:
 def _refuse_all(request: Struct, code: ErrorCode) -> Any:
     """The same error for every partition of the request (nothing written)."""
     if request.acks == 0:
-        from kt.broker.network import CloseConnection
-
         raise CloseConnection(f"produce refused: {code.name}")
     responses = [
         {
