@@ -53,7 +53,12 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Any:
     overrides = {
         "listeners": ",".join(f"{n}://127.0.0.1:{p}" for n, p in ports.items()),
         "sasl.enabled.mechanisms": "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN",
-        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER",
+        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": (
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+        ),
+        # sessions of 4 s: clients must re-authenticate (KIP-368)
+        "listener.name.sasl_plaintext.plain.connections.max.reauth.ms": "4000",
         "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
         "ssl.keystore.type": "PKCS12",
@@ -333,3 +338,59 @@ def test_metadata_answers_with_the_listener_the_client_used(users: Secured) -> N
             "sasl.username": "carol", "sasl.password": "carol-secret"}  # fmt: skip
     md = AdminClient(conf).list_topics(timeout=15)
     assert [b.port for b in md.brokers.values()] == [users.ports["SASL_PLAINTEXT"]]
+
+
+def test_oauthbearer_unsecured_jwt(users: Secured) -> None:
+    conf = {"bootstrap.servers": users.addr("SASL_PLAINTEXT"),
+            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+            "enable.sasl.oauthbearer.unsecure.jwt": True,
+            "sasl.oauthbearer.config": "principal=erin lifeSeconds=600"}  # fmt: skip
+    assert len(_roundtrip_confluent(conf, "sec-oauth", 10)) == 10
+
+
+def test_clients_reauthenticate_when_the_session_ends(users: Secured) -> None:
+    """PLAIN sessions on SASL_PLAINTEXT last 4 s: librdkafka re-authenticates on the
+    same connection and keeps producing; nothing is disconnected as expired."""
+    from confluent_kafka import Producer
+
+    conf = {"bootstrap.servers": users.addr("SASL_PLAINTEXT"),
+            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+            "sasl.username": "carol", "sasl.password": "carol-secret"}  # fmt: skip
+    p = Producer(conf)
+    sent = 0
+    deadline = time.monotonic() + 12
+    while time.monotonic() < deadline:
+        p.produce("sec-reauth", b"x")
+        sent += 1
+        p.poll(0.2)
+    assert p.flush(30) == 0
+    assert "Disconnecting expired channel" not in users.broker.log()
+
+
+def test_an_expired_session_is_closed_without_an_answer(users: Secured) -> None:
+    """A client that cannot re-authenticate (SaslHandshake v0 + raw token, then
+    silence past the session) is disconnected at its next request."""
+    with socket.create_connection(("127.0.0.1", users.ports["SASL_PLAINTEXT"])) as sock:
+        sock.settimeout(20)
+        sock.sendall(_frame(17, 0, struct.pack(">h", 5) + b"PLAIN"))
+        size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
+        _recv_exactly(sock, size)
+        token = b"\0carol\0carol-secret"
+        sock.sendall(struct.pack(">i", len(token)) + token)
+        # authenticated (no server token for PLAIN): Metadata v1 is served
+        sock.sendall(_frame(3, 1, struct.pack(">i", -1)))
+        size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
+        assert len(_recv_exactly(sock, size)) == size
+        time.sleep(4.5)  # the session (4 s) ends; the next request is not served
+        sock.sendall(_frame(3, 1, struct.pack(">i", -1)))
+        assert _closed_without_answer(sock)
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise ConnectionResetError("closed")
+        out += chunk
+    return out
