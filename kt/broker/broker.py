@@ -37,6 +37,7 @@ from kt.broker.producer_ids import ProducerIdManager
 from kt.broker.replica_manager import ReplicaManager
 from kt.broker.replication.alter_log_dirs import ReplicaAlterLogDirsManager
 from kt.broker.replication.quota import ReplicationThrottles
+from kt.broker.security.authorizer import make_authorizer
 from kt.broker.services import HandlerServices, NodeState
 from kt.broker.topic_admin import TopicAdmin
 from kt.broker.topic_config_sync import TopicConfigs
@@ -162,6 +163,9 @@ class Broker:
             advertised_listeners=self.advertised_listeners,
             apply_dynamic_configs=self.reconfigure,
         )
+        # The ACL authorizer when `authorizer.class.name` asks for one (its ACLs are
+        # loaded and followed by the server, kt.broker.security.broker_security).
+        self.authorizer = make_authorizer(config.props)
         self.services = HandlerServices(
             node=node,
             config=config,
@@ -176,6 +180,7 @@ class Broker:
             topic_creation=creator,
             topic_configs=self.topic_configs,
             cluster=self.membership,
+            authorizer=self.authorizer,
         )
         # Answers every request, from the network and from the loopback links.
         self.dispatcher = RequestDispatcher(self.services)

@@ -15,6 +15,7 @@ from pathlib import Path
 from kt.broker import dynamic_config as dyn
 from kt.broker.connection_quotas import ConfigValueError, parse_overrides
 from kt.broker.security import support
+from kt.broker.security.authorizer import make_authorizer
 from kt.broker.security.broker_security import check_listener_security
 from kt.broker.security.listener_security import SecurityConfigError
 from kt.broker.security.listeners import ListenerConfigError, Listeners, resolve_listeners
@@ -286,7 +287,8 @@ def load_config(
         raise ConfigError(refusal)
     try:
         check_listener_security(props, resolved.listeners)
-    except SecurityConfigError as exc:
+        make_authorizer(props)
+    except (SecurityConfigError, ValueError) as exc:
         raise ConfigError(str(exc)) from None
     log_props = log_properties(props)
     try:

@@ -126,7 +126,7 @@ class RunningBroker:
             candidate = broker.lock_dirs(candidate)
         cluster_id = await membership.connect(candidate)
         # SCRAM credentials and JWKS keys, before the first connection is accepted
-        await self.security.start(membership.store)
+        await self.security.start(membership.store, broker.authorizer)
         await membership.load_dynamic_broker_configs()
         broker.open(cluster_id, await membership.topic_configs())
         self._opened = True

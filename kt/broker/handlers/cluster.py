@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kt.broker.authorization import CLUSTER_OPERATIONS, OPERATIONS_NOT_REQUESTED
+from kt.broker.authorization import OPERATIONS_NOT_REQUESTED, authorize_cluster, operations
 from kt.broker.handlers import RequestContext, handles
+from kt.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kt.protocol import ErrorCode, Struct, apis
 
 BROKERS = 1
@@ -43,10 +44,13 @@ async def describe_cluster(ctx: RequestContext, request: Struct) -> Any:
             endpoint_type=endpoint, cluster_id=s.node.cluster_id, controller_id=-1,
             brokers=[], cluster_authorized_operations=OPERATIONS_NOT_REQUESTED,
         )  # fmt: skip
-    ops = (
-        CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
-        else OPERATIONS_NOT_REQUESTED
-    )  # fmt: skip
+    ops = OPERATIONS_NOT_REQUESTED
+    if request.include_cluster_authorized_operations:
+        ops = (
+            operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
+            if authorize_cluster(ctx, AclOperation.DESCRIBE)
+            else 0
+        )
     cache = s.topics.cache
     brokers = []
     for b in cache.alive_brokers():

@@ -25,6 +25,7 @@ from collections import Counter
 from typing import Any
 
 from kt.broker import dynamic_config as dyn
+from kt.broker.authorization import authorize, authorize_cluster
 from kt.broker.config import DEFAULTS, log_properties
 from kt.broker.errors import (
     BrokerError,
@@ -35,6 +36,7 @@ from kt.broker.errors import (
 )
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.metadata_store import topic_name_problem
+from kt.broker.security.acl import AclOperation, ResourceType
 from kt.broker.topic_configs import (
     LIST_KEYS,
     TOPIC_CONFIGS,
@@ -74,6 +76,8 @@ async def describe_configs(ctx: RequestContext, request: Struct) -> Any:
                                "resource_type": res.resource_type,
                                "resource_name": res.resource_name, "configs": []}  # fmt: skip
         try:
+            _authorize_configs(ctx, res.resource_type, res.resource_name,
+                               AclOperation.DESCRIBE_CONFIGS)  # fmt: skip
             if res.resource_type == TOPIC:
                 # As Kafka's brokers: a topic's config as ZooKeeper holds it now.
                 await ctx.services.topic_configs.refresh(res.resource_name)
@@ -280,6 +284,16 @@ def _describe_loggers() -> list[DescribedConfig]:
 # --- AlterConfigs and IncrementalAlterConfigs ----------------------------------------
 
 
+def _authorize_configs(ctx: RequestContext, rtype: int, name: str, op: AclOperation) -> None:
+    """DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, or on the cluster for broker,
+    broker-logger and client-metrics resources; refused with the default text."""
+    if rtype == TOPIC:
+        if not authorize(ctx, op, ResourceType.TOPIC, name):
+            raise ResourceError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+    elif not authorize_cluster(ctx, op):
+        raise ResourceError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+
+
 def _duplicates(resources: Any) -> set[tuple[int, str]]:
     counts = Counter((r.resource_type, r.resource_name) for r in resources)
     return {k for k, n in counts.items() if n > 1}
@@ -296,6 +310,8 @@ async def alter_configs(ctx: RequestContext, request: Struct) -> Any:
         try:
             if (res.resource_type, res.resource_name) in dups:
                 raise ResourceError(ErrorCode.INVALID_REQUEST, DUPLICATE_RESOURCE)
+            _authorize_configs(ctx, res.resource_type, res.resource_name,
+                               AclOperation.ALTER_CONFIGS)  # fmt: skip
             if res.resource_type == BROKER:
                 await _alter_broker_legacy(ctx, res, validate_only)
             else:
@@ -320,6 +336,8 @@ async def incremental_alter_configs(ctx: RequestContext, request: Struct) -> Any
         try:
             if (res.resource_type, res.resource_name) in dups:
                 raise ResourceError(ErrorCode.INVALID_REQUEST, DUPLICATE_RESOURCE)
+            _authorize_configs(ctx, res.resource_type, res.resource_name,
+                               AclOperation.ALTER_CONFIGS)  # fmt: skip
             keys = Counter(c.name for c in res.configs)
             if any(n > 1 for n in keys.values()):
                 raise ResourceError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")

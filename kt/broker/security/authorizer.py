@@ -62,6 +62,21 @@ _IMPLIED: dict[AclOperation, frozenset[AclOperation]] = {
 }  # fmt: skip
 
 
+def make_authorizer(props: Mapping[str, str]) -> AclAuthorizer | None:
+    """The authorizer `authorizer.class.name` asks for: none when empty (Kafka's
+    default: everything allowed), the ACL authorizer for Kafka's class names; any
+    other class is a ValueError naming the key."""
+    name = props.get("authorizer.class.name", "").strip()
+    if not name:
+        return None
+    if name not in AUTHORIZER_ALIASES:
+        raise ValueError(
+            f"authorizer.class.name={name}: kt's broker has the ACL authorizer only "
+            "(kafka.security.authorizer.AclAuthorizer)"
+        )
+    return AclAuthorizer.from_props(props)
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     """An authorization result and what decided it: `binding` is the ACL that did,

@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable, Mapping
 
 from kt.broker.metadata.store import CoordinationStore
 from kt.broker.security import scram
+from kt.broker.security.acl_store import AclCache, CoordinationAclStore
+from kt.broker.security.authorizer import AclAuthorizer
 from kt.broker.security.credentials import CredentialCache, ScramCredentialStore
 from kt.broker.security.listener_security import ListenerSecurity, build_listener_security
 from kt.broker.security.listeners import EndPoint
@@ -31,6 +33,7 @@ class BrokerSecurity:
 
     def __init__(self, props: Mapping[str, str], endpoints: Iterable[EndPoint]) -> None:
         self._cache: CredentialCache | None = None
+        self._acls: AclCache | None = None
         self.listeners: dict[str, ListenerSecurity] = {
             ep.name: build_listener_security(props, ep, self._scram_lookup) for ep in endpoints
         }
@@ -60,8 +63,15 @@ class BrokerSecurity:
             if m in scram.MECHANISMS
         )
 
-    async def start(self, store: CoordinationStore) -> None:
-        """Load the SCRAM credentials (and follow them) and the JWKS key sets."""
+    async def start(
+        self, store: CoordinationStore, authorizer: AclAuthorizer | None = None
+    ) -> None:
+        """Load the ACLs into the authorizer, the SCRAM credentials and the JWKS key
+        sets, and follow them."""
+        if authorizer is not None:
+            acls = AclCache(authorizer, CoordinationAclStore(store))
+            await acls.start()
+            self._acls = acls
         if self.scram_mechanisms:
             cache = CredentialCache(ScramCredentialStore(store), self.scram_mechanisms)
             await cache.start()
@@ -91,5 +101,7 @@ class BrokerSecurity:
         """Stop following the stores."""
         if self._cache is not None:
             self._cache.close()
+        if self._acls is not None:
+            self._acls.close()
         for task in self._tasks:
             task.cancel()

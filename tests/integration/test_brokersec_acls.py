@@ -1,0 +1,203 @@
+"""ACL authorization in a real `kt broker` (authorizer.class.name=AclAuthorizer) with
+real clients: ACLs created, listed and deleted through confluent-kafka's admin client
+(stored in Kafka's ZooKeeper layout), an allowed principal producing and consuming
+with a group, a denied one refused per API with Kafka's error codes, Metadata not
+leaking unauthorized topics, prefixed ACLs, DENY over ALLOW, the super user, and
+Kafka's authorizer log line."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from broker_harness import BrokerProcess, free_port
+
+pytestmark = pytest.mark.integration
+
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+        'user_admin="admin-pw" user_alice="alice-pw" user_bob="bob-pw";')  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    tmp = tmp_path_factory.mktemp("acls")
+    port, sasl = free_port(), free_port()
+    overrides = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        # the PLAINTEXT listener (tests' bootstrap) is the broker's own, anonymous
+        "super.users": "User:admin;User:ANONYMOUS",
+        "num.partitions": "1",
+        "offsets.topic.num.partitions": "1",
+        "offsets.topic.replication.factor": "1",
+        "connection.failed.authentication.delay.ms": "0",
+    }
+    b = BrokerProcess(tmp / "data", port, overrides).start(timeout=60)
+    b.sasl_port = sasl  # type: ignore[attr-defined]
+    yield b
+    assert b.stop() == 0
+
+
+def conf(b: Any, user: str) -> dict[str, Any]:
+    return {"bootstrap.servers": f"127.0.0.1:{b.sasl_port}", "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": f"{user}-pw"}  # fmt: skip
+
+
+def admin(b: Any, user: str = "admin") -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient(conf(b, user))
+
+
+def binding(rtype: str, name: str, principal: str, op: str, perm: str = "ALLOW",
+            pattern: str = "LITERAL") -> Any:  # fmt: skip
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    return AclBinding(ResourceType[rtype], name, ResourcePatternType[pattern], principal, "*",
+                      AclOperation[op], AclPermissionType[perm])  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def acls(broker: Any) -> Any:
+    from confluent_kafka.admin import NewTopic
+
+    a = admin(broker)
+    for fut in a.create_topics([NewTopic(t, 1) for t in ("orders", "secret", "pay-eu")]).values():
+        fut.result(30)
+    wanted = [
+        binding("TOPIC", "orders", "User:alice", "WRITE"),
+        binding("TOPIC", "orders", "User:alice", "READ"),
+        binding("GROUP", "alice-", "User:alice", "READ", pattern="PREFIXED"),
+        binding("TOPIC", "pay-", "User:alice", "ALL", pattern="PREFIXED"),
+        binding("TOPIC", "pay-eu", "User:alice", "WRITE", perm="DENY"),
+    ]
+    for fut in a.create_acls(wanted).values():
+        assert fut.result(30) is None
+    return wanted
+
+
+def test_acls_are_stored_as_kafka_stores_them(broker: Any, acls: Any) -> None:
+    doc = json.loads((Path(broker.data_dir) / "kt-metadata.json").read_text())
+    text = json.dumps(doc)
+    assert "/kafka-acl/Topic/orders" in text
+    assert "/kafka-acl-extended/prefixed/Group/alice-" in text
+    assert "/kafka-acl-changes" in text
+
+
+def test_describe_and_delete_acls(broker: Any, acls: Any) -> None:
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    a = admin(broker)
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                  AclOperation.ANY, AclPermissionType.ANY)  # fmt: skip
+    listed = a.describe_acls(everything).result(30)
+    assert len(listed) == len(acls)
+    extra = binding("TOPIC", "tmp", "User:bob", "READ")
+    a.create_acls([extra])[extra].result(30)
+    gone_filter = AclBindingFilter(ResourceType.TOPIC, "tmp", ResourcePatternType.LITERAL, None,
+                                   None, AclOperation.ANY, AclPermissionType.ANY)  # fmt: skip
+    deleted = a.delete_acls([gone_filter])[gone_filter].result(30)
+    assert [d.name for d in deleted] == ["tmp"]
+    assert len(a.describe_acls(everything).result(30)) == len(acls)
+    # non-admins may not describe ACLs
+    from confluent_kafka import KafkaException
+
+    with pytest.raises(KafkaException, match="CLUSTER_AUTHORIZATION_FAILED|authoriz"):
+        admin(broker, "bob").describe_acls(everything).result(30)
+
+
+def _produce(b: Any, user: str, topic: str) -> str | None:
+    from confluent_kafka import KafkaError, Producer
+
+    errors: list[KafkaError] = []
+    p = Producer({**conf(b, user), "enable.idempotence": False, "message.timeout.ms": 10000})
+    p.produce(topic, b"v", on_delivery=lambda err, msg: errors.append(err))
+    p.flush(30)
+    err = errors[0] if errors else None
+    return None if err is None else err.name()
+
+
+def test_allowed_principal_produces_and_consumes_with_a_group(broker: Any, acls: Any) -> None:
+    from confluent_kafka import Consumer
+
+    assert _produce(broker, "alice", "orders") is None
+    c = Consumer({**conf(broker, "alice"), "group.id": "alice-g",
+                  "auto.offset.reset": "earliest"})  # fmt: skip
+    c.subscribe(["orders"])
+    deadline = time.monotonic() + 60
+    got = None
+    while got is None and time.monotonic() < deadline:
+        m = c.poll(1.0)
+        if m is not None and m.error() is None:
+            got = m.value()
+    c.commit(asynchronous=False)
+    c.close()
+    assert got == b"v"
+
+
+def test_denied_principal_is_refused_per_api(broker: Any, acls: Any) -> None:
+    assert _produce(broker, "bob", "orders") == "TOPIC_AUTHORIZATION_FAILED"
+    # DENY beats the prefixed ALL
+    assert _produce(broker, "alice", "pay-eu") == "TOPIC_AUTHORIZATION_FAILED"
+    assert _produce(broker, "alice", "secret") == "TOPIC_AUTHORIZATION_FAILED"
+    deadline = time.monotonic() + 20
+    line = ("Principal = User:bob is Denied Operation = Write from host = 127.0.0.1 on "
+            "resource = Topic:LITERAL:orders for request = Produce with resourceRefCount = 1")
+    while line not in broker.log():
+        assert time.monotonic() < deadline, broker.log()[-3000:]
+        time.sleep(0.1)
+
+
+def test_metadata_does_not_leak_topics(broker: Any, acls: Any) -> None:
+    bob = admin(broker, "bob").list_topics(timeout=15)
+    assert set(bob.topics) == set()
+    alice = admin(broker, "alice").list_topics(timeout=15)
+    assert {"orders", "pay-eu"} <= set(alice.topics)
+    assert "secret" not in alice.topics
+    named = admin(broker, "bob").list_topics(topic="secret", timeout=15)
+    assert named.topics["secret"].error.name() == "TOPIC_AUTHORIZATION_FAILED"
+
+
+def test_group_authorization(broker: Any, acls: Any) -> None:
+    from confluent_kafka import Consumer, KafkaException
+
+    errors: list[str] = []
+    c = Consumer({**conf(broker, "alice"), "group.id": "other-group",
+                  "auto.offset.reset": "earliest",
+                  "error_cb": lambda e: errors.append(e.name())})  # fmt: skip
+    c.subscribe(["orders"])
+    deadline = time.monotonic() + 30
+    while "GROUP_AUTHORIZATION_FAILED" not in errors and time.monotonic() < deadline:
+        try:
+            c.poll(0.5)
+        except KafkaException as exc:
+            errors.append(exc.args[0].name())
+    c.close()
+    assert "GROUP_AUTHORIZATION_FAILED" in errors
+
+
+def test_super_user_and_cluster_operations(broker: Any, acls: Any) -> None:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import NewTopic
+
+    fut = admin(broker, "bob").create_topics([NewTopic("bob-topic", 1)])["bob-topic"]
+    with pytest.raises(KafkaException, match="TOPIC_AUTHORIZATION_FAILED"):
+        fut.result(30)
+    admin(broker, "admin").create_topics([NewTopic("admin-topic", 1)])["admin-topic"].result(30)
