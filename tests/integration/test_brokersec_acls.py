@@ -44,8 +44,13 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 def conf(b: Any, user: str) -> dict[str, Any]:
-    return {"bootstrap.servers": f"127.0.0.1:{b.sasl_port}", "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": f"{user}-pw"}  # fmt: skip
+    return {
+        "bootstrap.servers": f"127.0.0.1:{b.sasl_port}",
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": user,
+        "sasl.password": f"{user}-pw",
+    }
 
 
 def admin(b: Any, user: str = "admin") -> Any:
@@ -119,7 +124,7 @@ def test_describe_and_delete_acls(broker: Any, acls: Any) -> None:
     # non-admins may not describe ACLs
     from confluent_kafka import KafkaException
 
-    with pytest.raises(KafkaException, match="CLUSTER_AUTHORIZATION_FAILED|authoriz"):
+    with pytest.raises(KafkaException, match=r"CLUSTER_AUTHORIZATION_FAILED|authoriz"):
         admin(broker, "bob").describe_acls(everything).result(30)
 
 
@@ -158,8 +163,10 @@ def test_denied_principal_is_refused_per_api(broker: Any, acls: Any) -> None:
     assert _produce(broker, "alice", "pay-eu") == "TOPIC_AUTHORIZATION_FAILED"
     assert _produce(broker, "alice", "secret") == "TOPIC_AUTHORIZATION_FAILED"
     deadline = time.monotonic() + 20
-    line = ("Principal = User:bob is Denied Operation = Write from host = 127.0.0.1 on "
-            "resource = Topic:LITERAL:orders for request = Produce with resourceRefCount = 1")
+    line = (
+        "Principal = User:bob is Denied Operation = Write from host = 127.0.0.1 on "
+        "resource = Topic:LITERAL:orders for request = Produce with resourceRefCount = 1"
+    )
     while line not in broker.log():
         assert time.monotonic() < deadline, broker.log()[-3000:]
         time.sleep(0.1)

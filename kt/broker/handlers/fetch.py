@@ -32,6 +32,7 @@ from kt.broker.fetch_sessions import (
     FetchPartition,
 )
 from kt.broker.handlers import RequestContext, handles
+from kt.broker.handlers.readiness import unknown_topic_id
 from kt.broker.partition import Partition
 from kt.broker.security.acl import AclOperation, ResourceType
 from kt.protocol import ErrorCode, Struct, apis
@@ -204,7 +205,8 @@ def _read_all(
             info = s.topics.by_id(p.key[0])
             name = info.name if info else None
         if name is None:
-            entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
+            # (Not known yet, on a broker that just started: a retriable error instead.)
+            entry["error_code"] = unknown_topic_id(ctx)
             continue
         if not _may_read(ctx, name, replica_id, verdicts if verdicts is not None else {}):
             entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED

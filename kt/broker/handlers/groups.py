@@ -21,10 +21,11 @@ from kt.broker.authorization import (
 )
 from kt.broker.groups import GroupCoordinator
 from kt.broker.groups.coordinator import JoinRequest
-from kt.broker.groups.offsets_log import CONSUMER_OFFSETS, partition_for
+from kt.broker.groups.offsets_log import partition_for
 from kt.broker.handlers import RequestContext, handles
+from kt.broker.handlers.readiness import NOT_READY_COORDINATOR, not_ready_message, ready
+from kt.broker.metadata_store import CONSUMER_OFFSETS, TRANSACTION_STATE
 from kt.broker.security.acl import AclOperation, ResourceType
-from kt.broker.transactions.state_log import TRANSACTION_STATE
 from kt.protocol import ErrorCode, Struct, apis
 
 KEY_TYPE_GROUP = 0
@@ -68,6 +69,10 @@ async def find_coordinator(ctx: RequestContext, request: Struct) -> Any:
             ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
         ):
             entry["error_code"] = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif not ready(ctx):
+            # No view of the cluster yet: nobody known to lead the coordinator's
+            # partition, and the internal topic must not be "created" again.
+            entry.update(error_code=NOT_READY_COORDINATOR, error_message=not_ready_message(ctx))
         elif key_type == KEY_TYPE_GROUP:
             await coordinator(ctx).ensure_topic()
             entry.update(_group_coordinator(ctx, key))
@@ -209,8 +214,11 @@ async def list_groups(ctx: RequestContext, request: Struct) -> Any:
                                                  g[0], log_if_denied=False)]  # fmt: skip
     if types and CLASSIC_GROUP_TYPE not in types:
         groups = []
-    # Kafka lists what is loaded and says that more may follow.
+    # Kafka lists what is loaded and says that more may follow; a broker with no
+    # view of the cluster yet does not know which groups it will coordinate.
     error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if coord.loading else ErrorCode.NONE
+    if not ready(ctx):
+        error = NOT_READY_COORDINATOR
     return apis.LIST_GROUPS.response(
         throttle_time_ms=0,
         error_code=error,

@@ -15,9 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from kt.broker.authorization import authorize, require, require_cluster
-from kt.broker.groups.offsets_log import CONSUMER_OFFSETS
 from kt.broker.handlers import RequestContext, handles
-from kt.broker.metadata_store import INTERNAL_TOPICS
+from kt.broker.metadata_store import CONSUMER_OFFSETS, INTERNAL_TOPICS
 from kt.broker.security.acl import AclOperation, ResourceType
 from kt.broker.transactions.coordinator import TransactionCoordinator
 from kt.protocol import ErrorCode, Struct, apis
@@ -59,7 +58,9 @@ async def _add_one(
     }
     cache = ctx.services.topics.cache
     denied = {tp for tp in wanted if not writable[tp[0]]}
-    missing = {tp for tp in wanted if cache.partition(*tp) is None}
+    # Before this broker has the controller's view nothing is missing: the
+    # coordinator answers (NOT_COORDINATOR, as it owns no transactions yet).
+    missing = {tp for tp in wanted if cache.partition(*tp) is None} if cache.ready else set()
     if missing or denied:
         # the failing partitions say why; the others were not attempted
         return {tp: E.TOPIC_AUTHORIZATION_FAILED if tp in denied
