@@ -97,7 +97,8 @@ _KNOWN_PREFIXES = ("log.", "num.", "socket.", "offsets.", "group.", "transaction
                    "broker.", "node.", "listener", "advertised.", "cluster.", "connections.",
                    "fetch.", "producer.", "quota.", "reserved.", "request.", "share.",
                    "authorizer.", "super.", "control.", "alter.", "create.", "leader.",
-                   "max.connections", "max.incremental")  # fmt: skip
+                   "max.connections", "max.incremental", "connection.failed.",
+                   "principal.", "allow.everyone")  # fmt: skip
 
 
 class ConfigError(ValueError):
