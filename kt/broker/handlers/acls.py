@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kt.broker.authorization import require_cluster
+from kt.broker.authorization import authorize_cluster, require_cluster
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.security.acl import (
     AccessControlEntry,
@@ -88,7 +88,12 @@ async def create_acls(ctx: RequestContext, request: Struct) -> Any:
         results = [{"error_code": ErrorCode.SECURITY_DISABLED, "error_message": _NO_AUTHORIZER}
                    for _ in request.creations]  # fmt: skip
         return apis.CREATE_ACLS.response(throttle_time_ms=0, results=results)
-    require_cluster(ctx, AclOperation.ALTER)
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        # Kafka's error response: one result per creation
+        results = [{"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                    "error_message": "Request CreateAcls is not authorized."}
+                   for _ in request.creations]  # fmt: skip
+        return apis.CREATE_ACLS.response(throttle_time_ms=0, results=results)
     store = _store(ctx)
     results = []
     for c in request.creations:
@@ -152,7 +157,11 @@ async def delete_acls(ctx: RequestContext, request: Struct) -> Any:
         results = [{"error_code": ErrorCode.SECURITY_DISABLED, "error_message": _NO_AUTHORIZER,
                     "matching_acls": []} for _ in request.filters]  # fmt: skip
         return apis.DELETE_ACLS.response(throttle_time_ms=0, filter_results=results)
-    require_cluster(ctx, AclOperation.ALTER)
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        results = [{"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                    "error_message": "Request DeleteAcls is not authorized.",
+                    "matching_acls": []} for _ in request.filters]  # fmt: skip
+        return apis.DELETE_ACLS.response(throttle_time_ms=0, filter_results=results)
     store = _store(ctx)
     out = []
     for f in request.filters:
