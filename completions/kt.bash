@@ -6,7 +6,7 @@
 _kt_node() {
     case $1 in
         'kt')
-            _kt_subs='analyze broker checkpoint cluster compaction configs consume dump-log-segments dump-segment export group index leader-election log-dirs produce reassign-partitions replica topic transactions tui'
+            _kt_subs='analyze broker checkpoint cluster compaction configs consume dump-log-segments dump-segment export group index leader-election log-dirs produce reassign-partitions replica topic transactions tui user'
             _kt_opts='-V --version -h --help'
             ;;
         'kt analyze')
@@ -229,6 +229,26 @@ _kt_node() {
             _kt_subs=''
             _kt_opts='--bootstrap-server -b --interval -i --timeout --theme --paused -h --help'
             ;;
+        'kt user')
+            _kt_subs='scram'
+            _kt_opts='-h --help'
+            ;;
+        'kt user scram')
+            _kt_subs='add delete describe'
+            _kt_opts='-h --help'
+            ;;
+        'kt user scram add')
+            _kt_subs=''
+            _kt_opts='--mechanism --iterations --password-file --bootstrap-server -b --timeout -h --help'
+            ;;
+        'kt user scram delete')
+            _kt_subs=''
+            _kt_opts='--mechanism --bootstrap-server -b --timeout -h --help'
+            ;;
+        'kt user scram describe')
+            _kt_subs=''
+            _kt_opts='--json --bootstrap-server -b --timeout -h --help'
+            ;;
         *) _kt_subs='' _kt_opts='' ;;
     esac
 }
@@ -255,6 +275,7 @@ _kt_child() {
         'kt/topic') _kt_next='kt topic' ;;
         'kt/transactions') _kt_next='kt transactions' ;;
         'kt/tui') _kt_next='kt tui' ;;
+        'kt/user') _kt_next='kt user' ;;
         'kt/dump-segment') _kt_next='kt dump-log-segments' ;;
         'kt analyze/anomalies') _kt_next='kt analyze anomalies' ;;
         'kt analyze/keys') _kt_next='kt analyze keys' ;;
@@ -292,6 +313,10 @@ _kt_child() {
         'kt transactions/describe-producers') _kt_next='kt transactions describe-producers' ;;
         'kt transactions/find-hanging') _kt_next='kt transactions find-hanging' ;;
         'kt transactions/list') _kt_next='kt transactions list' ;;
+        'kt user/scram') _kt_next='kt user scram' ;;
+        'kt user scram/add') _kt_next='kt user scram add' ;;
+        'kt user scram/delete') _kt_next='kt user scram delete' ;;
+        'kt user scram/describe') _kt_next='kt user scram describe' ;;
         *) _kt_next='' ;;
     esac
 }
@@ -522,6 +547,16 @@ _kt_option() {
         'kt tui/--interval'|'kt tui/-i') _kt_nargs=1 ;;
         'kt tui/--timeout') _kt_nargs=1 ;;
         'kt tui/--theme') _kt_nargs=1 ;;
+        'kt user scram add/--mechanism') _kt_nargs=1 _kt_kind=choice _kt_words=$'scram-sha-256\nscram-sha-512' ;;
+        'kt user scram add/--iterations') _kt_nargs=1 ;;
+        'kt user scram add/--password-file') _kt_nargs=1 _kt_kind=file ;;
+        'kt user scram add/--bootstrap-server'|'kt user scram add/-b') _kt_nargs=1 ;;
+        'kt user scram add/--timeout') _kt_nargs=1 ;;
+        'kt user scram delete/--mechanism') _kt_nargs=1 _kt_kind=choice _kt_words=$'scram-sha-256\nscram-sha-512' ;;
+        'kt user scram delete/--bootstrap-server'|'kt user scram delete/-b') _kt_nargs=1 ;;
+        'kt user scram delete/--timeout') _kt_nargs=1 ;;
+        'kt user scram describe/--bootstrap-server'|'kt user scram describe/-b') _kt_nargs=1 ;;
+        'kt user scram describe/--timeout') _kt_nargs=1 ;;
     esac
 }
 

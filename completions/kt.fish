@@ -43,6 +43,8 @@ function __kt_child --argument-names path word
             echo 'kt transactions'
         case 'kt/tui'
             echo 'kt tui'
+        case 'kt/user'
+            echo 'kt user'
         case 'kt/dump-segment'
             echo 'kt dump-log-segments'
         case 'kt analyze/anomalies'
@@ -117,6 +119,14 @@ function __kt_child --argument-names path word
             echo 'kt transactions find-hanging'
         case 'kt transactions/list'
             echo 'kt transactions list'
+        case 'kt user/scram'
+            echo 'kt user scram'
+        case 'kt user scram/add'
+            echo 'kt user scram add'
+        case 'kt user scram/delete'
+            echo 'kt user scram delete'
+        case 'kt user scram/describe'
+            echo 'kt user scram describe'
     end
 end
 
@@ -565,6 +575,26 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt tui/--theme'
             echo 1
+        case 'kt user scram add/--mechanism'
+            echo 1
+        case 'kt user scram add/--iterations'
+            echo 1
+        case 'kt user scram add/--password-file'
+            echo 1
+        case 'kt user scram add/--bootstrap-server' 'kt user scram add/-b'
+            echo 1
+        case 'kt user scram add/--timeout'
+            echo 1
+        case 'kt user scram delete/--mechanism'
+            echo 1
+        case 'kt user scram delete/--bootstrap-server' 'kt user scram delete/-b'
+            echo 1
+        case 'kt user scram delete/--timeout'
+            echo 1
+        case 'kt user scram describe/--bootstrap-server' 'kt user scram describe/-b'
+            echo 1
+        case 'kt user scram describe/--timeout'
+            echo 1
         case '*'
             echo 0
     end
@@ -620,6 +650,7 @@ complete -c kt -n "__kt_is 'kt'" -a 'replica' -d 'Offline forensics across the r
 complete -c kt -n "__kt_is 'kt'" -a 'topic' -d 'Create, list, describe, alter and delete topics (like kafka-topics.sh).'
 complete -c kt -n "__kt_is 'kt'" -a 'transactions' -d 'Inspect transactions and recover from hanging ones (like kafka-transactions.sh).'
 complete -c kt -n "__kt_is 'kt'" -a 'tui' -d 'Watch a cluster live in a terminal dashboard.'
+complete -c kt -n "__kt_is 'kt'" -a 'user' -d 'Users of a secured cluster: their SCRAM credentials.'
 complete -c kt -n "__kt_is 'kt'" -s 'V' -l 'version' -d 'Show the version and exit.'
 complete -c kt -n "__kt_is 'kt'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt analyze'" -a 'anomalies' -d 'Everything suspicious in the segments.'
@@ -1040,3 +1071,23 @@ complete -c kt -n "__kt_is 'kt tui'" -l 'timeout' -x -d 'Per-request timeout of 
 complete -c kt -n "__kt_is 'kt tui'" -l 'theme' -x -d 'Textual theme, e.g. textual-light, textual-dark, nord (the palette changes...'
 complete -c kt -n "__kt_is 'kt tui'" -l 'paused' -d 'Start with the periodic refresh paused.'
 complete -c kt -n "__kt_is 'kt tui'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt user'" -a 'scram' -d 'SCRAM-SHA-256/512 credentials (stored by the brokers as Kafka stores them).'
+complete -c kt -n "__kt_is 'kt user'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt user scram'" -a 'add' -d 'Create or replace a user\'s credential for a mechanism.'
+complete -c kt -n "__kt_is 'kt user scram'" -a 'delete' -d 'Remove a user\'s credential for a mechanism.'
+complete -c kt -n "__kt_is 'kt user scram'" -a 'describe' -d 'The mechanisms and iteration counts of users\' credentials (all users when none is named); never any secret.'
+complete -c kt -n "__kt_is 'kt user scram'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt user scram add'" -l 'mechanism' -x -a 'scram-sha-256 scram-sha-512' -d 'The SCRAM mechanism.'
+complete -c kt -n "__kt_is 'kt user scram add'" -l 'iterations' -x -d 'PBKDF2 iterations (4096 to 16384).'
+complete -c kt -n "__kt_is 'kt user scram add'" -l 'password-file' -r -F -d 'Read the password from this file (\'-\': stdin; default: a hidden prompt, or...'
+complete -c kt -n "__kt_is 'kt user scram add'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt user scram add'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt user scram add'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt user scram delete'" -l 'mechanism' -x -a 'scram-sha-256 scram-sha-512' -d 'The SCRAM mechanism.'
+complete -c kt -n "__kt_is 'kt user scram delete'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt user scram delete'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt user scram delete'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt user scram describe'" -l 'json' -d 'One JSON document.'
+complete -c kt -n "__kt_is 'kt user scram describe'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt user scram describe'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt user scram describe'" -s 'h' -l 'help' -d 'Show this message and exit.'

@@ -37,6 +37,7 @@ COMMANDS: dict[str, str] = {
     "topic": "kt.tools.topic_cmd:topic",
     "transactions": "kt.tools.transactions_cmd:transactions",
     "tui": "kt.tools.tui_cmd:tui",
+    "user": "kt.tools.user_cmd:user",
 }
 
 # Aliases are listed in help once, under their main name.
