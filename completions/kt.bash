@@ -6,8 +6,12 @@
 _kt_node() {
     case $1 in
         'kt')
-            _kt_subs='analyze broker checkpoint cluster compaction configs consume dump-log-segments dump-segment export group index leader-election log-dirs produce reassign-partitions replica topic transactions tui user'
+            _kt_subs='acl analyze broker checkpoint cluster compaction configs consume dump-log-segments dump-segment export group index leader-election log-dirs produce reassign-partitions replica topic transactions tui user'
             _kt_opts='-V --version -h --help'
+            ;;
+        'kt acl')
+            _kt_subs=''
+            _kt_opts='--add --remove --list --topic --group --cluster --transactional-id --resource-pattern-type --allow-principal --deny-principal --allow-host --deny-host --operation --principal --producer --consumer --idempotent --force --json --bootstrap-server -b --timeout -h --help'
             ;;
         'kt analyze')
             _kt_subs='anomalies keys topics'
@@ -256,6 +260,7 @@ _kt_node() {
 # _kt_child PATH WORD: the path of subcommand WORD of PATH (aliases resolved), or ''.
 _kt_child() {
     case "$1/$2" in
+        'kt/acl') _kt_next='kt acl' ;;
         'kt/analyze') _kt_next='kt analyze' ;;
         'kt/broker') _kt_next='kt broker' ;;
         'kt/checkpoint') _kt_next='kt checkpoint' ;;
@@ -326,6 +331,18 @@ _kt_child() {
 _kt_option() {
     _kt_nargs=0 _kt_kind='' _kt_words=''
     case "$1/$2" in
+        'kt acl/--topic') _kt_nargs=1 ;;
+        'kt acl/--group') _kt_nargs=1 ;;
+        'kt acl/--transactional-id') _kt_nargs=1 ;;
+        'kt acl/--resource-pattern-type') _kt_nargs=1 _kt_kind=choice _kt_words=$'any\nliteral\nmatch\nprefixed' ;;
+        'kt acl/--allow-principal') _kt_nargs=1 ;;
+        'kt acl/--deny-principal') _kt_nargs=1 ;;
+        'kt acl/--allow-host') _kt_nargs=1 ;;
+        'kt acl/--deny-host') _kt_nargs=1 ;;
+        'kt acl/--operation') _kt_nargs=1 ;;
+        'kt acl/--principal') _kt_nargs=1 ;;
+        'kt acl/--bootstrap-server'|'kt acl/-b') _kt_nargs=1 ;;
+        'kt acl/--timeout') _kt_nargs=1 ;;
         'kt analyze anomalies/--to') _kt_nargs=1 _kt_kind=dir ;;
         'kt analyze anomalies/--format') _kt_nargs=1 _kt_kind=choice _kt_words=$'parquet\njson\ncsv' ;;
         'kt analyze anomalies/--mode') _kt_nargs=1 _kt_kind=choice _kt_words=$'error\noverwrite\nappend' ;;

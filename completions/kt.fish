@@ -5,6 +5,8 @@
 # __kt_child PATH WORD: the path of subcommand WORD of PATH (aliases resolved).
 function __kt_child --argument-names path word
     switch "$path/$word"
+        case 'kt/acl'
+            echo 'kt acl'
         case 'kt/analyze'
             echo 'kt analyze'
         case 'kt/broker'
@@ -133,6 +135,30 @@ end
 # __kt_nargs PATH OPTION: how many values OPTION of PATH takes.
 function __kt_nargs --argument-names path option
     switch "$path/$option"
+        case 'kt acl/--topic'
+            echo 1
+        case 'kt acl/--group'
+            echo 1
+        case 'kt acl/--transactional-id'
+            echo 1
+        case 'kt acl/--resource-pattern-type'
+            echo 1
+        case 'kt acl/--allow-principal'
+            echo 1
+        case 'kt acl/--deny-principal'
+            echo 1
+        case 'kt acl/--allow-host'
+            echo 1
+        case 'kt acl/--deny-host'
+            echo 1
+        case 'kt acl/--operation'
+            echo 1
+        case 'kt acl/--principal'
+            echo 1
+        case 'kt acl/--bootstrap-server' 'kt acl/-b'
+            echo 1
+        case 'kt acl/--timeout'
+            echo 1
         case 'kt analyze anomalies/--to'
             echo 1
         case 'kt analyze anomalies/--format'
@@ -630,6 +656,7 @@ function __kt_is --argument-names want
 end
 
 complete -c kt -f
+complete -c kt -n "__kt_is 'kt'" -a 'acl' -d 'Add, remove and list ACLs, like kafka-acls.sh.'
 complete -c kt -n "__kt_is 'kt'" -a 'analyze' -d 'Forensic analyses of log segments on Spark (needs `pip install \'kt[spark]\'`).'
 complete -c kt -n "__kt_is 'kt'" -a 'broker' -d 'Run a Kafka-compatible broker.'
 complete -c kt -n "__kt_is 'kt'" -a 'checkpoint' -d 'Show and edit checkpoint files of a Kafka log directory.'
@@ -653,6 +680,28 @@ complete -c kt -n "__kt_is 'kt'" -a 'tui' -d 'Watch a cluster live in a terminal
 complete -c kt -n "__kt_is 'kt'" -a 'user' -d 'Users of a secured cluster: their SCRAM credentials.'
 complete -c kt -n "__kt_is 'kt'" -s 'V' -l 'version' -d 'Show the version and exit.'
 complete -c kt -n "__kt_is 'kt'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'add' -d 'Add ACLs.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'remove' -d 'Remove ACLs.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'list' -d 'List ACLs.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'topic' -x -d 'A topic (or *); repeatable.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'group' -x -d 'A group (or *); repeatable.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'cluster' -d 'The cluster resource (kafka-cluster).'
+complete -c kt -n "__kt_is 'kt acl'" -l 'transactional-id' -x -d 'A transactional id.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'resource-pattern-type' -x -a 'any literal match prefixed' -d 'literal, prefixed (add/remove/list), any or match (list/remove).'
+complete -c kt -n "__kt_is 'kt acl'" -l 'allow-principal' -x
+complete -c kt -n "__kt_is 'kt acl'" -l 'deny-principal' -x
+complete -c kt -n "__kt_is 'kt acl'" -l 'allow-host' -x -d 'Default * with a principal.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'deny-host' -x -d 'Default * with a principal.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'operation' -x -d 'Default All; repeatable.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'principal' -x -d '--list: only these.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'producer' -d 'WRITE, DESCRIBE, CREATE on the topics.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'consumer' -d 'READ, DESCRIBE on topics; READ on groups.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'idempotent' -d 'With --producer: IDEMPOTENT_WRITE.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'force' -d '--remove without asking.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'json' -d 'The resulting ACLs as JSON.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt acl'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt acl'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt analyze'" -a 'anomalies' -d 'Everything suspicious in the segments.'
 complete -c kt -n "__kt_is 'kt analyze'" -a 'keys' -d 'The history of one key: its records across all partitions and segments.'
 complete -c kt -n "__kt_is 'kt analyze'" -a 'topics' -d 'Statistics per topic and partition.'

@@ -17,6 +17,7 @@ from kt.tools.console import first_sentence
 # name -> "module:attribute". One line per command or command group; aliases point
 # at the same object. Keep sorted by name.
 COMMANDS: dict[str, str] = {
+    "acl": "kt.tools.acl_cmd:acl",
     "analyze": "kt.tools.analyze_cmd:analyze",
     "broker": "kt.tools.broker_cmd:broker",
     "checkpoint": "kt.tools.checkpoint_cmd:checkpoint",

@@ -230,3 +230,68 @@ def test_super_user_and_cluster_operations(broker: Any, acls: Any) -> None:
         fut.result(30)
     boss = admin(broker, "admin")
     boss.create_topics([NewTopic("admin-topic", 1)])["admin-topic"].result(30)
+
+
+# --- kt acl -------------------------------------------------------------------------------
+
+
+def kt_acl(b: Any, *args: str, stdin: str = "") -> Any:
+    import subprocess
+
+    from broker_harness import KT
+
+    return subprocess.run([KT, "acl", "-b", b.bootstrap, *args], input=stdin,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def test_kt_acl_add_list_remove_with_kafka_acls_output(broker: Any, acls: Any) -> None:
+    r = kt_acl(broker, "--add", "--allow-principal", "User:carol", "--operation", "read",
+               "--operation", "Describe", "--topic", "ledger")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    pattern = "ResourcePattern(resourceType=TOPIC, name=ledger, patternType=LITERAL)"
+    read = "(principal=User:carol, host=*, operation=READ, permissionType=ALLOW)"
+    describe = "(principal=User:carol, host=*, operation=DESCRIBE, permissionType=ALLOW)"
+    # kafka-acls.sh's bytes: a space before the first tab, one after the last ACL
+    assert r.stdout == (
+        f"Adding ACLs for resource `{pattern}`: \n \t{read}\n\t{describe} \n\n"
+        f"Current ACLs for resource `{pattern}`: \n \t{read}\n\t{describe} \n\n"
+    )
+    listed = kt_acl(broker, "--list", "--topic", "ledger", "--json")
+    assert json.loads(listed.stdout) == [{
+        "resource": {"resourceType": "TOPIC", "name": "ledger", "patternType": "LITERAL"},
+        "acls": [{"principal": "User:carol", "host": "*", "operation": "Read",
+                  "permissionType": "ALLOW"},
+                 {"principal": "User:carol", "host": "*", "operation": "Describe",
+                  "permissionType": "ALLOW"}]}]  # fmt: skip
+    r = kt_acl(broker, "--add", "--allow-principal", "User:carol", "--producer", "--topic",
+               "ledger", "--idempotent")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "operation=IDEMPOTENT_WRITE" in r.stdout and "operation=CREATE" in r.stdout
+    r = kt_acl(broker, "--remove", "--topic", "ledger", stdin="n\n")
+    assert r.returncode == 0 and "Are you sure you want to delete all ACLs" in r.stdout
+    assert kt_acl(broker, "--list", "--topic", "ledger", "--json").stdout.strip() != "[]"
+    r = kt_acl(broker, "--remove", "--force", "--topic", "ledger")
+    assert r.returncode == 0, r.stderr
+    assert kt_acl(broker, "--list", "--topic", "ledger", "--json").stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((), "Command must include exactly one action: --list, --add, --remove."),
+        (("--add", "--topic", "t"), "You must specify one of: --allow-principal, --deny-principal"),
+        (("--add", "--allow-principal", "User:x"), "You must provide at least one resource"),
+        (("--add", "--allow-principal", "User:x", "--group", "g", "--operation", "Write"),
+         "ResourceType GROUP only supports operations"),
+        (("--add", "--allow-principal", "User:x", "--topic", "t", "--resource-pattern-type",
+          "any"), "A '--resource-pattern-type' value of 'ANY' is not valid when adding acls."),
+        (("--add", "--allow-principal", "x", "--topic", "t"),
+         "expected a string in format principalType:principalName"),
+        (("--add", "--allow-principal", "User:x", "--topic", "t", "--operation",
+          "IDEMPOTENT_WRITE"), "--operation: unknown operation"),
+    ],
+)  # fmt: skip
+def test_kt_acl_usage_errors(broker: Any, args: tuple[str, ...], message: str) -> None:
+    r = kt_acl(broker, *args)
+    assert r.returncode == 2
+    assert r.stderr.startswith("kt: error: ") and message in r.stderr, r.stderr
