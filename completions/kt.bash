@@ -10,8 +10,12 @@ _kt_node() {
             _kt_opts='-V --version -h --help'
             ;;
         'kt acl')
-            _kt_subs=''
+            _kt_subs='check'
             _kt_opts='--add --remove --list --topic --group --cluster --transactional-id --resource-pattern-type --allow-principal --deny-principal --allow-host --deny-host --operation --principal --producer --consumer --idempotent --force --json --bootstrap-server -b --timeout -h --help'
+            ;;
+        'kt acl check')
+            _kt_subs=''
+            _kt_opts='--principal --operation --topic --group --transactional-id --cluster --host --allow-everyone-if-no-acl-found --json --bootstrap-server -b --timeout -h --help'
             ;;
         'kt analyze')
             _kt_subs='anomalies keys topics'
@@ -282,6 +286,7 @@ _kt_child() {
         'kt/tui') _kt_next='kt tui' ;;
         'kt/user') _kt_next='kt user' ;;
         'kt/dump-segment') _kt_next='kt dump-log-segments' ;;
+        'kt acl/check') _kt_next='kt acl check' ;;
         'kt analyze/anomalies') _kt_next='kt analyze anomalies' ;;
         'kt analyze/keys') _kt_next='kt analyze keys' ;;
         'kt analyze/topics') _kt_next='kt analyze topics' ;;
@@ -343,6 +348,14 @@ _kt_option() {
         'kt acl/--principal') _kt_nargs=1 ;;
         'kt acl/--bootstrap-server'|'kt acl/-b') _kt_nargs=1 ;;
         'kt acl/--timeout') _kt_nargs=1 ;;
+        'kt acl check/--principal') _kt_nargs=1 ;;
+        'kt acl check/--operation') _kt_nargs=1 ;;
+        'kt acl check/--topic') _kt_nargs=1 ;;
+        'kt acl check/--group') _kt_nargs=1 ;;
+        'kt acl check/--transactional-id') _kt_nargs=1 ;;
+        'kt acl check/--host') _kt_nargs=1 ;;
+        'kt acl check/--bootstrap-server'|'kt acl check/-b') _kt_nargs=1 ;;
+        'kt acl check/--timeout') _kt_nargs=1 ;;
         'kt analyze anomalies/--to') _kt_nargs=1 _kt_kind=dir ;;
         'kt analyze anomalies/--format') _kt_nargs=1 _kt_kind=choice _kt_words=$'parquet\njson\ncsv' ;;
         'kt analyze anomalies/--mode') _kt_nargs=1 _kt_kind=choice _kt_words=$'error\noverwrite\nappend' ;;

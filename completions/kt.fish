@@ -49,6 +49,8 @@ function __kt_child --argument-names path word
             echo 'kt user'
         case 'kt/dump-segment'
             echo 'kt dump-log-segments'
+        case 'kt acl/check'
+            echo 'kt acl check'
         case 'kt analyze/anomalies'
             echo 'kt analyze anomalies'
         case 'kt analyze/keys'
@@ -158,6 +160,22 @@ function __kt_nargs --argument-names path option
         case 'kt acl/--bootstrap-server' 'kt acl/-b'
             echo 1
         case 'kt acl/--timeout'
+            echo 1
+        case 'kt acl check/--principal'
+            echo 1
+        case 'kt acl check/--operation'
+            echo 1
+        case 'kt acl check/--topic'
+            echo 1
+        case 'kt acl check/--group'
+            echo 1
+        case 'kt acl check/--transactional-id'
+            echo 1
+        case 'kt acl check/--host'
+            echo 1
+        case 'kt acl check/--bootstrap-server' 'kt acl check/-b'
+            echo 1
+        case 'kt acl check/--timeout'
             echo 1
         case 'kt analyze anomalies/--to'
             echo 1
@@ -680,6 +698,7 @@ complete -c kt -n "__kt_is 'kt'" -a 'tui' -d 'Watch a cluster live in a terminal
 complete -c kt -n "__kt_is 'kt'" -a 'user' -d 'Users of a secured cluster: their SCRAM credentials.'
 complete -c kt -n "__kt_is 'kt'" -s 'V' -l 'version' -d 'Show the version and exit.'
 complete -c kt -n "__kt_is 'kt'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt acl'" -a 'check' -d 'Whether a principal may do an operation on one resource, and which ACL decides.'
 complete -c kt -n "__kt_is 'kt acl'" -l 'add' -d 'Add ACLs.'
 complete -c kt -n "__kt_is 'kt acl'" -l 'remove' -d 'Remove ACLs.'
 complete -c kt -n "__kt_is 'kt acl'" -l 'list' -d 'List ACLs.'
@@ -702,6 +721,18 @@ complete -c kt -n "__kt_is 'kt acl'" -l 'json' -d 'The resulting ACLs as JSON.'
 complete -c kt -n "__kt_is 'kt acl'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
 complete -c kt -n "__kt_is 'kt acl'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt acl'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'principal' -x -d 'Who, e.g. User:alice.'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'operation' -x -d 'What, e.g. Read.'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'topic' -x
+complete -c kt -n "__kt_is 'kt acl check'" -l 'group' -x
+complete -c kt -n "__kt_is 'kt acl check'" -l 'transactional-id' -x
+complete -c kt -n "__kt_is 'kt acl check'" -l 'cluster'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'host' -x -d 'The client\'s IP address (* : ACLs for any host only).'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'allow-everyone-if-no-acl-found' -d 'Decide as a broker with allow.everyone.if.no.acl.found=true.'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'json' -d 'The verdict as JSON.'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt acl check'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt analyze'" -a 'anomalies' -d 'Everything suspicious in the segments.'
 complete -c kt -n "__kt_is 'kt analyze'" -a 'keys' -d 'The history of one key: its records across all partitions and segments.'
 complete -c kt -n "__kt_is 'kt analyze'" -a 'topics' -d 'Statistics per topic and partition.'

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import click
 
 from kt.client import KafkaClient
+from kt.cluster.acl_decision import decide
 from kt.protocol import ErrorCode, apis
 from kt.tools.console import emit_json, fail, handle_errors, usage_error
 from kt.tools.wire import Wire, wire_options
@@ -91,7 +92,7 @@ def _block(title: str, resource: Resource, entries: list[Entry]) -> str:
     return f"{title} `{resource}`: \n {body} \n"
 
 
-@click.command()
+@click.group(invoke_without_command=True)
 @click.option("--add", "action", flag_value="add", help="Add ACLs.")
 @click.option("--remove", "action", flag_value="remove", help="Remove ACLs.")
 @click.option("--list", "action", flag_value="list", help="List ACLs.")
@@ -114,13 +115,29 @@ def _block(title: str, resource: Resource, entries: list[Entry]) -> str:
 @click.option("--force", is_flag=True, help="--remove without asking.")
 @click.option("--json", "as_json", is_flag=True, help="The resulting ACLs as JSON.")
 @wire_options
+@click.pass_context
 @handle_errors
-def acl(action: str | None, topic: tuple[str, ...], group: tuple[str, ...], cluster: bool,
-        transactional_id: tuple[str, ...], resource_pattern_type: str,
-        allow_principal: tuple[str, ...], deny_principal: tuple[str, ...],
-        allow_host: tuple[str, ...], deny_host: tuple[str, ...], operation: tuple[str, ...],
-        principal: tuple[str, ...], producer: bool, consumer: bool, idempotent: bool,
-        force: bool, as_json: bool, wire: Wire) -> None:  # fmt: skip
+def acl(
+    ctx: click.Context,
+    action: str | None,
+    topic: tuple[str, ...],
+    group: tuple[str, ...],
+    cluster: bool,
+    transactional_id: tuple[str, ...],
+    resource_pattern_type: str,
+    allow_principal: tuple[str, ...],
+    deny_principal: tuple[str, ...],
+    allow_host: tuple[str, ...],
+    deny_host: tuple[str, ...],
+    operation: tuple[str, ...],
+    principal: tuple[str, ...],
+    producer: bool,
+    consumer: bool,
+    idempotent: bool,
+    force: bool,
+    as_json: bool,
+    wire: Wire,
+) -> None:
     """Add, remove and list ACLs, like kafka-acls.sh.
 
     \b
@@ -132,9 +149,13 @@ def acl(action: str | None, topic: tuple[str, ...], group: tuple[str, ...], clus
       kt acl --list --topic orders
       kt acl --remove --force --deny-principal User:bob --topic orders
 
+    `kt acl check` says whether a principal may do something, and why.
+
     Exit codes: 0 ok, 1 the operation failed (no authorizer, not authorized,
     unreachable cluster), 2 usage error.
     """
+    if ctx.invoked_subcommand is not None:
+        return
     if action is None:
         usage_error("Command must include exactly one action: --list, --add, --remove.")
     ptype = PATTERN_TYPES[resource_pattern_type.lower()]
@@ -326,3 +347,76 @@ def _remove(wire: Wire, wanted: dict[Resource, list[Entry]], force: bool, as_jso
         return current
 
     _print_current(wire.run(run), as_json)
+
+
+@acl.command("check")
+@click.option("--principal", required=True, metavar="TYPE:NAME", help="Who, e.g. User:alice.")
+@click.option("--operation", required=True, metavar="OP", help="What, e.g. Read.")
+@click.option("--topic", metavar="NAME")
+@click.option("--group", metavar="NAME")
+@click.option("--transactional-id", metavar="ID")
+@click.option("--cluster", is_flag=True)
+@click.option("--host", default="*", show_default=True,
+              help="The client's IP address (* : ACLs for any host only).")  # fmt: skip
+@click.option(
+    "--allow-everyone-if-no-acl-found",
+    is_flag=True,
+    help="Decide as a broker with allow.everyone.if.no.acl.found=true.",
+)
+@click.option("--json", "as_json", is_flag=True, help="The verdict as JSON.")
+@wire_options
+@handle_errors
+def acl_check(principal: str, operation: str, topic: str | None, group: str | None,
+              transactional_id: str | None, cluster: bool, host: str,
+              allow_everyone_if_no_acl_found: bool, as_json: bool, wire: Wire) -> None:  # fmt: skip
+    """Whether a principal may do an operation on one resource, and which ACL decides.
+
+    The decision is the broker's authorizer's, over the ACLs DescribeAcls returns for
+    the resource; super users (super.users is not visible over the wire) are allowed
+    everything whatever the ACLs say.
+
+    \b
+    Examples:
+      kt acl check --principal User:alice --operation Read --topic orders
+      kt acl check --principal User:svc --operation IdempotentWrite --cluster --host 10.0.0.5
+
+    Exit codes: 0 allowed, 1 denied (or the check failed), 2 usage error.
+    """
+    chosen = [(2, topic), (3, group), (5, transactional_id), (4, CLUSTER_NAME if cluster else None)]
+    given = [(t, n) for t, n in chosen if n is not None]
+    if len(given) != 1:
+        usage_error("name exactly one resource: --topic, --group, --transactional-id or --cluster")
+    rtype, name = given[0]
+    op_name = parse_operation(operation)
+    if ":" not in principal:
+        usage_error(f"expected a string in format principalType:principalName but got {principal}")
+
+    async def run(client: KafkaClient) -> dict[Resource, list[Entry]]:
+        # MATCH: the literal name, the type's literal * and the prefixes of the name
+        return await _describe(client, rtype, name, PATTERN_TYPES["match"])
+
+    found = wire.run(run)
+    candidates = [((r, e), e) for r, es in sorted(found.items()) for e in sorted(es)]
+    verdict = decide(candidates, principal, host, OPERATIONS[op_name],
+                     allow_everyone_if_no_acl_found)  # fmt: skip
+    what = f"{op_name} on {RESOURCE_TYPES[rtype]} {name} from host {host}"
+    if as_json:
+        by = None
+        if verdict.by is not None:
+            r, e = verdict.by
+            by = {"resource": r.to_json(), "acl": e.to_json()}
+        emit_json({"allowed": verdict.allowed, "principal": principal, "operation": op_name,
+                   "resource": {"resourceType": RESOURCE_TYPES[rtype], "name": name},
+                   "host": host, "reason": verdict.reason, "decidedBy": by,
+                   "applicableAcls": len(candidates)})  # fmt: skip
+    else:
+        word = "ALLOWED" if verdict.allowed else "DENIED"
+        click.echo(f"{word}: {principal} {what}")
+        click.echo(f"  because {verdict.reason}")
+        if verdict.by is not None:
+            r, e = verdict.by
+            click.echo(f"  ACL {e} on {r}")
+        click.echo(f"  ({len(candidates)} ACLs apply to the resource; a super user is allowed "
+                   "whatever they say)")  # fmt: skip
+    if not verdict.allowed:
+        raise SystemExit(1)

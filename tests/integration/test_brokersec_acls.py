@@ -295,3 +295,31 @@ def test_kt_acl_usage_errors(broker: Any, args: tuple[str, ...], message: str) -
     r = kt_acl(broker, *args)
     assert r.returncode == 2
     assert r.stderr.startswith("kt: error: ") and message in r.stderr, r.stderr
+
+
+def test_kt_acl_check_explains_the_decision(broker: Any, acls: Any) -> None:
+    import subprocess
+
+    from broker_harness import KT
+
+    def check(*args: str) -> Any:
+        return subprocess.run([KT, "acl", "check", "-b", broker.bootstrap, *args],
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+
+    r = check("--principal", "User:alice", "--operation", "Describe", "--topic", "orders")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("ALLOWED: User:alice Describe on TOPIC orders from host *")
+    assert "because an ALLOW ACL matches" in r.stdout
+    r = check("--principal", "User:alice", "--operation", "Write", "--topic", "pay-eu", "--json")
+    assert r.returncode == 1
+    verdict = json.loads(r.stdout)
+    assert verdict["allowed"] is False
+    assert verdict["decidedBy"]["acl"]["permissionType"] == "DENY"
+    assert verdict["decidedBy"]["resource"]["name"] == "pay-eu"
+    r = check("--principal", "User:bob", "--operation", "Read", "--topic", "nothing-here")
+    assert r.returncode == 1
+    assert "allow.everyone.if.no.acl.found=false decides" in r.stdout
+    r = check("--principal", "User:alice", "--operation", "Read", "--group", "alice-x")
+    assert r.returncode == 0 and "patternType=PREFIXED" in r.stdout
+    r = check("--principal", "User:alice", "--operation", "Read")
+    assert r.returncode == 2 and "name exactly one resource" in r.stderr

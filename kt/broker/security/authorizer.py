@@ -40,6 +40,7 @@ from kt.broker.security.acl import (
     ResourcePattern,
     ResourceType,
 )
+from kt.cluster.acl_decision import decide
 
 AUDIT_LOGGER_NAME = "kafka.authorizer.logger"
 audit_log = logging.getLogger(AUDIT_LOGGER_NAME)
@@ -177,34 +178,10 @@ class AclAuthorizer:
         if principal in self.super_users:
             return Decision(True, f"{principal} is a super user")
         candidates = self._candidates(rtype, name)
-        if not candidates:
-            return Decision(
-                self.allow_if_no_acls,
-                "no ACL applies to the resource, so allow.everyone.if.no.acl.found="
-                f"{str(self.allow_if_no_acls).lower()} decides",
-            )
-        principals = {principal, str(KafkaPrincipal("User", WILDCARD))}
-        hosts = {host, WILDCARD}
-        for b in candidates:
-            e = b.entry
-            if (
-                e.permission == PermissionType.DENY
-                and e.principal in principals
-                and e.host in hosts
-                and e.operation in (operation, AclOperation.ALL)
-            ):
-                return Decision(False, "a DENY ACL matches (DENY wins over ALLOW)", b)
-        accepted = _IMPLIED.get(operation, frozenset({operation})) | {AclOperation.ALL}
-        for b in candidates:
-            e = b.entry
-            if (
-                e.permission == PermissionType.ALLOW
-                and e.principal in principals
-                and e.host in hosts
-                and e.operation in accepted
-            ):
-                return Decision(True, "an ALLOW ACL matches", b)
-        return Decision(False, "ACLs exist on the resource but none allows this")
+        verdict = decide(
+            [(b, b.entry) for b in candidates], principal, host, operation, self.allow_if_no_acls
+        )
+        return Decision(verdict.allowed, verdict.reason, verdict.by)
 
     def authorize(
         self,
