@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "index": "kt.tools.index_cmd:index",
     "leader-election": "kt.tools.leader_election_cmd:leader_election",
     "log-dirs": "kt.tools.log_dirs_cmd:log_dirs",
+    "metadata": "kt.tools.metadata_cmd:metadata",
     "produce": "kt.tools.produce_cmd:produce",
     "reassign-partitions": "kt.tools.reassign_cmd:reassign_partitions",
     "replica": "kt.tools.replica_cmd:replica",
