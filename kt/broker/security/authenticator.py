@@ -66,12 +66,14 @@ class State(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class SaslSettings:
     """A listener's SASL settings: enabled mechanisms and their server factories,
-    `connections.max.reauth.ms` per mechanism (0: off), the failure delay."""
+    `connections.max.reauth.ms` per mechanism (0: off), the failure delay, and
+    `sasl.server.max.receive.size` (the largest frame before authentication)."""
 
     mechanisms: tuple[str, ...]
     servers: Mapping[str, Callable[[], SaslServer]]
     reauth_ms: Mapping[str, int]
     failure_delay_ms: int = 100
+    max_receive_size: int = 524288
 
 
 class SaslAuthenticator:

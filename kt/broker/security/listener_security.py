@@ -9,6 +9,7 @@ configured.
 
 from __future__ import annotations
 
+import logging
 import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from kt.broker.security.listeners import (
 from kt.broker.security.principal import PrincipalMappingError, SslPrincipalMapper
 from kt.broker.security.sasl import PLAIN, PLAIN_LOGIN_MODULE, PlainServer, SaslServer, plain_users
 from kt.broker.security.tls import TlsConfigError, server_context
+
+log = logging.getLogger("kt.broker.security")
 
 #: Mechanisms the broker implements.
 MECHANISMS = (PLAIN, "SCRAM-SHA-256", "SCRAM-SHA-512", oauthbearer.OAUTHBEARER)
@@ -96,6 +99,15 @@ def build_listener_security(
     for key in ("principal.builder.class", "ssl.engine.factory.class"):
         if lc.get(key):
             raise SecurityConfigError(f"{key}: custom Java classes cannot run in kt's broker")
+    if (endpoint.protocol == "SASL_SSL" and lc.get("ssl.client.auth")
+            and not lc.is_prefixed("ssl.client.auth")):  # fmt: skip
+        log.warning(
+            "Broker configuration 'ssl.client.auth' is applied only to SSL listeners. "
+            "Listener-prefixed configuration can be used to enable SSL client authentication "
+            "for SASL_SSL listeners. In future releases, broker-wide option without listener "
+            "prefix may be applied to SASL_SSL listeners as well. All configuration options "
+            "intended for specific listeners should be listener-prefixed."
+        )
     ctx = None
     if endpoint.protocol in TLS_PROTOCOLS:
         try:
@@ -144,7 +156,9 @@ def _sasl(lc: ListenerConfig, scram_lookup: ScramLookup | None,
         reauth[mech] = _int(lc, key, lc.mechanism_get(mech, "connections.max.reauth.ms"), 0)
     delay = _int(lc, "connection.failed.authentication.delay.ms",
                  lc.get("connection.failed.authentication.delay.ms"), 100)  # fmt: skip
-    return SaslSettings(tuple(enabled), servers, reauth, delay)
+    max_receive = _int(lc, "sasl.server.max.receive.size", lc.get("sasl.server.max.receive.size"),
+                       524288)  # fmt: skip
+    return SaslSettings(tuple(enabled), servers, reauth, delay, max_receive)
 
 
 def _scram_factory(

@@ -211,3 +211,16 @@ def test_plain_without_users_names_the_key() -> None:
     ep = EndPoint("SASL_PLAINTEXT", "", 9092, "SASL_PLAINTEXT")
     with pytest.raises(SecurityConfigError, match=r"plain\.sasl\.jaas\.config is not set"):
         build_listener_security({"sasl.enabled.mechanisms": "PLAIN"}, ep)
+
+
+def test_receive_size_and_the_sasl_ssl_client_auth_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    assert settings(**{"sasl.server.max.receive.size": "1000"}).max_receive_size == 1000
+    assert settings().max_receive_size == 524288
+    ep = EndPoint("SASL_SSL", "", 9094, "SASL_SSL")
+    props = {"sasl.enabled.mechanisms": "PLAIN", "ssl.client.auth": "required",
+             "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS}  # fmt: skip
+    with pytest.raises(SecurityConfigError, match="has no keystore"):
+        build_listener_security(props, ep)
+    assert "'ssl.client.auth' is applied only to SSL listeners" in caplog.text
