@@ -162,8 +162,19 @@ def _check_broker_id(ctx: RequestContext, name: str, allow_empty: bool = True) -
         )
 
 
+#: Kafka's PASSWORD-typed keys that hold key material inline (a private key, or
+#: certificates a deployment may treat as secret): never shown, like passwords.
+_KEY_MATERIAL = ("ssl.keystore.key", "ssl.keystore.certificate.chain",
+                 "ssl.truststore.certificates")  # fmt: skip
+
+
 def _sensitive(key: str) -> bool:
-    return "password" in key or key.endswith(".jaas.config") or "secret" in key
+    return (
+        "password" in key
+        or key.endswith(".jaas.config")
+        or "secret" in key
+        or key.endswith(_KEY_MATERIAL)
+    )
 
 
 def _guess_type(key: str, value: str) -> ConfigType:

@@ -282,3 +282,22 @@ def test_allow_everyone_if_no_acl_found(tmp_path: Path) -> None:
         assert _produce(b, BOB, "closed") == E.TOPIC_AUTHORIZATION_FAILED
     finally:
         b.close()
+
+
+def test_describe_configs_never_shows_secrets(tmp_path: Path) -> None:
+    key = "-----BEGIN PRIVATE KEY-----\nMIIsecret\n-----END PRIVATE KEY-----"
+    b = open_broker(tmp_path, **{
+        "ssl.keystore.key": key, "ssl.keystore.password": "pw-secret",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": 'x required user_a="pw-secret";',
+        "ssl.truststore.certificates": "-----BEGIN CERTIFICATE-----",
+    })  # fmt: skip
+    try:
+        r = ask(b, apis.DESCRIBE_CONFIGS, 2, ADMIN, resources=[
+            {"resource_type": 4, "resource_name": "1", "configuration_keys": None}])  # fmt: skip
+        configs = {c.name: c for c in r.results[0].configs}
+        for name in ("ssl.keystore.key", "ssl.keystore.password", "ssl.truststore.certificates",
+                     "listener.name.sasl_ssl.plain.sasl.jaas.config"):  # fmt: skip
+            assert configs[name].value is None and configs[name].is_sensitive, name
+        assert "secret" not in repr(r)
+    finally:
+        b.close()
