@@ -170,6 +170,8 @@ class Broker:
         # The ACL authorizer when `authorizer.class.name` asks for one (its ACLs are
         # loaded and followed by the server, kt.broker.security.broker_security).
         self.authorizer = make_authorizer(config.props)
+        # Called after every change of the dynamic configs (the server's TLS reload).
+        self.reconfigure_hooks: list[Callable[[], None]] = []
         self.services = HandlerServices(
             node=node,
             config=config,
@@ -322,6 +324,8 @@ class Broker:
             controller.settings.unclean_leader_election_default = unclean
         if changed:
             log.info("dynamic broker configs changed: %s", sorted(changed))
+        for hook in self.reconfigure_hooks:
+            hook()
 
     # --- topics ----------------------------------------------------------
 

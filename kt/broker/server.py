@@ -101,6 +101,10 @@ class RunningBroker:
             else [EndPoint(lst.name, lst.host, lst.port, lst.protocol) for lst in config.listeners]
         )
         self.security = BrokerSecurity(config.props, endpoints)
+        # KIP-226: a keystore replaced through the dynamic configs reaches new connections
+        self.broker.reconfigure_hooks.append(
+            lambda: self.security.reload_tls({**config.props, **config.dynamic_own})
+        )
         self._opened = False
         self._joined = False
 

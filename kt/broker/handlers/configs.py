@@ -38,6 +38,10 @@ from kt.broker.handlers import RequestContext, handles
 from kt.broker.handlers.readiness import NOT_READY_TOPIC, not_ready_message, ready
 from kt.broker.metadata_store import topic_name_problem
 from kt.broker.security.acl import AclOperation, ResourceType
+from kt.broker.security.keystore_reload import is_reconfigurable
+from kt.broker.security.keystore_reload import validate_change as validate_keystore_change
+from kt.broker.security.listeners import TLS_PROTOCOLS, ListenerConfig
+from kt.broker.security.tls import TlsConfigError
 from kt.broker.topic_configs import (
     LIST_KEYS,
     TOPIC_CONFIGS,
@@ -508,6 +512,18 @@ def _check_effective(ctx: RequestContext, name: str, new: dict[str, str]) -> Non
     dyn.overlay(props, cfg.given())
     dyn.overlay(props, cfg.dynamic_defaults if name else new)
     dyn.overlay(props, new if name else cfg.dynamic_own)
+    if name and any(is_reconfigurable(k) for k in new):
+        # a replaced keystore must load and keep the listener's identity (KIP-226)
+        endpoints = cfg.listener_settings.listeners if cfg.listener_settings else ()
+        tls = [
+            ListenerConfig(cfg.props, ep.name, ep.protocol)
+            for ep in endpoints
+            if ep.protocol in TLS_PROTOCOLS
+        ]
+        try:
+            validate_keystore_change({**cfg.props, **cfg.dynamic_own}, {**cfg.props, **new}, tls)
+        except TlsConfigError as exc:
+            raise InvalidRequestError(str(exc)) from None
     log_props = {k: v for k, v in props.items() if k in dyn.LOG_KEYS or k.startswith("log.")}
     try:
         LogConfig.from_properties(log_properties(log_props))

@@ -15,8 +15,9 @@ from kt.broker.security.acl_store import AclCache, CoordinationAclStore
 from kt.broker.security.authorizer import AclAuthorizer
 from kt.broker.security.credentials import CredentialCache, ScramCredentialStore
 from kt.broker.security.listener_security import ListenerSecurity, build_listener_security
-from kt.broker.security.listeners import EndPoint
+from kt.broker.security.listeners import EndPoint, ListenerConfig
 from kt.broker.security.oauthbearer import JwksCache
+from kt.broker.security.tls import TlsConfigError
 
 log = logging.getLogger("kt.broker.security")
 
@@ -96,6 +97,23 @@ class BrokerSecurity:
                 except (OSError, ValueError) as exc:
                     log.warning("cannot refresh the JWKS from %s: %s", jwks.url, exc)
                     await asyncio.sleep(10.0)
+
+    def reload_tls(self, props: Mapping[str, str]) -> None:
+        """Dynamic configs changed: TLS listeners whose keystore or truststore changed
+        serve new connections with the new one (KIP-226); a setting that cannot be
+        used is logged and the old one kept (AlterConfigs validated it already)."""
+        for name, sec in self.listeners.items():
+            if sec.reloadable is None:
+                continue
+            lc = ListenerConfig(props, name, sec.endpoint.protocol)
+            try:
+                new = sec.reloadable.reconfigured(lc)
+            except TlsConfigError as exc:
+                log.error("listener %s keeps its keystore: %s", name, exc)
+                continue
+            if new is not None:
+                sec.reloadable.install(lc, new)
+                log.info("listener %s: the new keystore/truststore serves new connections", name)
 
     def close(self) -> None:
         """Stop following the stores."""

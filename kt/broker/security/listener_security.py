@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from kt.broker.security import oauthbearer, scram
 from kt.broker.security.authenticator import SaslSettings
 from kt.broker.security.jaas import JaasConfigError, LoginModule, single_module
+from kt.broker.security.keystore_reload import ReloadableContext
 from kt.broker.security.listeners import (
     SASL_PROTOCOLS,
     TLS_PROTOCOLS,
@@ -58,6 +59,8 @@ class ListenerSecurity:
     mapper: SslPrincipalMapper
     #: The JWKS caches to refresh (OAUTHBEARER with KIP-768 validation).
     jwks: tuple[oauthbearer.JwksCache, ...] = ()
+    #: Where a replaced keystore reaches new connections (TLS listeners).
+    reloadable: ReloadableContext | None = None
 
     @property
     def protocol(self) -> str:
@@ -118,7 +121,8 @@ def build_listener_security(
     jwks: list[oauthbearer.JwksCache] = []
     if endpoint.protocol in SASL_PROTOCOLS:
         sasl = _sasl(lc, scram_lookup, jwks)
-    return ListenerSecurity(endpoint, lc, ctx, sasl, mapper, tuple(jwks))
+    reloadable = ReloadableContext(ctx, lc) if ctx is not None else None
+    return ListenerSecurity(endpoint, lc, ctx, sasl, mapper, tuple(jwks), reloadable)
 
 
 def _sasl(lc: ListenerConfig, scram_lookup: ScramLookup | None,
