@@ -21,6 +21,7 @@ other request after the session expired closes the connection without an answer.
 from __future__ import annotations
 
 import enum
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -79,10 +80,19 @@ class SaslSettings:
 class SaslAuthenticator:
     """The SASL state machine of one connection."""
 
-    def __init__(self, settings: SaslSettings, peer: str, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        settings: SaslSettings,
+        peer: str,
+        clock: Callable[[], float],
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
         self.settings = settings
         self.peer = peer
+        # `clock` (monotonic) times the session; `wall_clock` (epoch seconds) reads a
+        # credential's expiry, which is a date (an OAUTHBEARER token's exp)
         self._clock = clock
+        self._wall = wall_clock
         self.state = State.HANDSHAKE_OR_VERSIONS
         self.mechanism: str | None = None
         self.principal: str | None = None
@@ -243,7 +253,7 @@ class SaslAuthenticator:
         expiry_ms = self._server.credential_expiry_ms
         lifetime: int | None = None
         if expiry_ms is not None:
-            left = max(0, int(expiry_ms - now * 1000))
+            left = max(0, int(expiry_ms - self._wall() * 1000))
             lifetime = min(left, max_ms) if max_ms > 0 else left
         elif max_ms > 0:
             lifetime = max_ms

@@ -172,11 +172,11 @@ def test_reauthentication_cannot_change_principal_or_mechanism() -> None:
 def test_oauthbearer_session_ends_with_the_token() -> None:
     import time
 
-    clock = Clock()
-    clock.now = time.time()
-    a = SaslAuthenticator(settings(), "10.0.0.5", clock)
+    clock = Clock()  # the session's monotonic clock, unrelated to the token's dates
+    wall = time.time()
+    a = SaslAuthenticator(settings(), "10.0.0.5", clock, wall_clock=lambda: wall)
     hs(a, "OAUTHBEARER")
-    token = oauthbearer.unsecured_token({"sub": "svc", "exp": clock.now + 30})
+    token = oauthbearer.unsecured_token({"sub": "svc", "exp": wall + 30})
     step = sa(a, oauthbearer.initial_response(token))
     assert a.principal == "User:svc"
     assert 29_000 <= step.response.session_lifetime_ms <= 30_000  # type: ignore[attr-defined]
