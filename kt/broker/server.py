@@ -87,7 +87,7 @@ class RunningBroker:
                 quotas=ConnectionQuotas(
                     config.get_int("max.connections"),
                     config.get_int("max.connections.per.ip"),
-                    parse_overrides(config.props.get("max.connections.per.ip.overrides", "")),
+                    parse_overrides(config.value("max.connections.per.ip.overrides")),
                 ),
             )
             if network
@@ -154,6 +154,10 @@ class RunningBroker:
             f"ZooKeeper {config.zookeeper_connect}" if config.zookeeper_connect else "single node",
             len(broker.replica_manager), ",".join(str(d) for d in broker.logs.log_dirs),
         )  # fmt: skip
+        # Logged once started, not before: a start-up failure stays one error line.
+        # (uvloop's loop class lives in the uvloop package, asyncio's in asyncio.)
+        loop_kind = type(asyncio.get_running_loop()).__module__.split(".")[0]
+        log.info("event loop: %s", "uvloop" if loop_kind == "uvloop" else "asyncio")
 
     async def stop(self, *, controlled: bool = True) -> None:
         """Controlled shutdown (when asked and joined), then stop everything."""

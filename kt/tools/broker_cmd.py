@@ -157,7 +157,6 @@ def _loop_factory() -> tuple[str, Callable[[], asyncio.AbstractEventLoop]]:
 def _run(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
     """Run `main()` on the event loop KT_EVENT_LOOP chooses (chosen first, so a bad
     choice leaves no coroutine never awaited)."""
-    name, factory = _loop_factory()
-    logging.getLogger("kt.broker").info("event loop: %s", name)
+    _name, factory = _loop_factory()
     with asyncio.Runner(loop_factory=factory) as runner:
         runner.run(main())
