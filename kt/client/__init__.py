@@ -47,6 +47,7 @@ from kt.client.core import (
     BrokerConnection,
     BrokerInfo,
     ClusterMetadata,
+    KafkaAuthenticationError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
@@ -76,6 +77,7 @@ from kt.client.records import (
     TopicPartition,
     decode_records,
 )
+from kt.client.security import SecurityConfig, SecurityConfigError
 
 
 class KafkaClient(RecordsMixin, AdminMixin, GroupsMixin):
@@ -84,7 +86,8 @@ class KafkaClient(RecordsMixin, AdminMixin, GroupsMixin):
     Options: `client_id`, `request_timeout` (seconds per request),
     `connect_timeout` (seconds to reach a bootstrap server, all attempts
     included), `retries` and `retry_backoff` / `max_retry_backoff` (seconds) for
-    retriable errors.
+    retriable errors, `security` (a `SecurityConfig`: TLS and SASL; PLAINTEXT
+    when None).
     """
 
     async def __aenter__(self) -> KafkaClient:
@@ -117,6 +120,7 @@ __all__ = [
     "GroupDescription",
     "GroupListing",
     "GroupMember",
+    "KafkaAuthenticationError",
     "KafkaClient",
     "KafkaConnectionError",
     "KafkaError",
@@ -129,6 +133,8 @@ __all__ = [
     "PartitionReassignment",
     "ProduceResult",
     "RecordSpec",
+    "SecurityConfig",
+    "SecurityConfigError",
     "TopicInfo",
     "TopicPartition",
     "decode_records",
