@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "leader-election": "kt.tools.leader_election_cmd:leader_election",
     "log-dirs": "kt.tools.log_dirs_cmd:log_dirs",
     "produce": "kt.tools.produce_cmd:produce",
+    "profile": "kt.tools.profile_cmd:profile",
     "reassign-partitions": "kt.tools.reassign_cmd:reassign_partitions",
     "replica": "kt.tools.replica_cmd:replica",
     "topic": "kt.tools.topic_cmd:topic",

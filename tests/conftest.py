@@ -104,3 +104,14 @@ def cluster(shared_cluster: Any):
 
     heal(shared_cluster)
     return shared_cluster
+
+
+@pytest.fixture(autouse=True)
+def _no_user_connection_settings(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Online commands read the user's profiles and find ./kt-cluster by themselves;
+    tests must not: a developer's current profile would send them elsewhere."""
+    monkeypatch.setenv("KT_CONFIG", str(tmp_path_factory.getbasetemp() / "no-profiles.json"))
+    monkeypatch.delenv("KT_PROFILE", raising=False)
+    monkeypatch.delenv("KT_CLUSTER_DIR", raising=False)

@@ -22,6 +22,7 @@ import errno
 import os
 import random
 import re
+import socket
 import ssl
 import time
 import uuid
@@ -414,6 +415,8 @@ class BrokerConnection:
                 "(a plaintext listener? then use security.protocol=PLAINTEXT or SASL_PLAINTEXT)",
                 fatal=True,
             ) from None
+        except socket.gaierror:
+            raise KafkaConnectionError(f"{self.address}: cannot resolve host {self.host}") from None
         except OSError as exc:
             refused = _connection_refused(exc)
             if exc.errno:
