@@ -115,3 +115,11 @@ def _no_user_connection_settings(
     monkeypatch.setenv("KT_CONFIG", str(tmp_path_factory.getbasetemp() / "no-profiles.json"))
     monkeypatch.delenv("KT_PROFILE", raising=False)
     monkeypatch.delenv("KT_CLUSTER_DIR", raising=False)
+
+
+@pytest.fixture(scope="session")
+def tls_pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CA and certificates made for this test session (tests/tls_harness.py)."""
+    from tls_harness import make_pki
+
+    return make_pki(tmp_path_factory.mktemp("pki"))

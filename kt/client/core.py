@@ -296,8 +296,10 @@ class BrokerConnection:
             raise
 
     def _plaintext_eof(self) -> bool:
-        return not self.security.uses_tls and (self._closed_reason or "").startswith(
-            "connection closed by the broker"
+        # closed or reset before any byte came back, on a plaintext connection
+        reason = self._closed_reason or ""
+        return not self.security.uses_tls and reason.startswith(
+            ("connection closed by the broker", "connection lost")
         )
 
     async def _authenticate(self, *, reauth: bool) -> None:

@@ -611,13 +611,26 @@ def _load_client_cert(ctx: ssl.SSLContext, p: Mapping[str, str]) -> None:
         )
 
 
+class _NoPassword(Exception):
+    pass
+
+
+def _no_password() -> str:
+    # without a callable, OpenSSL would prompt on the terminal for the key's password
+    raise _NoPassword
+
+
 def _load_chain(ctx: ssl.SSLContext, cert: str, key: str | None, password: str | None,
                 what: str) -> None:  # fmt: skip
     try:
-        ctx.load_cert_chain(cert, key, password=password or None)
+        ctx.load_cert_chain(cert, key, password=password or _no_password)
+    except _NoPassword:
+        raise SecurityConfigError(
+            f"{what}: the private key is encrypted: set ssl.key.password"
+        ) from None
     except ssl.SSLError as exc:
         reason = (exc.reason or str(exc)).lower().replace("_", " ")
-        if "bad decrypt" in reason or "bad password" in reason:
+        if password and ("bad decrypt" in reason or "pem lib" in reason):
             raise SecurityConfigError(
                 f"ssl.key.password: cannot decrypt the private key of {what}"
             ) from None
@@ -626,11 +639,7 @@ def _load_chain(ctx: ssl.SSLContext, cert: str, key: str | None, password: str |
                 f"{what}: the private key does not match the certificate"
             ) from None
         raise SecurityConfigError(
-            f"{what}: cannot load the certificate and key: {reason}"
-        ) from None
-    except TypeError:
-        raise SecurityConfigError(
-            "ssl.key.password: the private key is encrypted; set ssl.key.password"
+            f"{what}: cannot load the certificate and key ({reason})"
         ) from None
 
 

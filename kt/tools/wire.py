@@ -71,10 +71,10 @@ class Wire:
             parse_bootstrap(self.bootstrap)
         except ValueError as exc:
             usage_error(f"--bootstrap-server: {exc}")
-        security = self.security()
+        self.security()  # a bad setting is a usage error before anything starts
 
         async def main() -> T:
-            client = self.client(security)
+            client = self.client()
             try:
                 await client.start()
                 return await func(client)
