@@ -237,6 +237,8 @@ class BrokerConnection:
         #: bytes received on this connection so far (to recognise a TLS answer)
         self._received = 0
         self._first_bytes = b""
+        #: responses received on this connection
+        self._answered = 0
 
     @property
     def address(self) -> str:
@@ -375,6 +377,7 @@ class BrokerConnection:
         self._protocol_failed = False
         self._received = 0
         self._first_bytes = b""
+        self._answered = 0
         ctx = self.security.ssl_context if self.security.uses_tls else None
         tls: dict[str, Any] = {}
         if ctx is not None:
@@ -477,10 +480,52 @@ class BrokerConnection:
     ) -> Struct:
         """Send a request (negotiated version unless given) and await its response."""
         v = self.version_for(api) if version is None else version
-        resp: Struct | None = await self._send(api, v, body, timeout=timeout)
+        try:
+            resp: Struct | None = await self._send(api, v, body, timeout=timeout)
+        except KafkaConnectionError:
+            if not self._answered_only_versions():
+                raise
+            # A SASL listener closes, without a word, on the first request that is
+            # not ApiVersions from a client that skipped authentication: ask it.
+            offered = await self._sasl_mechanisms_offered()
+            if offered is None:
+                raise
+            wanted = "SASL_SSL" if self.security.uses_tls else "SASL_PLAINTEXT"
+            raise KafkaConnectionError(
+                f"{self.address}: the broker requires SASL authentication (a SASL listener; "
+                f"it offers {', '.join(offered) or 'no mechanism'}): set "
+                f"security.protocol={wanted} and sasl.mechanism",
+                fatal=True,
+            ) from None
         if resp is None:
             raise ValueError("request() needs a request that is answered; use send_only()")
         return resp
+
+    def _answered_only_versions(self) -> bool:
+        return (
+            not self.security.uses_sasl
+            and self._answered == 1
+            and (self._closed_reason or "").startswith("connection closed by the broker")
+        )
+
+    async def _sasl_mechanisms_offered(self) -> list[str] | None:
+        """The mechanisms a SaslHandshake on a new connection lists, or None when the
+        listener is not a SASL one (Kafka answers ILLEGAL_SASL_STATE there)."""
+        probe = BrokerConnection(self.host, self.port, client_id=self._client_id,
+                                 connect_timeout=self.connect_timeout,
+                                 security=self.security)  # fmt: skip
+        try:
+            await probe._open()
+            body = apis.SASL_HANDSHAKE.request(mechanism="PLAIN")
+            resp = await probe._send(apis.SASL_HANDSHAKE, 1, body,
+                                     timeout=self.connect_timeout, sasl=True)  # fmt: skip
+        except (KafkaConnectionError, KafkaTimeoutError):
+            return None
+        finally:
+            await probe.close()
+        if resp.error_code not in (0, ErrorCode.UNSUPPORTED_SASL_MECHANISM):
+            return None
+        return list(resp.mechanisms or [])
 
     async def send_only(self, api: Api, body: Any, *, version: int | None = None) -> None:
         """Send a request the broker does not answer (Produce with acks=0)."""
@@ -573,6 +618,7 @@ class BrokerConnection:
                     self._first_bytes += data[:2]
                 self._received += len(data)
                 for resp in self._conn.receive_data(data):
+                    self._answered += 1
                     fut = self._pending.pop(resp.correlation_id, None)
                     if fut is not None and not fut.done():
                         fut.set_result(resp.body)
