@@ -12,7 +12,7 @@ import click
 from kt.client.security import SecurityConfig, SecurityConfigError
 from kt.tools.connect_settings import SettingsError, check_properties, parse_x, read_properties_file
 from kt.tools.console import fail, handle_errors, usage_error, warn
-from kt.tools.profiles import Profile, ProfileError, ProfileStore, check_name, is_secret
+from kt.tools.profiles import Profile, ProfileError, ProfileStore, check_name, holds_inline_secret
 
 
 def _load() -> ProfileStore:
@@ -109,7 +109,7 @@ def create(name: str, bootstrap: str | None, x_items: tuple[str, ...], from_file
     if make_current or store.current is None:
         store.current = name
     _save(store)
-    inline = sorted(k for k, v in props.items() if is_secret(k) and not v.startswith("${"))
+    inline = sorted(k for k, v in props.items() if holds_inline_secret(k, v))
     if inline:
         warn(f"profile {name!r} stores {', '.join(inline)} in {store.path}; "
              "${env:NAME} or ${file:/path} keeps secrets out of it")  # fmt: skip

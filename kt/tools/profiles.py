@@ -70,14 +70,31 @@ def is_secret(key: str) -> bool:
     return key in SECRET_KEYS or "password" in key or key.endswith("secret")
 
 
+_JAAS_SECRET = re.compile(r"""(password|clientSecret)\s*=\s*("[^"]*"|'[^']*'|[^\s;]+)""")
+
+
+def holds_inline_secret(key: str, value: str) -> bool:
+    """Whether the value itself is a secret (not a ${env:..}/${file:..} reference)."""
+    if not is_secret(key) or value.startswith("${"):
+        return False
+    if key == "sasl.jaas.config":
+        return any(not m.group(2).strip("'\"").startswith("${")
+                   for m in _JAAS_SECRET.finditer(value))  # fmt: skip
+    return True
+
+
 def mask(key: str, value: str) -> str:
     """`value` as shown to users: secrets as ******, references (${env:..}) as they are."""
     if not is_secret(key) or value.startswith("${"):
         return value
     if key == "sasl.jaas.config":
         # keep the login module and the user visible: operators check those
-        return re.sub(r"""(password|clientSecret)\s*=\s*("[^"]*"|'[^']*'|\S+?)(?=\s|;|$)""",
-                      r'\1="******"', value)  # fmt: skip
+        def hide(m: re.Match[str]) -> str:
+            if m.group(2).strip("'\"").startswith("${"):
+                return m.group(0)
+            return f'{m.group(1)}="******"'
+
+        return _JAAS_SECRET.sub(hide, value)
     return "******"
 
 
