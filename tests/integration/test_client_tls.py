@@ -208,3 +208,59 @@ def test_profile_carries_the_tls_settings(
     # a flag wins over the profile
     r = kt("topic", "list", "-X", "security.protocol=PLAINTEXT", "-b", f"localhost:{port}")
     assert r.returncode == 1, r.stderr
+
+
+def test_reassign_transactions_and_leader_election_over_tls(tls_cluster: dict) -> None:
+    pki, port = tls_cluster["pki"], tls_cluster["ports"]["main"]
+    b = ["-b", f"localhost:{port}", *ssl_args(pki)]
+    r = kt("reassign-partitions", "--list", *b)
+    assert r.returncode == 0, r.stderr
+    r = kt("transactions", "list", *b)
+    assert r.returncode == 0, r.stderr
+    r = kt("configs", "describe", "--entity-type", "brokers", "--entity-name", "0", *b)
+    assert r.returncode in (0, 1) and "TLS" not in r.stderr, r.stderr
+
+
+def test_tui_sampler_refreshes_over_tls(tls_cluster: dict) -> None:
+    import asyncio
+
+    from kt.client import SecurityConfig
+    from kt.tui.sampler import ClusterSampler
+
+    pki, port = tls_cluster["pki"], tls_cluster["ports"]["main"]
+    security = SecurityConfig.from_properties(
+        {"security.protocol": "SSL", "ssl.ca.location": str(pki / "ca.pem")}
+    )
+    sampler = ClusterSampler(f"localhost:{port}", request_timeout=20, security=security,
+                             isolate=False)  # fmt: skip
+
+    async def go() -> object:
+        try:
+            return await sampler.sample()
+        finally:
+            await sampler.close()
+
+    snap = asyncio.run(go())
+    assert getattr(snap, "error", None) in (None, ""), snap
+    assert len(getattr(snap, "brokers", [])) == 1, snap
+
+
+def test_spark_source_options_carry_the_security_settings(tls_cluster: dict) -> None:
+    from kt.spark.live_kafka import read_client
+    from kt.spark.live_options import OptionError, parse_read_options
+
+    pki, port = tls_cluster["pki"], tls_cluster["ports"]["main"]
+    opts = {
+        "kafka.bootstrap.servers": f"localhost:{port}",
+        "subscribe": "tls-orders",
+        "kafka.security.protocol": "SSL",
+        "kafka.ssl.ca.location": str(pki / "ca.pem"),
+    }
+    parsed = parse_read_options(opts, streaming=False)
+    assert parsed.security == {"security.protocol": "SSL", "ssl.ca.location": str(pki / "ca.pem")}
+    with read_client(parsed) as sc:
+        assert sc.client.metadata.brokers
+    with pytest.raises(OptionError, match=r"kafka\.ssl\.ca\.location: .*no such file"):
+        parse_read_options({**opts, "kafka.ssl.ca.location": "/none.pem"}, streaming=False)
+    with pytest.raises(OptionError, match=r"kafka\.sasl\.kerberos\.service\.name"):
+        parse_read_options({**opts, "kafka.sasl.kerberos.service.name": "kafka"}, streaming=False)
