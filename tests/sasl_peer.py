@@ -38,6 +38,8 @@ class PeerConfig:
     session_lifetime_ms: int = 0
     #: offer SaslAuthenticate (False: an old broker, raw tokens after handshake v0)
     authenticate_api: bool = True
+    #: GSSAPI: the acceptor's keytab (the service principal's keys)
+    keytab: str | None = None
 
 
 class _Scram:
@@ -224,6 +226,8 @@ class SaslPeer:
                 )
             self.authenticated.append(state["user"])
             return answer, True, None
+        if mech == "GSSAPI":
+            return self._gssapi(state, token)
         if mech == "OAUTHBEARER":
             if state.get("error_sent"):
                 return None, False, state["error_sent"]
@@ -239,3 +243,29 @@ class SaslPeer:
             self.authenticated.append(principal)
             return b"", True, None
         return None, False, "unknown mechanism"
+
+    def _gssapi(self, state: dict[str, Any], token: bytes) -> tuple[bytes | None, bool, str | None]:
+        """RFC 4752's acceptor: the context, then offer "no security layer" and read
+        the client's choice and authorization id."""
+        import gssapi
+
+        try:
+            if "ctx" not in state:
+                creds = gssapi.Credentials(usage="accept", store={"keytab": self.config.keytab})
+                state["ctx"] = gssapi.SecurityContext(creds=creds, usage="accept")
+            ctx = state["ctx"]
+            if not ctx.complete:
+                out = ctx.step(token)
+                return bytes(out or b""), False, None
+            if not state.get("offered"):
+                state["offered"] = True
+                return bytes(ctx.wrap(b"\x01\x00\x10\x00", False).message), False, None
+            choice = bytes(ctx.unwrap(token).message)
+            authzid = choice[4:].decode()
+            initiator = str(ctx.initiator_name)
+            if choice[0] != 1 or (authzid and authzid != initiator):
+                return None, False, "Authentication failed: bad GSSAPI layer choice"
+            self.authenticated.append(initiator)
+            return b"", True, None
+        except gssapi.exceptions.GSSError as exc:
+            return None, False, f"GSSAPI failed: {exc}"

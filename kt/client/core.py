@@ -307,7 +307,7 @@ class BrokerConnection:
     async def _authenticate(self, *, reauth: bool) -> None:
         """Run the SASL exchange (SaslHandshake, then the mechanism's tokens)."""
         try:
-            mechanism = await self.security.mechanism_for_connection()
+            mechanism = await self.security.mechanism_for_connection(self.host)
             exchange = SaslExchange(
                 mechanism,
                 self.broker_versions.get(apis.SASL_HANDSHAKE.key),

@@ -50,11 +50,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kt.client.kerberos import KerberosLogin
 from kt.protocol.sasl import (
     MECHANISMS,
     Mechanism,
     OAuthBearerMechanism,
     PlainMechanism,
+    SaslError,
     ScramMechanism,
     jwt_claims,
     unsecured_jwt,
@@ -106,6 +108,9 @@ SECURITY_KEYS = frozenset(
         "sasl.login.refresh.window.factor",
         "sasl.login.connect.timeout.ms",
         "sasl.login.read.timeout.ms",
+        "sasl.kerberos.service.name",
+        "sasl.kerberos.principal",
+        "sasl.kerberos.keytab",
     }
 )
 
@@ -385,6 +390,8 @@ class SecurityConfig:
     scram_extensions: dict[str, str] = field(default_factory=dict)
     #: what the CA/trust came from, for error messages
     trust_source: str = "the system's CA certificates"
+    #: GSSAPI: service, principal, keytab
+    kerberos: KerberosLogin | None = None
 
     @property
     def uses_tls(self) -> bool:
@@ -396,9 +403,19 @@ class SecurityConfig:
         """SASL_PLAINTEXT or SASL_SSL."""
         return self.protocol.startswith("SASL_")
 
-    async def mechanism_for_connection(self) -> Mechanism:
-        """A fresh mechanism instance (one per authentication)."""
+    async def mechanism_for_connection(self, host: str = "") -> Mechanism:
+        """A fresh mechanism instance (one per authentication) for a broker at `host`."""
         mech = self.mechanism
+        if mech == "GSSAPI":
+            from kt.client.kerberos import KerberosError
+            from kt.client.kerberos import mechanism as gssapi_mechanism
+
+            assert self.kerberos is not None
+            try:
+                # the first context step talks to the KDC: not on the event loop
+                return await asyncio.to_thread(gssapi_mechanism, self.kerberos, host)
+            except KerberosError as exc:
+                raise SaslError(str(exc)) from None
         if mech == "PLAIN":
             assert self.username is not None and self.password is not None
             return PlainMechanism(self.username, self.password)
@@ -679,7 +696,26 @@ def _sasl_settings(cfg: SecurityConfig, p: Mapping[str, str]) -> None:
             f"security.protocol={cfg.protocol} needs sasl.mechanism ({', '.join(MECHANISMS)})"
         )
     if mech == "GSSAPI":
-        raise SecurityConfigError("sasl.mechanism=GSSAPI (Kerberos) is not supported by kt yet")
+        cfg.mechanism = mech
+        service = p.get("sasl.kerberos.service.name")
+        jaas_service = options.get("serviceName")
+        if service and jaas_service and service != jaas_service:
+            raise SecurityConfigError(
+                f"Conflicting serviceName values found in JAAS and Kafka configs "
+                f"value in JAAS file {jaas_service}, value in Kafka config {service}"
+            )
+        service = service or jaas_service
+        if not service:
+            raise SecurityConfigError(
+                "sasl.mechanism=GSSAPI needs sasl.kerberos.service.name (usually kafka)"
+            )
+        keytab = options.get("keyTab") or p.get("sasl.kerberos.keytab") or None
+        if keytab and not Path(keytab).is_file():
+            raise SecurityConfigError(f"Kerberos keytab {keytab}: no such file")
+        principal = options.get("principal") or p.get("sasl.kerberos.principal") or None
+        cfg.kerberos = KerberosLogin(service, principal, keytab)
+        cfg.username = principal
+        return
     if mech not in MECHANISMS:
         raise SecurityConfigError(f"sasl.mechanism={mech}: expected one of {', '.join(MECHANISMS)}")
     cfg.mechanism = mech

@@ -10,6 +10,9 @@ they never touch a socket:
 - `OAuthBearerMechanism` (RFC 7628): the GS2 initial response with the bearer token;
   a server error challenge (JSON) is answered with the single byte 0x01, as the RFC
   asks, and kept for the error message.
+- `GssapiMechanism` (RFC 4752): Kerberos through a GSS-API security context the
+  caller supplies (`GssContext`; kt.client.kerberos wraps the `gssapi` binding), then
+  the security-layer negotiation (kt asks for none: TLS protects the connection).
 
 `SaslExchange` is the Kafka part, as a state machine in the style of
 `kt.protocol.connection`: it says which request to send next (SaslHandshake, then
@@ -42,7 +45,7 @@ _ILLEGAL_SASL_STATE = 34
 _SASL_AUTHENTICATION_FAILED = 58
 _UNSUPPORTED_VERSION = 35
 
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
 
 
 class SaslError(Exception):
@@ -269,6 +272,84 @@ class OAuthBearerMechanism:
     def complete(self) -> bool:
         """True after the server accepted the token."""
         return self._state in ("sent", "done")
+
+
+class GssContext(Protocol):
+    """The initiator side of a GSS-API security context (RFC 2743), as used here."""
+
+    @property
+    def complete(self) -> bool:
+        """Whether the context is established."""
+
+    def step(self, token: bytes | None) -> bytes | None:
+        """Feed the acceptor's token (None at first); the token to send, if any."""
+
+    def wrap(self, data: bytes) -> bytes:
+        """Integrity-protect `data` (no confidentiality)."""
+
+    def unwrap(self, data: bytes) -> bytes:
+        """Check and strip the protection of `data`."""
+
+
+class GssapiMechanism:
+    """SASL/GSSAPI (RFC 4752): context establishment, then the security layer."""
+
+    name = "GSSAPI"
+
+    def __init__(
+        self,
+        context: GssContext,
+        *,
+        user: str | None = None,
+        authzid: str = "",
+        first_token: bytes | None = None,
+    ):
+        self._ctx = context
+        self.user: str | None = user
+        self._authzid = authzid
+        self._first = first_token
+        self._state = "context"
+
+    def initial(self) -> bytes:
+        """The first context token (Kerberos AP-REQ), unless the caller made it."""
+        if self._first is not None:
+            return self._first
+        return self._ctx.step(None) or b""
+
+    def respond(self, challenge: bytes) -> bytes | None:
+        """Context tokens until established; then the answer to the layers message."""
+        if self._state == "context":
+            if not self._ctx.complete:
+                out = self._ctx.step(challenge)
+                if not self._ctx.complete:
+                    return out or b""
+                if out:
+                    return out
+                # established: an empty response asks for the server's layer offer
+                self._state = "layers"
+                return b""
+            self._state = "layers"
+        if self._state == "layers":
+            if not challenge:
+                return b""
+            offer = self._ctx.unwrap(challenge)
+            if len(offer) != 4:
+                raise SaslError("GSSAPI: malformed security layer message", kind="protocol")
+            if not offer[0] & 0x01:
+                raise SaslError(
+                    "GSSAPI: the broker insists on a SASL security layer; kt offers none",
+                    kind="protocol",
+                )
+            self._state = "sent"
+            # no security layer, no max buffer size, then the authorization id
+            return self._ctx.wrap(b"\x01\x00\x00\x00" + self._authzid.encode())
+        self._state = "done"
+        return None
+
+    @property
+    def complete(self) -> bool:
+        """True once the layer choice went out and the server answered."""
+        return self._state == "done"
 
 
 def unsecured_jwt(
