@@ -123,6 +123,14 @@ def test_mutual_tls_with_pem_key_encrypted_key_and_pkcs12_keystore(tls_cluster: 
     for extra in variants:
         r = kt("topic", "list", *b, *ssl_args(pki, *extra))
         assert r.returncode == 0, (extra, r.stderr)
+    # inline PEM (Kafka's ssl.keystore.certificate.chain / ssl.keystore.key and
+    # ssl.truststore.certificates)
+    inline = ["-X", "security.protocol=SSL",
+              "-X", f"ssl.truststore.certificates={(pki / 'ca.pem').read_text()}",
+              "-X", f"ssl.keystore.certificate.chain={(pki / 'client.pem').read_text()}",
+              "-X", f"ssl.keystore.key={(pki / 'client.key').read_text()}"]  # fmt: skip
+    r = kt("topic", "list", *b, *inline)
+    assert r.returncode == 0, r.stderr
     # without a client certificate the terminator refuses us
     line = one_error_line(kt("topic", "list", *b, *ssl_args(pki)))
     assert "requires a client certificate" in line or "closed the connection" in line, line
