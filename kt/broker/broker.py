@@ -1,7 +1,11 @@
-"""The Broker: wires configuration, logs, partitions, coordinators and the network.
+"""The Broker: the composition root. It builds every service of one broker, each
+with exactly what it uses, and wires them; nothing else constructs a service or
+receives the broker (`tests/unit/test_layering.py` keeps it so).
 
 Everything runs on one asyncio event loop; partition operations are synchronous
-file I/O on page-cached files, so no locks are needed between requests.
+file I/O on page-cached files, so no locks are needed between requests. The
+server (`kt.broker.server`) starts and stops the services in a fixed order;
+docs/design/composition-root.md describes the wiring.
 """
 
 from __future__ import annotations
@@ -9,100 +13,209 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kt.broker import faults
 from kt.broker.config import BrokerConfig, Listener
 from kt.broker.controller.controller import KafkaController
+from kt.broker.controller.links import PeerLinks
+from kt.broker.coordinator_leadership import CoordinatorLeadership
+from kt.broker.dispatcher import RequestDispatcher
 from kt.broker.fetch_sessions import FetchSessionCache
-from kt.broker.groups import GroupCoordinator
+from kt.broker.groups import CoordinatorSettings, GroupCoordinator
+from kt.broker.groups.offsets_log import CONSUMER_OFFSETS, LogRecordStore
 from kt.broker.log_cleaner import LogCleaner
 from kt.broker.log_manager import LogManager
+from kt.broker.membership import ClusterMembership, MembershipError
+from kt.broker.metadata.cache import MetadataCache
+from kt.broker.metadata.store import CoordinationStore
 from kt.broker.metadata.topics import TopicsView
-from kt.broker.metadata_store import TopicInfo, topic_name_problem
 from kt.broker.partition import Partition
 from kt.broker.producer_ids import ProducerIdManager
 from kt.broker.replica_manager import ReplicaManager
 from kt.broker.replication.alter_log_dirs import ReplicaAlterLogDirsManager
 from kt.broker.replication.quota import ReplicationThrottles
-from kt.broker.topic_admin import TopicAdmin, TopicError
+from kt.broker.services import HandlerServices, NodeState
+from kt.broker.topic_admin import TopicAdmin
+from kt.broker.topic_config_sync import TopicConfigs
+from kt.broker.topic_creation import TopicCreator
+from kt.broker.transactions.coordinator import TxnSettings
 from kt.broker.transactions.service import TransactionService
-from kt.protocol import ErrorCode
+from kt.broker.transactions.state_log import TRANSACTION_STATE, TransactionLogStore
+from kt.storage.checkpoint import TopicPartition
 from kt.storage.log_config import LONG_MAX, LogConfig
 from kt.storage.partition_metadata import random_uuid, uuid_from_str
 from kt.storage.retention import RetentionPlan, RetentionResult
 
-if TYPE_CHECKING:
-    from kt.broker.membership import ClusterMembership
-
 log = logging.getLogger("kt.broker")
-
-CONSUMER_OFFSETS = "__consumer_offsets"
-#: The inter-broker protocol (metadata) version of the Kafka release kt follows.
 
 
 class Broker:
-    """One broker: its topics, replica manager, coordinators and background tasks.
+    """One broker: builds its services (see the module docstring) and runs its
+    periodic log maintenance. The services are explicit attributes."""
 
-    The services are explicit attributes, built here and started/stopped by the
-    server (`kt.broker.server`) in a fixed order.
-    """
-
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, store: CoordinationStore) -> None:
         self.config = config
         self.node_id = config.node_id
         # Test-only I/O fault injection; does nothing unless its variable is set.
         faults.install_from_env()
-        self.logs = LogManager(config.log_dirs, config.node_id, config.log_config)
+        self.node = node = NodeState(config.node_id, config.listeners[0].name)
+        self.logs = logs = LogManager(config.log_dirs, config.node_id, config.log_config)
         self.logs.failure_listener = self._dir_failure_from_any_thread
         self._loop: asyncio.AbstractEventLoop | None = None
-        # Owns the hosted partitions; every request resolves its partitions through it.
-        self.replica_manager = ReplicaManager(config.node_id, self.logs)
-        self.replica_manager.replica_lag_time_max_ms = config.get_int("replica.lag.time.max.ms")
-        self.replica_manager.txn_verification_enabled = (
-            config.transaction_partition_verification_enable
+        # What the controller said; topics as the controller described them (plus
+        # their configs).
+        cache = MetadataCache()
+        self.metadata = topics = TopicsView(cache)
+        # The membership is built below: the closures here reach it once it exists.
+        self.topic_configs = TopicConfigs(
+            config,
+            topics,
+            logs,
+            lambda name: self.membership.cluster.get_entity_config("topics", name),
         )
-        # Topics as the controller described them (plus their configs).
-        self.metadata = TopicsView(self.replica_manager.metadata_cache)
+        # Owns the hosted partitions; every request resolves its partitions through it.
+        self.replica_manager = rm = ReplicaManager(
+            config.node_id,
+            logs,
+            cache=cache,
+            broker_epoch=lambda: node.broker_epoch,
+            topic_configs=self.topic_configs.of,
+            fetch_topic_configs=_once_per_topic(self.topic_configs.refresh),
+            submit_isr_change=lambda p, cb: self.membership.submit_isr_change(p, cb),
+            replica_lag_time_max_ms=config.get_int("replica.lag.time.max.ms"),
+            txn_verification_enabled=config.transaction_partition_verification_enable,
+        )
         # Incremental fetch sessions (KIP-227) of followers and consumers.
         self.fetch_sessions = FetchSessionCache(
             config.get_int("max.incremental.fetch.session.cache.slots")
         )
-        # Set when the broker joined the cluster (kt.broker.server).
-        self._admin: TopicAdmin | None = None
-        self.controller: KafkaController | None = None
-        self.membership: ClusterMembership | None = None
-        self._locked = False
-        self.broker_epoch = -1
-        self.cluster_id = ""
         self.started_ms = int(time.time() * 1000)
         self._tasks: list[asyncio.Task[None]] = []
         self._replication_tasks: list[asyncio.Task[None]] = []
         self._on_topic_deleted: list[Callable[[str], None]] = []
-        self.stopping = False
         # Listeners as bound (port 0 resolved), set by the server once listening.
         self.bound_listeners: list[Listener] = []
         self.producer_ids = ProducerIdManager()
+        self.topic_creator = creator = TopicCreator(config, topics, lambda: self.membership.admin())
+        # Links to any broker (itself through the dispatcher, built last).
+        peers = PeerLinks(config.node_id, node.listener_name, cache, lambda: self.dispatcher)
+        # One listener routes leadership of internal topics to their coordinators.
+        leadership = CoordinatorLeadership()
+        rm.leadership_listeners.append(leadership.on_leadership)
+        rm.stop_listeners.append(leadership.on_stopped)
         # Loads __consumer_offsets when the server starts it.
-        self.group_coordinator = GroupCoordinator.for_broker(self)
+        self.group_coordinator = groups = GroupCoordinator(
+            CoordinatorSettings.from_config(config),
+            LogRecordStore(rm, topics, config, creator),
+            partition_exists=lambda t, p: TopicPartition(t, p) in rm,
+        )
+        leadership.register(
+            CONSUMER_OFFSETS, elected=groups.on_election, resigned=groups.on_resignation
+        )
+        self._on_topic_deleted.append(groups.on_topic_deleted)
+        # A transaction marker replicated on a __consumer_offsets partition.
+        rm.offsets_txn_listeners.append(
+            lambda tp, producer_id, committed: groups.complete_txn(
+                producer_id, [tp.partition], committed
+            )
+        )
         # Loads __transaction_state when the server starts it.
-        self.transactions = TransactionService(self)
-        self.log_cleaner = LogCleaner(self)
+        self.transactions = txns = TransactionService(
+            TxnSettings.from_config(config),
+            TransactionLogStore(rm, topics, config, creator),
+            cache,
+            peers,
+            self.producer_ids.allocate,
+        )
+        leadership.register(
+            TRANSACTION_STATE,
+            elected=txns.on_election,
+            resigned=txns.on_resignation,
+            stopped=txns.on_stopped,
+        )
+        self.log_cleaner = LogCleaner(config.props, rm, logs)
         # Replication throttles (KIP-73): rates from dynamic broker configs, throttled
         # replicas from the topics' configs as this broker knows them.
         self.replication_throttles = ReplicationThrottles(
             config.node_id,
-            lambda topic: self.metadata.configs.get(topic, {}),
+            self.topic_configs.of,
             windows=max(2, config.get_int("replication.quota.window.num")),
             window_s=max(1, config.get_int("replication.quota.window.size.seconds")),
         )
         # Moves between this broker's log directories (AlterReplicaLogDirs).
-        self.log_dir_mover = ReplicaAlterLogDirsManager(
-            self.replica_manager, self.logs, self.alter_log_dirs_rate
+        self.log_dir_mover = ReplicaAlterLogDirsManager(rm, logs, self.alter_log_dirs_rate)
+        rm.log_dir_mover = self.log_dir_mover
+        # This broker as a member of its cluster (the single node: of its own).
+        self.membership = ClusterMembership(
+            store,
+            config=config,
+            node=node,
+            replicas=rm,
+            topics=topics,
+            topic_configs=self.topic_configs,
+            producer_ids=self.producer_ids,
+            throttles=self.replication_throttles,
+            peers=peers,
+            advertised_listeners=self.advertised_listeners,
+            apply_dynamic_configs=self.reconfigure,
         )
-        self.replica_manager.log_dir_mover = self.log_dir_mover
+        self.services = HandlerServices(
+            node=node,
+            config=config,
+            replicas=rm,
+            topics=topics,
+            logs=logs,
+            fetch_sessions=self.fetch_sessions,
+            throttles=self.replication_throttles,
+            groups=groups,
+            transactions=txns,
+            allocate_producer_id=self.producer_ids.allocate,
+            topic_creation=creator,
+            topic_configs=self.topic_configs,
+            cluster=self.membership,
+        )
+        # Answers every request, from the network and from the loopback links.
+        self.dispatcher = RequestDispatcher(self.services)
+        self._locked = False
+
+    # --- the node's state (read by tests and the server) ------------------------
+
+    @property
+    def cluster_id(self) -> str:
+        """The cluster id in use (once the log directories are locked)."""
+        return self.node.cluster_id
+
+    @property
+    def broker_epoch(self) -> int:
+        """The registration's epoch (-1 until registered)."""
+        return self.node.broker_epoch
+
+    @property
+    def stopping(self) -> bool:
+        """Set at shutdown: long polls answer at once."""
+        return self.node.stopping
+
+    @stopping.setter
+    def stopping(self, value: bool) -> None:
+        self.node.stopping = value
+
+    @property
+    def listener_name(self) -> str:
+        """The listener brokers and clients reach us on (kt uses the first one)."""
+        return self.node.listener_name
+
+    @property
+    def admin(self) -> TopicAdmin:
+        """Topic changes (through the coordination store), once the broker joined."""
+        return self.membership.admin()
+
+    @property
+    def controller(self) -> KafkaController | None:
+        """This broker's controller once it joined (active or not)."""
+        return self.membership.joined_controller()
 
     # --- lifecycle -------------------------------------------------------
 
@@ -111,7 +224,7 @@ class Broker:
         against `cluster_id`; returns the cluster id in use. Fatal errors (no usable
         directory, a held lock, another cluster's directory) raise."""
         if not self._locked:
-            self.cluster_id = self.logs.lock_and_validate(cluster_id)
+            self.node.cluster_id = self.logs.lock_and_validate(cluster_id)
             self._locked = True
         return self.cluster_id
 
@@ -121,8 +234,6 @@ class Broker:
         (recovering if needed) and host each as a replica with no role yet: the
         controller's LeaderAndIsr makes it leader or follower."""
         if self.lock_dirs(cluster_id) != cluster_id:
-            from kt.broker.membership import MembershipError
-
             raise MembershipError(
                 f"the log directories belong to cluster {self.cluster_id}, but the "
                 f"coordination store holds cluster {cluster_id}"
@@ -158,7 +269,7 @@ class Broker:
             return self.config.advertised
         out = []
         for bound, adv in zip(self.bound_listeners, self.config.advertised):
-            out.append(Listener(adv.name, adv.host, bound.port))
+            out.append(Listener(adv.name, adv.host, bound.port, adv.protocol))
         return out or self.config.advertised
 
     def _dir_failure_from_any_thread(self, d: Path, exc: BaseException) -> None:
@@ -182,28 +293,24 @@ class Broker:
         rate = self.config.replica_alter_log_dirs_io_max_bytes_per_second
         return None if rate >= LONG_MAX else float(rate)
 
-    def config_given(self) -> dict[str, str]:
-        """Server settings set explicitly (config file or overrides), not kt's defaults."""
-        return self.config.given()
-
-    def apply_dynamic_configs(self, defaults: dict[str, str], own: dict[str, str]) -> None:
+    def reconfigure(self, defaults: dict[str, str], own: dict[str, str]) -> None:
         """The dynamic broker configs (/config/brokers/<default>, /config/brokers/<id>)
-        were read or changed: apply them live (Kafka's BrokerConfigHandler)."""
+        were read or changed: apply them live (Kafka's BrokerConfigHandler). The one
+        place dynamic settings reach the services."""
         changed = self.config.apply_dynamic(defaults, own)
         cfg = self.config
-        throttles = self.replication_throttles
-        throttles.apply_broker_configs(cfg.dynamic_defaults, cfg.dynamic_own)
-        rm = self.replica_manager
-        rm.txn_verification_enabled = cfg.transaction_partition_verification_enable
+        self.replication_throttles.apply_broker_configs(cfg.dynamic_defaults, cfg.dynamic_own)
+        self.replica_manager.txn_verification_enabled = (
+            cfg.transaction_partition_verification_enable
+        )
         if changed:
-            self.logs.reconfigure_defaults(
-                cfg.effective_log_config(), lambda t: self.metadata.configs.get(t, {})
-            )
-        if self.controller is not None:
+            self.logs.reconfigure_defaults(cfg.effective_log_config(), self.topic_configs.of)
+        controller = self.membership.joined_controller()
+        if controller is not None:
             unclean = cfg.unclean_leader_election_enable
-            if unclean and not self.controller.settings.unclean_leader_election_default:
-                self.controller.enable_default_unclean_leader_election()
-            self.controller.settings.unclean_leader_election_default = unclean
+            if unclean and not controller.settings.unclean_leader_election_default:
+                controller.enable_default_unclean_leader_election()
+            controller.settings.unclean_leader_election_default = unclean
         if changed:
             log.info("dynamic broker configs changed: %s", sorted(changed))
 
@@ -211,106 +318,13 @@ class Broker:
 
     def topic_log_config(self, name: str) -> LogConfig:
         """The effective log config of a topic."""
-        return self.logs.default_config.with_overrides(self.metadata.configs.get(name, {}))
-
-    @property
-    def admin(self) -> TopicAdmin:
-        """Topic changes (through the coordination store); set once the broker joined."""
-        if self._admin is None:
-            raise TopicError(ErrorCode.NOT_CONTROLLER, "the broker is not ready yet")
-        return self._admin
-
-    def on_topic_config(self, name: str, configs: dict[str, str]) -> None:
-        """A topic's overrides were loaded or changed: remember and apply them live."""
-        self.metadata.set_configs(name, configs)
-        self.logs.update_config(name, configs)
-
-    async def refresh_topic_configs(self, name: str) -> dict[str, str]:
-        """A topic's overrides read from the coordination store (and applied)."""
-        if self.membership is None:
-            return self.metadata.configs.get(name, {})
-        configs = await self.membership.cluster.get_entity_config("topics", name)
-        if configs != self.metadata.configs.get(name):
-            self.on_topic_config(name, configs)
-        return configs
-
-    def on_topic_deleted(self, callback: Callable[[str], None]) -> None:
-        """Register a callback run after a topic is deleted (coordinators clean up)."""
-        self._on_topic_deleted.append(callback)
+        return self.logs.default_config.with_overrides(self.topic_configs.of(name))
 
     def topic_deleted(self, name: str) -> None:
         """Run the deletion callbacks (the controller deleted the topic's replicas)."""
         self.metadata.drop_configs(name)
         for callback in self._on_topic_deleted:
             callback(name)
-
-    def auto_create_enabled(self) -> bool:
-        """True when metadata requests may create topics."""
-        return self.config.get_bool("auto.create.topics.enable")
-
-    async def maybe_auto_create(self, name: str, *, wait_s: float = 2.0) -> TopicInfo | None:
-        """Create `name` with the broker defaults if auto-creation is on (Kafka's
-        AutoTopicCreationManager); waits a moment for its leaders, so a client's first
-        Metadata usually finds the topic ready rather than LEADER_NOT_AVAILABLE."""
-        info = self.metadata.get(name)
-        if info is not None:
-            return info
-        if not self.auto_create_enabled() or topic_name_problem(name):
-            return None
-        factor = min(
-            self.config.get_int("default.replication.factor"),
-            max(1, len(self.metadata.cache.alive_brokers())),
-        )
-        try:
-            return await self.admin.create_topic(
-                name, self.config.get_int("num.partitions"), factor, timeout_s=wait_s
-            )
-        except TopicError as exc:
-            if exc.code not in (ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.REQUEST_TIMED_OUT):
-                log.warning("cannot auto-create topic %s: %s", name, exc.message)
-            return self.metadata.get(name)
-
-    async def ensure_internal_topic(
-        self,
-        name: str,
-        partitions: int,
-        configs: dict[str, str],
-        replication_factor: int,
-        *,
-        factor_key: str = "offsets.topic.replication.factor",
-    ) -> TopicInfo | None:
-        """Create an internal topic (__consumer_offsets, __transaction_state) on first
-        use; `factor_key` names the setting the replication factor came from.
-
-        In a cluster the replication factor is strict, as in Kafka since 0.11: while
-        fewer brokers are alive than it asks for, the topic is not created (callers
-        answer COORDINATOR_NOT_AVAILABLE and clients retry). Capping it instead would
-        create the topic with fewer replicas for good whenever the first consumer
-        arrives while a broker is down. The single-node broker has one broker, ever,
-        so there the factor is 1."""
-        info = self.metadata.get(name)
-        if info is not None:
-            return info
-        alive = len(self.metadata.cache.alive_brokers())
-        if self.config.zookeeper_connect is None:
-            factor = 1
-        elif alive < replication_factor:
-            log.warning(
-                "not creating %s yet: %d live brokers do not meet its replication factor %d "
-                "(%s); this is expected while a cluster starts",
-                name, alive, replication_factor, factor_key,
-            )  # fmt: skip
-            return None
-        else:
-            factor = replication_factor
-        try:
-            return await self.admin.create_topic(
-                name, partitions, factor, configs, timeout_s=10.0, internal=True
-            )
-        except TopicError as exc:
-            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                log.warning("cannot create %s: %s", name, exc.message)
-            return self.metadata.get(name)
 
     # --- background tasks ------------------------------------------------
 
@@ -430,11 +444,6 @@ class Broker:
                 part.log.end_maintenance("retention")
         return results
 
-    @property
-    def listener_name(self) -> str:
-        """The listener brokers and clients reach us on (kt uses the first one)."""
-        return self.config.listeners[0].name
-
     def start_replication_tasks(self) -> None:
         """Kafka's isr-expiration task: every replica.lag.time.max.ms / 2, led
         partitions drop followers that stopped catching up."""
@@ -504,3 +513,19 @@ async def _every(seconds: float, job: Callable[[], None]) -> None:
             job()
         except Exception:
             log.exception("background task %s failed", getattr(job, "__name__", job))
+
+
+def _once_per_topic(
+    refresh: Callable[[str], Awaitable[dict[str, str]]],
+) -> Callable[[str], Awaitable[object]]:
+    """`refresh` for the first replica of each topic a LeaderAndIsr creates here:
+    later ones find the overrides current (the config manager follows changes)."""
+    known: set[str] = set()
+
+    async def fetch(topic: str) -> object:
+        if topic not in known:
+            known.add(topic)
+            await refresh(topic)
+        return None
+
+    return fetch

@@ -7,6 +7,13 @@ unless the table names it. Nothing is matched by class name.
 
 `BrokerError.message` is the text for the response's `error_message` where the
 API has one.
+
+Some refusals get their code where they are raised (an answer relayed from another
+broker, a code a coordinator's state machine chose): those are `CodedError`s,
+whose subclasses name where they come from (`TopicError`, `CoordinatorError`,
+`AppendError`, `ResourceError`, `LeaderEndpointError`). `error_code_for` reads
+their code; they are not `BrokerError`s, so the handlers' `except BrokerError`
+clauses keep their meaning.
 """
 
 from __future__ import annotations
@@ -22,6 +29,74 @@ class BrokerError(Exception):
     def __init__(self, message: str = "") -> None:
         super().__init__(message)
         self.message = message
+
+
+class CloseConnection(Exception):
+    """Raised by a handler to close the connection instead of answering: Kafka does
+    so when a Produce with acks=0 fails, since that is the only way the producer can
+    learn of the failure (it then refreshes its metadata)."""
+
+
+class CodedError(Exception):
+    """A refusal that carries its Kafka error code (`code`) and, where the response
+    has one, its error message (`message`; None for a null message)."""
+
+    def __init__(self, code: int, message: str | None = None) -> None:
+        super().__init__(message if message is not None else "")
+        self.code = code
+        self.message = message
+
+
+class TopicError(CodedError):
+    """A topic operation refused (CreateTopics, DeleteTopics, CreatePartitions,
+    topic configs; kt.broker.topic_admin)."""
+
+    code: ErrorCode
+    message: str
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(code, message)
+
+
+class CoordinatorError(CodedError):
+    """A group coordinator operation refused (kt.broker.groups); its message is the
+    code's name."""
+
+    code: ErrorCode
+
+    def __init__(self, code: ErrorCode) -> None:
+        super().__init__(code, code.name)
+
+
+class AppendError(CodedError):
+    """A coordinator's write to its internal topic refused or failed, with the
+    partition-level error (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS,
+    REQUEST_TIMED_OUT, ...)."""
+
+    code: ErrorCode
+    message: str
+
+    def __init__(self, code: ErrorCode, message: str = "") -> None:
+        super().__init__(code, message or code.name)
+
+
+class ResourceError(CodedError):
+    """A config resource (DescribeConfigs, AlterConfigs) answered with an error
+    code and message."""
+
+    code: ErrorCode
+
+    def __init__(self, code: ErrorCode, message: str | None) -> None:
+        super().__init__(code, message)
+
+
+class LeaderEndpointError(CodedError):
+    """A partition leader answered a follower's offsets request with an error code."""
+
+    message: str
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(code, message)
 
 
 class UnknownTopicOrPartitionError(BrokerError):
@@ -183,8 +258,13 @@ ERROR_CODES: dict[type[BaseException], ErrorCode] = {
 
 
 def error_code_for(exc: BaseException) -> ErrorCode:
-    """Kafka's error code for `exc`: the table entry of its most derived listed class,
-    UNKNOWN_SERVER_ERROR when none is listed."""
+    """Kafka's error code for `exc`: its own for a CodedError, else the table entry
+    of its most derived listed class, UNKNOWN_SERVER_ERROR when none is listed."""
+    if isinstance(exc, CodedError):
+        try:
+            return ErrorCode(exc.code)
+        except ValueError:
+            return ErrorCode.UNKNOWN_SERVER_ERROR
     for cls in type(exc).__mro__:
         code = ERROR_CODES.get(cls)
         if code is not None:

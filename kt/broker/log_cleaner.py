@@ -49,8 +49,9 @@ from kt.storage.log_files import CLEANER_CHECKPOINT_FILE
 from kt.storage.offset_map import capacity_for
 
 if TYPE_CHECKING:
-    from kt.broker.broker import Broker
+    from kt.broker.log_manager import LogManager
     from kt.broker.partition import Partition
+    from kt.broker.replica_manager import ReplicaManager
 
 log = logging.getLogger("kt.broker.log_cleaner")
 
@@ -74,11 +75,13 @@ class Uncleanable:
 
 
 class LogCleaner:
-    """The cleaner threads of one broker (`broker.log_cleaner`)."""
+    """The cleaner threads of one broker: the partitions it hosts (`replicas`), the
+    log directories they live in (`logs`), and the `log.cleaner.*` settings."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        props = {**DEFAULTS, **broker.config.props}
+    def __init__(self, props: dict[str, str], replicas: ReplicaManager, logs: LogManager) -> None:
+        self.replicas = replicas
+        self.logs = logs
+        props = {**DEFAULTS, **props}
         self.enabled = props["log.cleaner.enable"].strip().lower() == "true"
         self.threads = max(1, int(props["log.cleaner.threads"]))
         self.dedupe_buffer_size = int(props["log.cleaner.dedupe.buffer.size"])
@@ -167,7 +170,7 @@ class LogCleaner:
                 result = await loop.run_in_executor(executor, cleaner.clean, plan)
             finally:
                 plan.close()
-            gone = self.broker.replica_manager.get(tp) is not part
+            gone = self.replicas.get(tp) is not part
             if gone or part.offline or self._abort.is_set():
                 discard(result)
                 return True
@@ -175,7 +178,7 @@ class LogCleaner:
                 swapped = commit(plog, result)
             except Exception as exc:
                 self._mark_uncleanable(tp, exc)
-                self.broker.replica_manager.on_storage_error(part, exc)
+                self.replicas.on_storage_error(part, exc)
                 return True
             if not swapped:
                 log.info("%s: the log changed during cleaning; will retry", tp)
@@ -196,14 +199,14 @@ class LogCleaner:
                 stats.bytes_read, stats.segments, result.end_offset,
                 stats.superseded_dropped, stats.tombstones_dropped, stats.keyless_dropped,
             )  # fmt: skip
-            d = self.broker.logs.dir_of.get(tp)
+            d = self.logs.dir_of.get(tp)
             if d is not None:
                 entries = self._checkpoint_entries(d)
                 await loop.run_in_executor(executor, self._write_checkpoint, d, entries)
         except CleaningAbortedError:
             log.info("%s: cleaning aborted", tp)
         except Exception as exc:
-            if self.broker.replica_manager.get(tp) is part and not part.offline:
+            if self.replicas.get(tp) is part and not part.offline:
                 self._mark_uncleanable(tp, exc)
         finally:
             self.in_progress.discard(tp)
@@ -214,7 +217,7 @@ class LogCleaner:
         """Kafka's grabFilthiestCompactedLog: the eligible log with the highest dirty
         ratio, else one whose tombstones are due for removal; claimed before return."""
         best: tuple[float, TopicPartition, Partition, CleanPlan] | None = None
-        for part in self.broker.replica_manager:
+        for part in self.replicas:
             tp = part.tp
             plog = part.log
             if (
@@ -252,7 +255,7 @@ class LogCleaner:
         return tp, part, plan
 
     def _mark_uncleanable(self, tp: TopicPartition, exc: BaseException) -> None:
-        d = self.broker.logs.dir_of.get(tp)
+        d = self.logs.dir_of.get(tp)
         self.uncleanable[tp] = Uncleanable(
             str(d) if d is not None else "", f"{type(exc).__name__}: {exc}", int(time.time() * 1000)
         )
@@ -261,7 +264,7 @@ class LogCleaner:
     # --- checkpoints -------------------------------------------------------------
 
     def _load_checkpoints(self) -> None:
-        for d in self.broker.logs.log_dirs:
+        for d in self.logs.log_dirs:
             path = Path(d) / CLEANER_CHECKPOINT_FILE
             if not path.exists():
                 continue
@@ -272,11 +275,11 @@ class LogCleaner:
                 log.error("ignoring unreadable cleaner checkpoint: %s", exc)
 
     def _checkpoint_entries(self, d: Path) -> dict[TopicPartition, int]:
-        dir_of = self.broker.logs.dir_of
+        dir_of = self.logs.dir_of
         return {
             tp: offset
             for tp, offset in sorted(self.checkpoints.items())
-            if dir_of.get(tp) == d and tp in self.broker.replica_manager
+            if dir_of.get(tp) == d and tp in self.replicas
         }
 
     def _write_checkpoint(self, d: Path, entries: dict[TopicPartition, int]) -> None:

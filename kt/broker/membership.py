@@ -19,15 +19,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from kt.broker.alter_partition import AlterPartitionManager
+from kt.broker.alter_partition import AlterPartitionManager, IsrCallback, IsrProposal
 from kt.broker.config_manager import ConfigManager
 from kt.broker.controller.channel import BrokerLink, ControllerChannel
 from kt.broker.controller.controller import ControllerSettings, KafkaController
-from kt.broker.controller.links import LoopbackLink, NetworkLink
+from kt.broker.controller.links import NetworkLink
 from kt.broker.controller.zk import ZkControllerStore
 from kt.broker.controller_link import ControllerLink, ControllerUnavailableError
+from kt.broker.errors import TopicError
 from kt.broker.metadata import znodes
 from kt.broker.metadata.cluster_store import BrokerIdInUseError, ClusterStore
 from kt.broker.metadata.store import CoordinationStore, SessionEvent, StoreUnavailableError
@@ -38,7 +40,14 @@ from kt.protocol import ErrorCode, apis
 from kt.storage.checkpoint import TopicPartition
 
 if TYPE_CHECKING:
-    from kt.broker.broker import Broker
+    from kt.broker.config import BrokerConfig, Listener
+    from kt.broker.controller.links import PeerLinks
+    from kt.broker.metadata.topics import TopicsView
+    from kt.broker.producer_ids import ProducerIdManager
+    from kt.broker.replica_manager import ReplicaManager
+    from kt.broker.replication.quota import ReplicationThrottles
+    from kt.broker.services import NodeState
+    from kt.broker.topic_config_sync import TopicConfigs
 
 log = logging.getLogger("kt.broker.membership")
 
@@ -48,26 +57,104 @@ class MembershipError(Exception):
 
 
 class ClusterMembership:
-    """The broker's registration, controller candidacy and session."""
+    """The broker's registration, controller candidacy and session.
 
-    def __init__(self, broker: Broker, store: CoordinationStore) -> None:
-        self.broker = broker
+    Every cluster service (config manager, controller link, ISR proposals, replica
+    fetchers, topic admin, controller) is built here at once from what it uses and
+    started by `join`; until then `admin()` refuses and `active_controller()` is
+    None. The single-node broker is a member of its one-broker cluster the same way.
+    """
+
+    def __init__(
+        self,
+        store: CoordinationStore,
+        *,
+        config: BrokerConfig,
+        node: NodeState,
+        replicas: ReplicaManager,
+        topics: TopicsView,
+        topic_configs: TopicConfigs,
+        producer_ids: ProducerIdManager,
+        throttles: ReplicationThrottles,
+        peers: PeerLinks,
+        advertised_listeners: Callable[[], list[Listener]],
+        apply_dynamic_configs: Callable[[dict[str, str], dict[str, str]], None],
+    ) -> None:
         self.store = store
         self.cluster = ClusterStore(store)
-        self.controller: KafkaController | None = None
-        self.config_manager: ConfigManager | None = None
-        self.alter_partitions: AlterPartitionManager | None = None
-        self.controller_link: ControllerLink | None = None
-        self.fetchers: ReplicaFetcherManager | None = None
+        self._config = config
+        self._node = node
+        self._replicas = replicas
+        self._topics = topics
+        self._producer_ids = producer_ids
+        self._peers = peers
+        self._advertised_listeners = advertised_listeners
+        node_id = node.node_id
+        self.config_manager = ConfigManager(
+            self.cluster, topic_configs.apply, node_id, apply_dynamic_configs
+        )
+        self.topic_admin = TopicAdmin(self.cluster, topics.cache, topics, replicas.metadata_changed)
+        self.controller_link = ControllerLink(self._find_controller, client_id=f"broker-{node_id}")
+        self.alter_partitions = AlterPartitionManager(
+            self.controller_link, node_id, lambda: node.broker_epoch
+        )
+        self._fetcher_addresses: dict[int, tuple[str, int]] = {}
+        self.fetchers = self._make_fetchers(throttles)
+        settings = ControllerSettings(
+            unclean_leader_election_default=config.unclean_leader_election_enable,
+            listener=node.listener_name,
+            auto_leader_rebalance=config.get_bool("auto.leader.rebalance.enable"),
+            leader_imbalance_percentage=config.get_int("leader.imbalance.per.broker.percentage"),
+            # Kafka requires at least 1 second; a smaller value would spin the timer.
+            leader_imbalance_check_interval_s=max(
+                1, config.get_int("leader.imbalance.check.interval.seconds")
+            ),
+        )
+        self.controller = KafkaController(
+            node_id, ZkControllerStore(self.cluster), self._channel, settings
+        )
+        self._connecting = False  # connect() was called: leave() closes the session
+        self._joined = False
         self._tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None  # the broker's, once joined
         self._leaving = False
+
+    # --- what handlers use (kt.broker.services.ClusterAccess) ----------------------
+
+    @property
+    def cluster_store(self) -> ClusterStore:
+        """The coordination store's cluster view (open from `connect` on)."""
+        return self.cluster
+
+    def admin(self) -> TopicAdmin:
+        """Topic changes; refused (NOT_CONTROLLER) until the broker joined."""
+        if not self._joined:
+            raise TopicError(ErrorCode.NOT_CONTROLLER, "the broker is not ready yet")
+        return self.topic_admin
+
+    def active_controller(self) -> KafkaController | None:
+        """This broker's controller while it is the active one."""
+        return self.controller if self._joined and self.controller.active else None
+
+    def joined_controller(self) -> KafkaController | None:
+        """This broker's controller once joined, active or not."""
+        return self.controller if self._joined else None
+
+    def active_controller_link(self) -> ControllerLink | None:
+        """The link to the active controller, once joined."""
+        return self.controller_link if self._joined else None
+
+    def submit_isr_change(self, proposal: IsrProposal, callback: IsrCallback) -> bool:
+        """Send a leader's ISR proposal to the controller (False: not sent, e.g.
+        before joining, or one for the partition is already out)."""
+        return self._joined and self.alter_partitions.submit(proposal, callback)
 
     # --- start -------------------------------------------------------------------
 
     async def connect(self, candidate_cluster_id: str) -> str:
         """Open the session and agree on the cluster id; returns it."""
-        timeout_s = self.broker.config.zookeeper_connection_timeout_ms / 1000
+        self._connecting = True
+        timeout_s = self._config.zookeeper_connection_timeout_ms / 1000
         try:
             await self.store.start(timeout_s)
         except StoreUnavailableError as exc:
@@ -78,16 +165,7 @@ class ClusterMembership:
     async def load_dynamic_broker_configs(self) -> None:
         """Read and apply this broker's dynamic configs before its logs open, so they
         open with them (Kafka's DynamicBrokerConfig.initialize)."""
-        await self._config_manager().apply_broker_configs()
-
-    def _config_manager(self) -> ConfigManager:
-        # Created on first use; join starts it following the change notifications.
-        if self.config_manager is None:
-            b = self.broker
-            self.config_manager = ConfigManager(
-                self.cluster, b.on_topic_config, b.node_id, b.apply_dynamic_configs
-            )
-        return self.config_manager
+        await self.config_manager.apply_broker_configs()
 
     async def topic_configs(self) -> dict[str, dict[str, str]]:
         """Every topic's config overrides."""
@@ -95,55 +173,19 @@ class ClusterMembership:
 
     async def join(self) -> None:
         """Register, then run the controller candidate and the session's services."""
-        b = self.broker
-        rm = b.replica_manager
+        node = self._node
         # Fetchers first: once registered, the controller's LeaderAndIsr may arrive at
         # any await below, and followers it makes before the fetchers listen would
         # never be fetched (a restarted broker would not rejoin its ISRs).
-        self._start_fetchers()
+        self._follow_leadership()
         await self._register()
-        if self.fetchers is not None:
-            self.fetchers.broker_epoch = b.broker_epoch
-        rm.attach_cluster(
-            rm.metadata_cache, lambda: b.broker_epoch, lambda t: b.metadata.configs.get(t, {})
-        )
-        known: set[str] = set()
-
-        async def fetch_configs(topic: str) -> object:
-            if topic not in known:
-                known.add(topic)
-                await b.refresh_topic_configs(topic)
-            return None
-
-        rm.fetch_topic_configs = fetch_configs
-        b._admin = TopicAdmin(self.cluster, rm.metadata_cache, b.metadata, rm.metadata_changed)
-        b.producer_ids.attach(lambda: self.cluster.allocate_producer_id_block(b.node_id))
-        self.config_manager = self._config_manager()
+        self.fetchers.broker_epoch = node.broker_epoch
+        self._producer_ids.attach(lambda: self.cluster.allocate_producer_id_block(node.node_id))
+        self._joined = True
         await self.config_manager.start()
-        self.controller_link = ControllerLink(
-            self._find_controller, client_id=f"broker-{b.node_id}"
-        )
-        self.alter_partitions = AlterPartitionManager(
-            self.controller_link, b.node_id, lambda: b.broker_epoch
-        )
         self.alter_partitions.start()
-        rm.submit_isr_change = self.alter_partitions.submit
         self._loop = asyncio.get_running_loop()
-        rm.dir_failure_listeners.append(self._announce_dir_failure)
-        settings = ControllerSettings(
-            unclean_leader_election_default=b.config.unclean_leader_election_enable,
-            listener=b.listener_name,
-            auto_leader_rebalance=b.config.get_bool("auto.leader.rebalance.enable"),
-            leader_imbalance_percentage=b.config.get_int("leader.imbalance.per.broker.percentage"),
-            # Kafka requires at least 1 second; a smaller value would spin the timer.
-            leader_imbalance_check_interval_s=max(
-                1, b.config.get_int("leader.imbalance.check.interval.seconds")
-            ),
-        )
-        self.controller = KafkaController(
-            b.node_id, ZkControllerStore(self.cluster), self._channel, settings
-        )
-        b.controller = self.controller
+        self._replicas.dir_failure_listeners.append(self._announce_dir_failure)
         self.store.on_session_event(self._on_session_event)
         await self.controller.startup()
 
@@ -151,23 +193,24 @@ class ClusterMembership:
         """Create /brokers/ids/N. Our own previous registration (a restart faster than
         the session timeout: the znode names this broker's endpoints) is waited out;
         another live broker with our id is an error."""
-        b = self.broker
+        node, config = self._node, self._config
         endpoints = tuple(
-            znodes.Endpoint(lst.name, lst.host, lst.port) for lst in b.advertised_listeners()
+            znodes.Endpoint(lst.name, lst.host, lst.port, lst.protocol)
+            for lst in self._advertised_listeners()
         )
         reg = znodes.BrokerRegistration(
-            b.node_id, endpoints, int(time.time() * 1000), rack=b.config.rack
+            node.node_id, endpoints, int(time.time() * 1000), rack=config.rack
         )
-        session_s = b.config.get_int("zookeeper.session.timeout.ms") / 1000
+        session_s = config.get_int("zookeeper.session.timeout.ms") / 1000
         deadline = time.monotonic() + session_s + 5
         announced = False
         while True:
             try:
-                b.broker_epoch = await self.cluster.register_broker(reg)
-                log.info("registered broker %d (epoch %d)", b.node_id, b.broker_epoch)
+                node.broker_epoch = await self.cluster.register_broker(reg)
+                log.info("registered broker %d (epoch %d)", node.node_id, node.broker_epoch)
                 return
             except BrokerIdInUseError as exc:
-                existing = await self.cluster.get_broker(b.node_id)
+                existing = await self.cluster.get_broker(node.node_id)
                 if existing is None:
                     # The other session's node expired between our create and this
                     # read (the fault campaign caught a restart failing here).
@@ -179,22 +222,22 @@ class ClusterMembership:
                     log.warning(
                         "broker id %d is still registered by this broker's previous run; "
                         "waiting for that session to expire (up to %.0fs)",
-                        b.node_id, session_s,
+                        node.node_id, session_s,
                     )  # fmt: skip
                     announced = True
                 await asyncio.sleep(0.5)
 
-    def _start_fetchers(self) -> None:
-        """Followers fetch from their leaders: a LeaderAndIsr hands new followers to
-        the fetchers and takes new leaders (and stopped replicas) from them."""
-        b = self.broker
-        rm = b.replica_manager
-        config = FetcherConfig.from_props(b.config.props)
-        addresses: dict[int, tuple[str, int]] = {}
+    def _make_fetchers(self, throttles: ReplicationThrottles) -> ReplicaFetcherManager:
+        """The replica fetchers: followers fetch from their leaders, addressed from the
+        metadata cache, else from the live leaders' endpoints a LeaderAndIsr named."""
+        node_id, listener = self._node.node_id, self._node.listener_name
+        cache, replicas = self._topics.cache, self._replicas
+        config = FetcherConfig.from_props(self._config.props)
+        addresses = self._fetcher_addresses
 
         def address_for(leader_id: int) -> tuple[str, int] | None:
-            live = b.metadata.cache.broker(leader_id)
-            ep = live.endpoint(b.listener_name) or live.endpoint() if live else None
+            live = cache.broker(leader_id)
+            ep = live.endpoint_for(listener) if live else None
             return (ep.host, ep.port) if ep is not None else addresses.get(leader_id)
 
         def endpoint_for(leader_id: int) -> BrokerEndpoint:
@@ -202,18 +245,23 @@ class ClusterMembership:
             if address is None:
                 raise KeyError(f"no address known for broker {leader_id}")
             host, port = address
-            return BrokerEndpoint(leader_id, host, port, local_broker_id=b.node_id, config=config)
+            return BrokerEndpoint(leader_id, host, port, local_broker_id=node_id, config=config)
 
-        self.fetchers = fetchers = ReplicaFetcherManager(
-            b.node_id, endpoint_for, config, broker_epoch=b.broker_epoch,
-            on_partition_failed=lambda part, exc: rm.on_storage_error(part, exc),
-            throttles=b.replication_throttles, address_for=address_for,
+        return ReplicaFetcherManager(
+            node_id, endpoint_for, config, broker_epoch=self._node.broker_epoch,
+            on_partition_failed=lambda part, exc: replicas.on_storage_error(part, exc),
+            throttles=throttles, address_for=address_for,
         )  # fmt: skip
+
+    def _follow_leadership(self) -> None:
+        """A LeaderAndIsr hands new followers to the fetchers and takes new leaders
+        (and stopped replicas) from them."""
+        fetchers, rm = self.fetchers, self._replicas
 
         def on_leadership(
             leaders: list[Partition], followers: list[Partition], live: dict[int, tuple[str, int]]
         ) -> None:
-            addresses.update(live)
+            self._fetcher_addresses.update(live)
             if leaders:
                 fetchers.remove_partitions([p.tp for p in leaders])
             if followers:
@@ -229,31 +277,30 @@ class ClusterMembership:
         rm.stop_listeners.append(on_stopped)
 
     def _channel(self) -> ControllerChannel:
-        b = self.broker
+        node_id, listener = self._node.node_id, self._node.listener_name
 
         def link(broker_id: int) -> BrokerLink:
-            if broker_id == b.node_id:
-                return LoopbackLink(b, client_id=f"controller-{b.node_id}")
+            if broker_id == node_id:
+                return self._peers.link(broker_id, f"controller-{node_id}")
 
             def address() -> tuple[str, int] | None:
-                c = self.controller
-                info = c.view.live.get(broker_id) if c is not None else None
-                return info.endpoint(b.listener_name) or info.endpoint() if info else None
+                info = self.controller.view.live.get(broker_id)
+                return info.endpoint_for(listener) if info else None
 
-            return NetworkLink(address, broker_id=broker_id, client_id=f"controller-{b.node_id}")
+            return NetworkLink(address, broker_id=broker_id, client_id=f"controller-{node_id}")
 
         return ControllerChannel(link)
 
     async def _find_controller(self) -> tuple[int, str, int] | None:
         """The controller's id and endpoint: the metadata cache's, else /controller."""
-        cache = self.broker.metadata.cache
+        cache = self._topics.cache
         controller_id = cache.controller_id
         if controller_id is None or not cache.is_alive(controller_id):
             controller_id = await self.cluster.get_controller()
         if controller_id is None:
             return None
-        if controller_id == self.broker.node_id:
-            lst = self.broker.advertised_listeners()[0]
+        if controller_id == self._node.node_id:
+            lst = self._advertised_listeners()[0]
             return controller_id, lst.host, lst.port
         live = cache.broker(controller_id)
         if live is None:
@@ -262,7 +309,7 @@ class ClusterMembership:
                 return None
             ep = found.registration.endpoints[0]
             return controller_id, ep.host, ep.port
-        endpoint = live.endpoint(self.broker.listener_name) or live.endpoint()
+        endpoint = live.endpoint_for(self._node.listener_name)
         return (controller_id, endpoint.host, endpoint.port) if endpoint else None
 
     # --- session -----------------------------------------------------------------
@@ -275,7 +322,7 @@ class ClusterMembership:
         async def announce() -> None:
             while not self._leaving:
                 try:
-                    await self.cluster.register_log_dir_event(self.broker.node_id)
+                    await self.cluster.register_log_dir_event(self._node.node_id)
                     return
                 except Exception as exc:  # store unreachable: retry, the event matters
                     log.warning("cannot announce the failed log directory yet: %s", exc)
@@ -306,8 +353,7 @@ class ClusterMembership:
 
     async def _renew(self) -> None:
         """After an expiry: resign as controller, register again, stand again."""
-        if self.controller is not None:
-            await self.controller.session_expired()
+        await self.controller.session_expired()
         while not self._leaving:
             try:
                 await self._register()
@@ -315,7 +361,7 @@ class ClusterMembership:
             except Exception as exc:
                 log.warning("cannot register again yet: %s", exc)
                 await asyncio.sleep(1.0)
-        if self.controller is not None and not self._leaving:
+        if not self._leaving:
             self.controller.stand_for_election()
 
     # --- stop --------------------------------------------------------------------
@@ -324,14 +370,14 @@ class ClusterMembership:
         """Ask the controller to move leadership off this broker (Kafka's
         controlled.shutdown.*: retried while partitions remain or no controller
         answers, then the broker stops regardless)."""
-        b = self.broker
-        if not b.config.get_bool("controlled.shutdown.enable") or self.controller_link is None:
+        config, node = self._config, self._node
+        if not config.get_bool("controlled.shutdown.enable") or not self._joined:
             return
-        if len(b.metadata.cache.alive_brokers()) <= 1:
+        if len(self._topics.cache.alive_brokers()) <= 1:
             return  # nobody to hand leadership to
-        retries = b.config.get_int("controlled.shutdown.max.retries")
-        backoff = b.config.get_int("controlled.shutdown.retry.backoff.ms") / 1000
-        body = {"broker_id": b.node_id, "broker_epoch": b.broker_epoch}
+        retries = config.get_int("controlled.shutdown.max.retries")
+        backoff = config.get_int("controlled.shutdown.retry.backoff.ms") / 1000
+        body = {"broker_id": node.node_id, "broker_epoch": node.broker_epoch}
         for attempt in range(1, retries + 1):
             try:
                 resp = await self.controller_link.send(apis.CONTROLLED_SHUTDOWN, body,
@@ -352,16 +398,14 @@ class ClusterMembership:
         """Stop the controller and the services, then close the session (our
         registration disappears with it)."""
         self._leaving = True
+        if not self._connecting:
+            return  # the start failed before reaching the store: nothing to undo
         for t in self._tasks:
             t.cancel()
-        if self.controller is not None:
-            await self.controller.shutdown()
-        if self.fetchers is not None:
-            await self.fetchers.shutdown()
-        if self.alter_partitions is not None:
-            await self.alter_partitions.stop()
-        if self.config_manager is not None:
-            self.config_manager.stop()
-        if self.controller_link is not None:
-            await self.controller_link.close()
+        # Each stops harmlessly when it never started (a join that failed early).
+        await self.controller.shutdown()
+        await self.fetchers.shutdown()
+        await self.alter_partitions.stop()
+        self.config_manager.stop()
+        await self.controller_link.close()
         await self.store.close()

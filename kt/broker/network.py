@@ -30,7 +30,9 @@ from typing import IO, Any, cast
 
 from kt.broker import handlers
 from kt.broker.connection_quotas import ConnectionQuotas
-from kt.broker.handlers import HANDLERS, DeferredResponse, Handler, RequestContext
+from kt.broker.dispatcher import RequestDispatcher
+from kt.broker.errors import CloseConnection
+from kt.broker.handlers import DeferredResponse
 from kt.protocol import (
     DecodeError,
     ErrorCode,
@@ -45,12 +47,6 @@ from kt.protocol.framing import FrameReceiver
 log = logging.getLogger("kt.broker.network")
 
 _conn_ids = itertools.count(1)
-
-
-class CloseConnection(Exception):
-    """Raised by a handler to close the connection instead of answering: Kafka does
-    so when a Produce with acks=0 fails, since that is the only way the producer can
-    learn of the failure (it then refreshes its metadata)."""
 
 
 class _FdFile:
@@ -223,15 +219,13 @@ class NetworkServer:
 
     def __init__(
         self,
-        broker: Any,
+        dispatcher: RequestDispatcher,
         max_request_size: int,
         idle_ms: int,
-        handler_table: dict[int, Handler] | None = None,
         quotas: ConnectionQuotas | None = None,
     ) -> None:
-        self.broker = broker
-        # The request handlers by API key (tests pass their own).
-        self.handlers = HANDLERS if handler_table is None else handler_table
+        # Answers each decoded request (handlers, services, the error path).
+        self.dispatcher = dispatcher
         self.quotas = quotas if quotas is not None else ConnectionQuotas()
         self.max_request_size = max_request_size
         self.idle_s = idle_ms / 1000
@@ -294,7 +288,8 @@ class NetworkServer:
             pass
         finally:
             # The processor also stops on a request it will not serve (unknown API
-            # or version, a failing handler): close the connection at once. Responses
+            # or version, CloseConnection; a handler's error is answered by the
+            # dispatcher): close the connection at once. Responses
             # still deferred are dropped; their produces stay in the purgatory until
             # they complete or expire, as the appends are done either way.
             conn.close()
@@ -335,19 +330,19 @@ class NetworkServer:
                 )  # fmt: skip
                 await self._written(conn, 0)
                 return
-            handler = self.handlers.get(header.api_key)
-            if handler is None:
+            if not self.dispatcher.serves(header.api_key):
                 log.warning("closing connection %d: no handler for API %d", conn_id, header.api_key)
                 return
-            ctx = RequestContext(self.broker, header, host, conn_id)
             try:
-                body = await handler(ctx, req.body)
+                body = await self.dispatcher.dispatch(header, req.body, host, conn_id)
             except CloseConnection as exc:
                 log.info("closing connection %d from %s: %s", conn_id, host, exc)
                 # The responses before this request still go out first.
                 await self._written(conn, 0)
                 return
             except Exception:
+                # The dispatcher answers what handlers raise: this is a failure to
+                # build the error response itself.
                 log.exception("error handling %s v%d", header.api_key, header.api_version)
                 await self._written(conn, 0)
                 return

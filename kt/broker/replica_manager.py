@@ -22,7 +22,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kt.broker import timeline
 from kt.broker.alter_partition import IsrProposal, IsrResult
@@ -52,8 +52,15 @@ from kt.storage.errors import OffsetOutOfRangeError, StorageError
 from kt.storage.log import AppendResult, FetchSlice, PartitionLog
 from kt.storage.txn_index import AbortedTxn
 
-if TYPE_CHECKING:
-    from kt.broker.replication.alter_log_dirs import ReplicaAlterLogDirsManager
+
+class LogDirMover(Protocol):
+    """Moves replicas between this broker's log directories (AlterReplicaLogDirs;
+    kt.broker.replication.alter_log_dirs implements it)."""
+
+    async def alter(self, tp: TopicPartition, path: str) -> None:
+        """Move `tp`'s replica to log directory `path` (typed broker errors)."""
+        ...
+
 
 log = logging.getLogger("kt.broker.replica_manager")
 
@@ -132,30 +139,45 @@ LATEST_TIERED_TIMESTAMP = -5
 class ReplicaManager:
     """The partitions hosted by one broker and the operations requests make on them."""
 
-    def __init__(self, node_id: int, logs: LogManager) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        logs: LogManager,
+        *,
+        cache: MetadataCache | None = None,
+        broker_epoch: Callable[[], int] = lambda: -1,
+        topic_configs: Callable[[str], dict[str, str]] = lambda _topic: {},
+        fetch_topic_configs: Callable[[str], Awaitable[object]] | None = None,
+        submit_isr_change: Callable[[IsrProposal, Callable[[IsrResult], None]], bool] | None = None,
+        replica_lag_time_max_ms: int = 30_000,
+        txn_verification_enabled: bool = True,
+    ) -> None:
+        """`broker_epoch` is our registration's epoch (-1 until registered);
+        `topic_configs` gives a topic's overrides for logs this broker creates as a
+        new replica, `fetch_topic_configs` reads them from the coordination store
+        first; `submit_isr_change` sends an ISR proposal to the controller (None, or
+        False from it: not sent, the change is abandoned)."""
         self.node_id = node_id
         self.logs = logs
         self._partitions: dict[TopicPartition, Partition] = {}
-        # Cluster membership (see attach_cluster); a single node answers from here too.
-        self.metadata_cache = MetadataCache()
+        # What the controller said (roles, live brokers); a single node too.
+        self.metadata_cache = cache if cache is not None else MetadataCache()
         self.controller_epoch = -1
-        self._broker_epoch: Callable[[], int] = lambda: -1
-        self._topic_configs: Callable[[str], dict[str, str]] = lambda _topic: {}
-        self.fetch_topic_configs: Callable[[str], Awaitable[object]] = _no_configs
+        self._broker_epoch = broker_epoch
+        self._topic_configs = topic_configs
+        self.fetch_topic_configs = fetch_topic_configs or _no_configs
         self._metadata_event = asyncio.Event()
         # acks=all produces waiting for their partitions' high watermarks.
         self.produce_purgatory: DelayedOperationPurgatory[TopicPartition] = (
             DelayedOperationPurgatory("produce")
         )
-        self.replica_lag_time_max_ms = 30_000
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
         # (new leaders, new followers, live leaders' endpoints) after a LeaderAndIsr.
         self.leadership_listeners: list[LeadershipListener] = []
         # Partitions a StopReplica stopped (fetchers drop them).
         self.stop_listeners: list[Callable[[list[TopicPartition]], None]] = []
         # Sends an ISR proposal to the controller (None: a broker that is alone).
-        self.submit_isr_change: (
-            Callable[[IsrProposal, Callable[[IsrResult], None]], bool] | None
-        ) = None
+        self.submit_isr_change = submit_isr_change
         # Told after an ISR change was committed (e.g. produces waiting on the ISR).
         self.isr_listeners: list[Callable[[Partition], None]] = []
         # (partition, follower) whose expansion the controller refused as ineligible
@@ -166,13 +188,13 @@ class ReplicaManager:
         # TxnCompletionListener and write_txn_markers).
         self.offsets_txn_listeners: list[TxnCompletionListener] = []
         # Moves between this broker's log directories (set by the broker).
-        self.log_dir_mover: ReplicaAlterLogDirsManager | None = None
+        self.log_dir_mover: LogDirMover | None = None
         # Told when a log directory newly failed (the cluster member announces it to
         # the controller, which moves leadership away).
         self.dir_failure_listeners: list[Callable[[Path], None]] = []
         # transaction.partition.verification.enable (KIP-890), kept current by the
-        # broker as dynamic configs change.
-        self.txn_verification_enabled = True
+        # broker's reconfigure() as dynamic configs change.
+        self.txn_verification_enabled = txn_verification_enabled
 
     # --- the hosted partitions -------------------------------------------------
 
@@ -544,19 +566,6 @@ class ReplicaManager:
                 listener(d)
 
     # --- the controller's requests ---------------------------------------------------
-
-    def attach_cluster(
-        self,
-        cache: MetadataCache,
-        broker_epoch: Callable[[], int],
-        topic_configs: Callable[[str], dict[str, str]],
-    ) -> None:
-        """Make this a cluster member: roles come from the controller from now on.
-        `broker_epoch` is our registration's epoch; `topic_configs` gives a topic's
-        overrides for logs this broker creates as a new replica."""
-        self.metadata_cache = cache
-        self._broker_epoch = broker_epoch
-        self._topic_configs = topic_configs
 
     def _stale(self, controller_epoch: int, broker_epoch: int) -> int:
         """Kafka's checks on every controller request: an older controller epoch

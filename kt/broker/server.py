@@ -76,10 +76,10 @@ class RunningBroker:
 
     def __init__(self, config: BrokerConfig, *, network: bool = True) -> None:
         self.config = config
-        self.broker = Broker(config)
+        self.broker = Broker(config, make_store(config))
         self.net = (
             NetworkServer(
-                self.broker,
+                self.broker.dispatcher,
                 config.get_int("socket.request.max.bytes"),
                 config.get_int("connections.max.idle.ms"),
                 quotas=ConnectionQuotas(
@@ -91,7 +91,7 @@ class RunningBroker:
             if network
             else None
         )
-        self.membership: ClusterMembership | None = None
+        self.membership: ClusterMembership = self.broker.membership
         self._opened = False
         self._joined = False
 
@@ -102,9 +102,8 @@ class RunningBroker:
         config, broker = self.config, self.broker
         for lst in config.listeners:
             port = await self.net.start(lst.host, lst.port, serving=False) if self.net else lst.port
-            broker.bound_listeners.append(Listener(lst.name, lst.host, port))
-        self.membership = membership = ClusterMembership(broker, make_store(config))
-        broker.membership = membership
+            broker.bound_listeners.append(Listener(lst.name, lst.host, port, lst.protocol))
+        membership = self.membership
         candidate = _candidate_cluster_id(config)
         if config.zookeeper_connect is None:
             # The in-process store keeps its file in the first log directory: the
@@ -138,7 +137,7 @@ class RunningBroker:
     async def stop(self, *, controlled: bool = True) -> None:
         """Controlled shutdown (when asked and joined), then stop everything."""
         broker = self.broker
-        if controlled and self._joined and self.membership is not None:
+        if controlled and self._joined:
             await self.membership.controlled_shutdown()
         broker.stopping = True
         broker.replica_manager.wake_all()
@@ -149,8 +148,7 @@ class RunningBroker:
         await broker.transactions.stop()
         await broker.group_coordinator.stop()
         await broker.stop_replication_tasks()
-        if self.membership is not None:
-            await self.membership.leave()
+        await self.membership.leave()
         await broker.stop_background_tasks()
         if self._opened:
             broker.close()

@@ -18,8 +18,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
+from kt.broker.errors import TopicError
 from kt.broker.metadata import cluster_store as cs
 from kt.broker.metadata import znodes
 from kt.broker.metadata.cache import MetadataCache
@@ -39,14 +39,6 @@ log = logging.getLogger("kt.broker.topic_admin")
 # The inter-broker protocol kt speaks (Kafka 3.8); named in the message.format.version
 # warning.
 INTER_BROKER_PROTOCOL_VERSION = "3.8-IV0"
-
-
-@dataclass(slots=True)
-class TopicError(Exception):
-    """A topic operation refused with a Kafka error code."""
-
-    code: ErrorCode
-    message: str
 
 
 class TopicAdmin:

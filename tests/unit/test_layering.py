@@ -1,7 +1,8 @@
 """The dependency rule, checked on every module's imports: storage and protocol use
 nothing of ours, the pure cluster model only those two, and the client, the tools,
 the TUI and the Spark pipeline never reach into the broker (the `kt broker` command,
-which starts one, excepted)."""
+which starts one, excepted). Inside the broker, only the server imports the
+composition root (`kt/broker/broker.py`), and the import graph has no cycle."""
 
 from __future__ import annotations
 
@@ -72,3 +73,124 @@ def test_nothing_outside_the_broker_imports_it(package: str) -> None:
 def test_the_checks_see_imports() -> None:
     # the walker itself: a broker import in a function body counts
     assert _kt_imports(ROOT / "tools" / "broker_cmd.py") >= {"broker"}
+
+
+# --- inside the broker: one composition root, no import cycle ----------------------
+
+#: The composition root: `server.py` runs the broker `broker.py` builds. Nothing else
+#: under kt/broker may import either (not even for type checking): services get what
+#: they use in their constructors, never the broker.
+COMPOSITION_ROOT = {"kt.broker.broker", "kt.broker.server"}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _broker_imports(path: Path, known: set[str], name: str | None = None) -> set[str]:
+    """The kt.broker modules `path` imports anywhere in it (module level, functions,
+    `if TYPE_CHECKING:` blocks), relative imports resolved; `from pkg import name`
+    counts as importing the module `pkg.name` when that is one, else `pkg`. `name`
+    is the file's module name (default: from its path under kt)."""
+    name = name or _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found: set[str] = set()
+
+    def add(module: str) -> None:
+        while module and module not in known:
+            module = module.rpartition(".")[0]
+        if module and module != name:
+            found.add(module)
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("kt.broker"):
+                    add(alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            if not base.startswith("kt.broker"):
+                continue
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                add(full if full in known else base)
+    return found
+
+
+def _broker_graph() -> dict[str, set[str]]:
+    paths = _modules("broker")
+    known = {_module_name(p) for p in paths}
+    return {_module_name(p): _broker_imports(p, known) for p in paths}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan's)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_only_the_server_imports_the_composition_root() -> None:
+    bad = {
+        module: sorted(imported & COMPOSITION_ROOT)
+        for module, imported in _broker_graph().items()
+        if imported & COMPOSITION_ROOT and module != "kt.broker.server"
+    }
+    assert not bad, f"these modules import the broker's composition root: {bad}"
+    assert "kt.broker.server" not in _broker_graph()["kt.broker.broker"]
+
+
+def test_the_broker_import_graph_has_no_cycle() -> None:
+    cycles = _cycles(_broker_graph())
+    assert not cycles, f"import cycles under kt/broker: {cycles}"
+
+
+def test_the_broker_checks_see_every_import(tmp_path: Path) -> None:
+    # type-checking-only and relative imports count; a cycle of two is found
+    known = {"kt.broker.a", "kt.broker.b", "kt.broker.broker"}
+    source = tmp_path / "a.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from kt.broker.broker import Broker\n"
+        "from . import b\n"
+    )
+    graph = {"kt.broker.a": {"kt.broker.b"}, "kt.broker.b": {"kt.broker.a"}}
+    assert _cycles(graph) == [["kt.broker.a", "kt.broker.b"]]
+    imported = _broker_imports(source, known, "kt.broker.a")
+    assert imported == {"kt.broker.broker", "kt.broker.b"}

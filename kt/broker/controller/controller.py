@@ -34,6 +34,8 @@ from kt.broker.controller.channel import ControllerChannel
 from kt.broker.controller.context import ControllerContext, ReplicaAssignment
 from kt.broker.controller.reassignment import ReassignmentResult, Reassignments
 from kt.broker.controller.requests import BrokerEndpointInfo, TopicReplicas
+from kt.broker.metadata.cluster_store import ControllerMovedError
+from kt.broker.metadata.store import BadVersionError
 from kt.cluster import election, rebalance
 from kt.cluster.election import ElectionType, LeaderAndIsr, LeaderRecoveryState
 from kt.protocol import ErrorCode, Struct, apis
@@ -41,15 +43,11 @@ from kt.storage.checkpoint import TopicPartition
 
 log = logging.getLogger("kt.broker.controller")
 
+# The store's own errors are the controller's, one class each wherever caught: a
+# fenced write found another controller (ControllerMovedError); a conditional
+# partition-state write lost a race, re-read and retry (BadVersionError).
+
 NO_LEADER = -1
-
-
-class ControllerMovedError(Exception):
-    """A fenced write failed: another broker became controller."""
-
-
-class BadVersionError(Exception):
-    """A conditional partition-state write lost a race; re-read and retry."""
 
 
 class ControllerZk(Protocol):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kt.broker.controller.channel import BrokerLink, LinkFactory
 from kt.client.core import BrokerConnection
@@ -23,7 +23,20 @@ from kt.protocol.codec import Api
 from kt.protocol.headers import decode_request, decode_response, encode_request, encode_response
 
 if TYPE_CHECKING:
-    from kt.broker.broker import Broker
+    from kt.broker.metadata.cache import MetadataCache
+    from kt.protocol import RequestHeader
+
+
+class Dispatch(Protocol):
+    """Answers one decoded request as the broker's network layer would
+    (kt.broker.dispatcher.Dispatch)."""
+
+    async def answer(
+        self, header: RequestHeader, body: Struct, client_host: str, connection_id: int
+    ) -> Any:
+        """The response body for the request (a deferred one awaited)."""
+        ...
+
 
 _correlation = itertools.count(1)
 
@@ -61,28 +74,18 @@ class NetworkLink:
 class LoopbackLink:
     """The controller's requests to its own broker, through the codec, no socket."""
 
-    def __init__(self, broker: Broker, *, client_id: str) -> None:
-        from kt.broker.handlers import load_all
-
-        self._broker = broker
+    def __init__(self, dispatcher: Dispatch, *, client_id: str) -> None:
+        self._dispatcher = dispatcher
         self._client_id = client_id
-        # The network server registers the handlers too; a broker without sockets
-        # (in-process tests) has only this link.
-        load_all()
 
     async def send(self, api: Api, body: Any) -> Struct:
         """Encode, handle as a received request would be, and decode the answer."""
-        from kt.broker.handlers import HANDLERS, RequestContext, resolve
-
         version = api.max_version
         cid = next(_correlation)
         frame = encode_request(api.key, version, cid, body, self._client_id, size_prefix=False)
         header, request = decode_request(frame)
-        handler = HANDLERS[api.key]
         assert request is not None
-        response = await resolve(
-            await handler(RequestContext(self._broker, header, "loopback", 0), request)
-        )
+        response = await self._dispatcher.answer(header, request, "loopback", 0)
         data = encode_response(api.key, version, cid, response, size_prefix=False)
         _, decoded = decode_response(api.key, version, data)
         return decoded
@@ -117,3 +120,38 @@ class LinkPool:
         """Drop every link."""
         for broker_id in list(self._links):
             await self.drop(broker_id)
+
+
+class PeerLinks:
+    """Links from this broker to any broker of the cluster, itself included: through
+    the codec without a socket to itself (`LoopbackLink`), over a reconnecting
+    connection to the others, addressed from the metadata cache on this broker's
+    listener (`LiveBroker.endpoint_for`). Coordinators and the marker sender make
+    their links here; `dispatcher` returns the broker's request dispatcher (built
+    after the services that hold this object)."""
+
+    def __init__(
+        self,
+        node_id: int,
+        listener_name: str,
+        cache: MetadataCache,
+        dispatcher: Callable[[], Dispatch],
+    ) -> None:
+        self.node_id = node_id
+        self._listener = listener_name
+        self._cache = cache
+        self._dispatcher = dispatcher
+
+    def address(self, broker_id: int) -> tuple[str, int] | None:
+        """Where broker `broker_id` listens, as the metadata cache knows it."""
+        info = self._cache.broker(broker_id)
+        ep = info.endpoint_for(self._listener) if info is not None else None
+        return (ep.host, ep.port) if ep is not None else None
+
+    def link(self, broker_id: int, client_id: str) -> BrokerLink:
+        """A new link to `broker_id` (the caller owns and closes it)."""
+        if broker_id == self.node_id:
+            return LoopbackLink(self._dispatcher(), client_id=client_id)
+        return NetworkLink(
+            lambda: self.address(broker_id), broker_id=broker_id, client_id=client_id
+        )

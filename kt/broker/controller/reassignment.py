@@ -24,8 +24,9 @@ controller module stays about elections and membership.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from kt.broker.controller.context import ReplicaAssignment
 from kt.broker.controller.requests import TopicReplicas
@@ -36,7 +37,8 @@ from kt.protocol import ErrorCode
 from kt.storage.checkpoint import TopicPartition
 
 if TYPE_CHECKING:
-    from kt.broker.controller.controller import KafkaController
+    from kt.broker.controller.context import ControllerContext
+    from kt.protocol import Struct
 
 log = logging.getLogger("kt.broker.controller")
 
@@ -52,10 +54,59 @@ class ReassignmentResult:
     message: str | None = None
 
 
+class TopicWriter(Protocol):
+    """The controller's ZooKeeper writes a reassignment makes."""
+
+    async def set_topic(self, topic: str, replicas: TopicReplicas, epoch_zk_version: int) -> None:
+        """Replace /brokers/topics/T (fenced by the controller epoch's zk version)."""
+        ...
+
+
+class ControllerOps(Protocol):
+    """What a reassignment uses of the controller (`KafkaController` has it): its
+    view, its ZooKeeper writes, and the state changes and requests it sends. Named
+    here so this module does not import the controller, which imports it."""
+
+    view: ControllerContext
+
+    @property
+    def zk(self) -> TopicWriter:
+        """The controller's ZooKeeper access."""
+        ...
+
+    async def _change_states(
+        self,
+        tps: list[TopicPartition],
+        choose: Callable[[TopicPartition, LeaderAndIsr], Awaitable[LeaderAndIsr]],
+    ) -> list[TopicPartition]: ...
+
+    async def _remove_from_isr(self, tps: list[TopicPartition], gone: set[int]) -> None: ...
+
+    async def _resume_deletions(self) -> None: ...
+
+    def _send_update_metadata(
+        self,
+        brokers: list[int],
+        tps: list[TopicPartition],
+        *,
+        full: bool = False,
+        deleting: bool = False,
+    ) -> None: ...
+
+    def _send_stop_replica(
+        self,
+        broker_id: int,
+        tps: dict[TopicPartition, int],
+        *,
+        delete: bool,
+        on_done: Callable[[Struct], None] | None = None,
+    ) -> None: ...
+
+
 class Reassignments:
     """The active controller's reassignments: started, resumed, completed, cancelled."""
 
-    def __init__(self, controller: KafkaController) -> None:
+    def __init__(self, controller: ControllerOps) -> None:
         self.c = controller
         # partition -> its target (TRS) while a reassignment (or a cancellation) runs.
         self.targets: dict[TopicPartition, tuple[int, ...]] = {}

@@ -42,6 +42,11 @@ class BrokerEndpointInfo:
                 return host, port
         return None
 
+    def endpoint_for(self, listener: str) -> tuple[str, int] | None:
+        """(host, port) of `listener`, else of the first listener (as
+        `LiveBroker.endpoint_for`)."""
+        return self.endpoint(listener) or self.endpoint()
+
 
 @dataclass(slots=True)
 class TopicReplicas:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from kt.broker.controller.controller import BadVersionError, ControllerMovedError
 from kt.broker.controller.requests import BrokerEndpointInfo, TopicReplicas
 from kt.broker.metadata import cluster_store as cs
 from kt.broker.metadata import store as st
@@ -108,10 +107,7 @@ class ZkControllerStore:
             {p: list(r) for p, r in replicas.adding.items() if r},
             {p: list(r) for p, r in replicas.removing.items() if r},
         )
-        try:
-            await self.cluster.set_topic_assignment(topic, a, epoch_zk_version)
-        except cs.ControllerMovedError as exc:
-            raise ControllerMovedError(str(exc)) from None
+        await self.cluster.set_topic_assignment(topic, a, epoch_zk_version)
 
     async def get_partition_states(
         self, tps: Iterable[TopicPartition]
@@ -127,10 +123,7 @@ class ZkControllerStore:
         """Create state znodes; a partition whose state exists already (a previous
         controller created it) keeps the existing state."""
         payload = {(tp.topic, tp.partition): to_partition_state(s) for tp, s in states.items()}
-        try:
-            results = await self.cluster.create_partition_states(payload, epoch_zk_version)
-        except cs.ControllerMovedError as exc:
-            raise ControllerMovedError(str(exc)) from None
+        results = await self.cluster.create_partition_states(payload, epoch_zk_version)
         out: dict[TopicPartition, LeaderAndIsr] = {}
         existing: list[TopicPartition] = []
         for (topic, p), res in results.items():
@@ -145,22 +138,21 @@ class ZkControllerStore:
 
     async def update_partition_states(
         self, states: dict[TopicPartition, LeaderAndIsr], epoch_zk_version: int
-    ) -> dict[TopicPartition, LeaderAndIsr | BadVersionError]:
+    ) -> dict[TopicPartition, LeaderAndIsr | st.BadVersionError]:
         """Conditional writes; BadVersionError per partition that lost a race."""
         payload = {(tp.topic, tp.partition): to_partition_state(s) for tp, s in states.items()}
-        try:
-            results = await self.cluster.set_partition_states(payload, epoch_zk_version)
-        except cs.ControllerMovedError as exc:
-            raise ControllerMovedError(str(exc)) from None
-        out: dict[TopicPartition, LeaderAndIsr | BadVersionError] = {}
+        results = await self.cluster.set_partition_states(payload, epoch_zk_version)
+        out: dict[TopicPartition, LeaderAndIsr | st.BadVersionError] = {}
         for (topic, p), res in results.items():
             tp = TopicPartition(topic, p)
             if isinstance(res, znodes.PartitionState):
                 out[tp] = to_leader_and_isr(res)
             elif isinstance(res, cs.ControllerMovedError):
-                raise ControllerMovedError(str(res))
+                raise res
             else:
-                out[tp] = BadVersionError(str(res))
+                out[tp] = (
+                    res if isinstance(res, st.BadVersionError) else st.BadVersionError(str(res))
+                )
         return out
 
     async def topic_config(self, topic: str) -> dict[str, str]:
@@ -173,10 +165,7 @@ class ZkControllerStore:
 
     async def delete_topic(self, topic: str, epoch_zk_version: int) -> None:
         """Remove the topic's znodes and its marker."""
-        try:
-            await self.cluster.delete_topic_znodes(topic, epoch_zk_version)
-        except cs.ControllerMovedError as exc:
-            raise ControllerMovedError(str(exc)) from None
+        await self.cluster.delete_topic_znodes(topic, epoch_zk_version)
 
     async def unmark_topic_for_deletion(self, topic: str) -> None:
         """Drop a marker of a topic that does not exist."""
@@ -196,10 +185,7 @@ class ZkControllerStore:
 
     async def delete_log_dir_events(self, names: list[str], epoch_zk_version: int) -> None:
         """Delete processed notifications (fenced)."""
-        try:
-            await self.cluster.delete_log_dir_event_notifications(names, epoch_zk_version)
-        except cs.ControllerMovedError as exc:
-            raise ControllerMovedError(str(exc)) from None
+        await self.cluster.delete_log_dir_event_notifications(names, epoch_zk_version)
 
     def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> st.Watch:
         """Persistent child watch on the loop."""

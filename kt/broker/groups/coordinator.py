@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kt.broker.errors import error_code_for
+from kt.broker.errors import AppendError, CoordinatorError, error_code_for
 from kt.broker.groups.group import (
     CONSUMER_PROTOCOL_TYPE,
     Group,
@@ -56,8 +56,6 @@ from kt.broker.groups.group import (
 )
 from kt.broker.groups.offsets_log import (
     CONSUMER_OFFSETS,
-    AppendError,
-    LogRecordStore,
     Record,
     RecordStore,
     partition_for,
@@ -73,12 +71,9 @@ from kt.protocol.coordinator_records import (
     encode_group_metadata,
     encode_offset_commit,
 )
-from kt.storage.checkpoint import TopicPartition
 
 if TYPE_CHECKING:
-    from kt.broker.broker import Broker
     from kt.broker.config import BrokerConfig
-    from kt.broker.partition import Partition
 
 log = logging.getLogger("kt.broker.groups")
 
@@ -185,14 +180,6 @@ class GroupDescription:
     members: list[MemberDescription] = field(default_factory=list)
 
 
-class CoordinatorError(Exception):
-    """An operation refused with a Kafka error code."""
-
-    def __init__(self, code: ErrorCode) -> None:
-        super().__init__(code.name)
-        self.code = code
-
-
 # Kafka's GroupMetadataManager.storeOffsets: what a failed append of offsets tells the
 # committer (any other code is passed on as it is).
 _COMMIT_ERRORS = {
@@ -242,7 +229,12 @@ def group_write_error(code: ErrorCode) -> ErrorCode:
 class GroupCoordinator:
     """Every classic group of this broker and the offsets they committed."""
 
-    def __init__(self, settings: CoordinatorSettings, store: RecordStore) -> None:
+    def __init__(
+        self,
+        settings: CoordinatorSettings,
+        store: RecordStore,
+        partition_exists: Callable[[str, int], bool] | None = None,
+    ) -> None:
         self.settings = settings
         self.store = store
         self.groups: dict[str, Group] = {}
@@ -259,40 +251,7 @@ class GroupCoordinator:
         self._stopped = False
         # Checks a topic partition exists (OffsetCommit / OffsetDelete answer
         # UNKNOWN_TOPIC_OR_PARTITION otherwise); None accepts any.
-        self.partition_exists: Callable[[str, int], bool] | None = None
-
-    @classmethod
-    def for_broker(cls, broker: Broker) -> GroupCoordinator:
-        """The coordinator of a broker: its settings, its `__consumer_offsets`, and
-        the clean-up of deleted topics' offsets."""
-        coordinator = cls(CoordinatorSettings.from_config(broker.config), LogRecordStore(broker))
-        coordinator.partition_exists = lambda t, p: TopicPartition(t, p) in broker.replica_manager
-        broker.on_topic_deleted(coordinator.on_topic_deleted)
-        rm = broker.replica_manager
-
-        def on_leadership(leaders: list[Partition], followers: list[Partition], _: Any) -> None:
-            # A partition may be in both lists only across two LeaderAndIsr; here
-            # each lists the change this request made.
-            resigned = [p.tp.partition for p in followers if p.tp.topic == CONSUMER_OFFSETS]
-            elected = [p.tp.partition for p in leaders if p.tp.topic == CONSUMER_OFFSETS]
-            if resigned:
-                coordinator.on_resignation(resigned)
-            if elected:
-                coordinator.on_election(elected)
-
-        def on_stopped(tps: list[TopicPartition]) -> None:
-            stopped = [tp.partition for tp in tps if tp.topic == CONSUMER_OFFSETS]
-            if stopped:
-                coordinator.on_resignation(stopped)
-
-        def on_txn_marker(tp: TopicPartition, producer_id: int, committed: bool) -> None:
-            coordinator.complete_txn(producer_id, [tp.partition], committed)
-
-        rm.leadership_listeners.append(on_leadership)
-        rm.stop_listeners.append(on_stopped)
-        # A transaction marker replicated on a __consumer_offsets partition.
-        rm.offsets_txn_listeners.append(on_txn_marker)
-        return coordinator
+        self.partition_exists = partition_exists
 
     # --- lifecycle ---------------------------------------------------------
 

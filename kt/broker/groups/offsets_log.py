@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from kt.broker.errors import error_code_for, is_storage_failure
+from kt.broker.errors import AppendError, error_code_for, is_storage_failure
 from kt.protocol import ErrorCode
 from kt.protocol.coordinator_records import (
     GroupMetadataRecord,
@@ -39,8 +39,11 @@ from kt.storage.checkpoint import TopicPartition
 from kt.storage.log import AppendOrigin
 
 if TYPE_CHECKING:
-    from kt.broker.broker import Broker
+    from kt.broker.config import BrokerConfig
+    from kt.broker.metadata.topics import TopicsView
     from kt.broker.partition import Partition
+    from kt.broker.replica_manager import ReplicaManager
+    from kt.broker.topic_creation import TopicCreator
 
 log = logging.getLogger("kt.broker.groups")
 
@@ -77,15 +80,6 @@ class StoredBatch:
     producer_id: int = -1
     transactional: bool = False
     marker: bool | None = None
-
-
-class AppendError(Exception):
-    """A write to `__consumer_offsets` refused or failed, with the partition-level Kafka
-    error (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT, ...)."""
-
-    def __init__(self, code: ErrorCode, message: str = "") -> None:
-        super().__init__(message or code.name)
-        self.code = code
 
 
 class RecordStore(Protocol):
@@ -144,31 +138,40 @@ class LogRecordStore:
 
     topic = CONSUMER_OFFSETS
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(
+        self,
+        replicas: ReplicaManager,
+        topics: TopicsView,
+        config: BrokerConfig,
+        creator: TopicCreator,
+    ) -> None:
+        self.replicas = replicas
+        self.topics = topics
+        self.config = config
+        self.creator = creator
 
     def exists(self) -> bool:
         """Whether the topic exists yet."""
-        return self.topic in self.broker.metadata.topics
+        return self.topic in self.topics.topics
 
     def partition_count(self) -> int:
         """Partitions of the topic: as created, or as configured while it is not."""
-        info = self.broker.metadata.topics.get(CONSUMER_OFFSETS)
+        info = self.topics.get(CONSUMER_OFFSETS)
         if info is None:
-            return self.broker.config.get_int("offsets.topic.num.partitions")
+            return self.config.get_int("offsets.topic.num.partitions")
         return info.partitions
 
     async def ensure(self) -> None:
         """Create the topic (once, on first use) with Kafka's internal settings."""
-        if CONSUMER_OFFSETS in self.broker.metadata.topics:
+        if CONSUMER_OFFSETS in self.topics.topics:
             return
-        cfg = self.broker.config
+        cfg = self.config
         configs = {
             "cleanup.policy": "compact",
             "segment.bytes": str(int(cfg.props.get("offsets.topic.segment.bytes", SEGMENT_BYTES))),
             "compression.type": "producer",
         }
-        info = await self.broker.ensure_internal_topic(
+        info = await self.creator.ensure_internal_topic(
             CONSUMER_OFFSETS,
             cfg.get_int("offsets.topic.num.partitions"),
             configs,
@@ -181,12 +184,12 @@ class LogRecordStore:
         """The `__consumer_offsets` partitions this broker leads (and can write)."""
         return sorted(
             part.tp.partition
-            for part in self.broker.replica_manager
+            for part in self.replicas
             if part.tp.topic == self.topic and part.is_leader and not part.offline
         )
 
     def _leader(self, partition: int) -> Partition:
-        part = self.broker.replica_manager.get(TopicPartition(self.topic, partition))
+        part = self.replicas.get(TopicPartition(self.topic, partition))
         if part is None:
             raise AppendError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if part.offline:
@@ -233,7 +236,7 @@ class LogRecordStore:
                                               result.log_append_time)  # fmt: skip
         except Exception as exc:
             if is_storage_failure(exc) or isinstance(exc, OSError):
-                self.broker.replica_manager.on_storage_error(part, exc)
+                self.replicas.on_storage_error(part, exc)
                 raise AppendError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from exc
             raise AppendError(error_code_for(exc), str(exc)) from exc
         if not part.maybe_increment_high_watermark(now_ms=now):
@@ -244,7 +247,7 @@ class LogRecordStore:
         """Wait in the replica manager's produce purgatory, as an acks=all produce
         (Kafka's coordinator appends through appendRecords and DelayedProduce)."""
         tp = TopicPartition(self.topic, partition)
-        result = await self.broker.replica_manager.wait_for_replication({tp: end_offset},
+        result = await self.replicas.wait_for_replication({tp: end_offset},
                                                                         timeout_ms)  # fmt: skip
         error = result.get(tp)
         if error is not None:
@@ -259,7 +262,7 @@ class LogRecordStore:
     def read_batches(self, partition: int) -> Iterator[StoredBatch]:
         """Every batch of the partition up to its log end, oldest first, with its
         producer and, for transaction markers, the outcome."""
-        part = self.broker.replica_manager.get(TopicPartition(self.topic, partition))
+        part = self.replicas.get(TopicPartition(self.topic, partition))
         if part is None:
             return
         for batch in part.log.iter_batches():

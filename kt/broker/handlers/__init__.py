@@ -25,16 +25,27 @@ from typing import TYPE_CHECKING, Any
 from kt.protocol import RequestHeader, Struct
 
 if TYPE_CHECKING:
-    from kt.broker.broker import Broker
+    from kt.broker.services import HandlerServices
 
 Handler = Callable[["RequestContext", Struct], Awaitable[Any]]
 
 
 @dataclass(slots=True)
 class RequestContext:
-    """What a handler knows about the request besides its body."""
+    """What a handler knows about the request besides its body: the services it
+    may use (never the broker itself), the request header, and the connection.
 
-    broker: Broker
+    Security hooks in here without touching the handlers' signatures: the network
+    layer, once it authenticates connections, fills a `principal` and the
+    `listener` the connection arrived on (two new fields with defaults for
+    unauthenticated PLAINTEXT, so existing callers stay valid), and the
+    composition root adds an `authorizer` to `HandlerServices`; a handler then
+    asks `ctx.services.authorizer.authorize(ctx.principal, operation, resource)`
+    and raises the authorization error, which the dispatcher answers like any
+    other (kt.broker.dispatcher).
+    """
+
+    services: HandlerServices
     header: RequestHeader
     client_host: str
     connection_id: int

@@ -24,7 +24,7 @@ _ENDPOINT_NAMES = {BROKERS: "BROKER", CONTROLLERS: "CONTROLLER"}
 @handles(apis.DESCRIBE_CLUSTER.key, (0, 1))
 async def describe_cluster(ctx: RequestContext, request: Struct) -> Any:
     """The live brokers and the controller."""
-    broker = ctx.broker
+    s = ctx.services
     endpoint = request.endpoint_type if ctx.version >= 1 else BROKERS
     if endpoint != BROKERS:
         if endpoint not in _ENDPOINT_NAMES:
@@ -40,17 +40,17 @@ async def describe_cluster(ctx: RequestContext, request: Struct) -> Any:
             code = ErrorCode.INVALID_REQUEST
         return apis.DESCRIBE_CLUSTER.response(
             throttle_time_ms=0, error_code=code, error_message=message,
-            endpoint_type=endpoint, cluster_id=broker.cluster_id, controller_id=-1,
+            endpoint_type=endpoint, cluster_id=s.node.cluster_id, controller_id=-1,
             brokers=[], cluster_authorized_operations=OPERATIONS_NOT_REQUESTED,
         )  # fmt: skip
     ops = (
         CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
         else OPERATIONS_NOT_REQUESTED
     )  # fmt: skip
-    cache = broker.metadata.cache
+    cache = s.topics.cache
     brokers = []
     for b in cache.alive_brokers():
-        ep = b.endpoint(broker.listener_name) or b.endpoint()
+        ep = b.endpoint_for(s.node.listener_name)
         if ep is not None:
             brokers.append({"broker_id": b.broker_id, "host": ep.host, "port": ep.port,
                             "rack": b.rack})  # fmt: skip
@@ -59,7 +59,7 @@ async def describe_cluster(ctx: RequestContext, request: Struct) -> Any:
         error_code=ErrorCode.NONE,
         error_message=None,
         endpoint_type=BROKERS,
-        cluster_id=broker.cluster_id,
+        cluster_id=s.node.cluster_id,
         controller_id=cache.controller_id if cache.controller_id is not None else -1,
         brokers=brokers,
         cluster_authorized_operations=ops,

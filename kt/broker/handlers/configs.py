@@ -29,11 +29,12 @@ from kt.broker.config import DEFAULTS, log_properties
 from kt.broker.errors import (
     BrokerError,
     InvalidRequestError,
+    ResourceError,
+    TopicError,
     error_code_for,
 )
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.metadata_store import topic_name_problem
-from kt.broker.topic_admin import TopicError
 from kt.broker.topic_configs import (
     LIST_KEYS,
     TOPIC_CONFIGS,
@@ -58,15 +59,6 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
 
-class ResourceError(Exception):
-    """A resource answered with an error code and message."""
-
-    def __init__(self, code: ErrorCode, message: str | None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
 # --- DescribeConfigs --------------------------------------------------------------
 
 
@@ -84,7 +76,7 @@ async def describe_configs(ctx: RequestContext, request: Struct) -> Any:
         try:
             if res.resource_type == TOPIC:
                 # As Kafka's brokers: a topic's config as ZooKeeper holds it now.
-                await ctx.broker.refresh_topic_configs(res.resource_name)
+                await ctx.services.topic_configs.refresh(res.resource_name)
             entries = _describe(ctx, res.resource_type, res.resource_name)
         except ResourceError as exc:
             out.update(error_code=exc.code, error_message=exc.message)
@@ -116,10 +108,10 @@ def _entry(e: DescribedConfig, synonyms: bool, docs: bool) -> dict[str, Any]:
 
 
 def _describe(ctx: RequestContext, rtype: int, name: str) -> list[DescribedConfig]:
-    broker = ctx.broker
+    s = ctx.services
     if rtype == TOPIC:
         info = _topic(ctx, name)
-        cfg = broker.config
+        cfg = s.config
         return describe_topic(info.configs, cfg.given(), cfg.dynamic_defaults, cfg.dynamic_own)
     if rtype == BROKER:
         if not name:
@@ -138,7 +130,7 @@ def _topic(ctx: RequestContext, name: str) -> Any:
     problem = topic_name_problem(name)
     if problem:
         raise ResourceError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
-    info = ctx.broker.metadata.topics.get(name)
+    info = ctx.services.topics.topics.get(name)
     if info is None:
         raise ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
     return info
@@ -151,8 +143,12 @@ def _check_broker_id(ctx: RequestContext, name: str, allow_empty: bool = True) -
         raise ResourceError(
             ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
         ) from None
-    if node != ctx.broker.node_id:
-        expected = f"{ctx.broker.node_id} or empty string" if allow_empty else ctx.broker.node_id
+    if node != ctx.services.node.node_id:
+        expected = (
+            f"{ctx.services.node.node_id} or empty string"
+            if allow_empty
+            else ctx.services.node.node_id
+        )
         raise ResourceError(
             ErrorCode.INVALID_REQUEST,
             f"Unexpected broker id, expected {expected}, but received {name}",
@@ -237,7 +233,7 @@ def _broker_entry(
 def _describe_broker(ctx: RequestContext) -> list[DescribedConfig]:
     """This broker's config: every key kt knows or has a value for, each with its
     effective value and where it comes from."""
-    cfg = ctx.broker.config
+    cfg = ctx.services.config
     defaults, types = _broker_defaults()
     layers = [
         (cfg.dynamic_own, ConfigSource.DYNAMIC_BROKER_CONFIG),
@@ -253,7 +249,7 @@ def _describe_broker(ctx: RequestContext) -> list[DescribedConfig]:
 def _describe_broker_defaults(ctx: RequestContext) -> list[DescribedConfig]:
     """The cluster-wide dynamic defaults alone, as this broker applies them (Kafka
     describes the "" resource from currentDynamicDefaultConfigs)."""
-    cfg = ctx.broker.config
+    cfg = ctx.services.config
     _, types = _broker_defaults()
     layers = [(cfg.dynamic_defaults, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
     return [
@@ -341,7 +337,7 @@ async def incremental_alter_configs(ctx: RequestContext, request: Struct) -> Any
                     )
             ops = [(c.name, c.config_operation, c.value) for c in res.configs]
             if res.resource_type == TOPIC:
-                await ctx.broker.refresh_topic_configs(res.resource_name)
+                await ctx.services.topic_configs.refresh(res.resource_name)
                 info = _topic(ctx, res.resource_name)
                 new = _apply_ops(dict(info.configs), ops)
             else:
@@ -437,19 +433,18 @@ def _check_alter_broker_id(ctx: RequestContext, name: str) -> None:
         raise ResourceError(
             ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}"
         ) from None
-    if node != ctx.broker.node_id:
+    if node != ctx.services.node.node_id:
         raise ResourceError(
             ErrorCode.INVALID_REQUEST,
-            f"Unexpected broker id, expected {ctx.broker.node_id}, but received {name}",
+            f"Unexpected broker id, expected {ctx.services.node.node_id}, but received {name}",
         )
 
 
 async def _stored_broker_configs(ctx: RequestContext, name: str) -> dict[str, str]:
     """A broker's (or with an empty name, the cluster default's) dynamic configs."""
-    membership = ctx.broker.membership
-    if membership is None:
-        return {}
-    return await membership.cluster.get_entity_config("brokers", name or dyn.DEFAULT_ENTITY)
+    return await ctx.services.cluster.cluster_store.get_entity_config(
+        "brokers", name or dyn.DEFAULT_ENTITY
+    )
 
 
 async def _change_broker(
@@ -464,10 +459,9 @@ async def _change_broker(
         raise ResourceError(error_code_for(exc), str(exc)) from None
     if validate_only:
         return
-    membership = ctx.broker.membership
-    if membership is None:
-        raise ResourceError(ErrorCode.INVALID_REQUEST, "the broker has no coordination store")
-    await membership.cluster.set_entity_config("brokers", name or dyn.DEFAULT_ENTITY, new)
+    await ctx.services.cluster.cluster_store.set_entity_config(
+        "brokers", name or dyn.DEFAULT_ENTITY, new
+    )
     log.info(
         "updated dynamic configs of %s: %s",
         f"broker {name}" if name else "the cluster default", sorted(new),
@@ -477,7 +471,7 @@ async def _change_broker(
 def _check_effective(ctx: RequestContext, name: str, new: dict[str, str]) -> None:
     """The broker config the change would give this broker must be valid as a whole
     (Kafka's processReconfiguration, e.g. min > max compaction lag)."""
-    cfg = ctx.broker.config
+    cfg = ctx.services.config
     props = dict(DEFAULTS)
     dyn.overlay(props, cfg.given())
     dyn.overlay(props, cfg.dynamic_defaults if name else new)
@@ -531,7 +525,7 @@ async def _alter(
     *,
     incremental: bool = False,
 ) -> None:
-    broker = ctx.broker
+    s = ctx.services
     if rtype == TOPIC:
         _topic(ctx, name)
         try:
@@ -541,7 +535,7 @@ async def _alter(
         if validate_only:
             return
         try:
-            await broker.admin.alter_topic_configs(name, clean)
+            await s.cluster.admin().alter_topic_configs(name, clean)
         except TopicError as exc:
             raise ResourceError(exc.code, exc.message) from None
         return

@@ -59,7 +59,7 @@ async def leader_and_isr(ctx: RequestContext, request: Struct) -> Any:
     leaders = {b.broker_id: (b.host_name, b.port) for b in request.live_leaders}
     # v5+ says whether it names every partition this broker should host (FULL).
     full = ctx.version >= 5 and request.type == TYPE_FULL
-    error, results = await ctx.broker.replica_manager.become_leader_or_follower(
+    error, results = await ctx.services.replicas.become_leader_or_follower(
         request.controller_id,
         request.controller_epoch,
         request.broker_epoch,
@@ -124,7 +124,7 @@ async def update_metadata(ctx: RequestContext, request: Struct) -> Any:
                 controller_epoch=s.controller_epoch,
             )
             partitions.append((name, tid, s.partition_index, view))
-    error = ctx.broker.replica_manager.update_metadata(
+    error = ctx.services.replicas.update_metadata(
         request.controller_id, request.controller_epoch, request.broker_epoch, brokers, partitions
     )
     return apis.UPDATE_METADATA.response(error_code=error)
@@ -154,7 +154,7 @@ async def stop_replica(ctx: RequestContext, request: Struct) -> Any:
             for s in t.partition_states:
                 changes.append(StopReplicaChange(TopicPartition(t.topic_name, s.partition_index),
                                                  s.leader_epoch, s.delete_partition))  # fmt: skip
-    error, results = await ctx.broker.replica_manager.stop_replicas(
+    error, results = await ctx.services.replicas.stop_replicas(
         request.controller_id, request.controller_epoch, request.broker_epoch, changes
     )
     errors = [

@@ -32,8 +32,8 @@ ElectionResults = dict[TopicPartition, tuple[int, str | None]]
 @handles(apis.CONTROLLED_SHUTDOWN.key, (0, 3))
 async def controlled_shutdown(ctx: RequestContext, request: Struct) -> Any:
     """Move leadership away from the broker that is shutting down."""
-    controller = ctx.broker.controller
-    if controller is None or not controller.active:
+    controller = ctx.services.cluster.active_controller()
+    if controller is None:
         return apis.CONTROLLED_SHUTDOWN.response(
             error_code=ErrorCode.NOT_CONTROLLER, remaining_partitions=[]
         )
@@ -50,8 +50,8 @@ async def controlled_shutdown(ctx: RequestContext, request: Struct) -> Any:
 @handles(apis.ALTER_PARTITION.key, (0, 3))
 async def alter_partition(ctx: RequestContext, request: Struct) -> Any:
     """Validate and write a leader's ISR changes."""
-    controller = ctx.broker.controller
-    if controller is None or not controller.active:
+    controller = ctx.services.cluster.active_controller()
+    if controller is None:
         return apis.ALTER_PARTITION.response(error_code=ErrorCode.NOT_CONTROLLER, topics=[])
     by_id = {t.topic_id: name for name, t in controller.view.topics.items()}
     changes: list[IsrChange] = []
@@ -156,12 +156,12 @@ async def _elect(
 ) -> tuple[int, ElectionResults]:
     """The controller's answer: from our own controller when it is active, else
     through the controller link."""
-    b = ctx.broker
-    controller = b.controller
-    if controller is not None and controller.active:
+    s = ctx.services
+    controller = s.cluster.active_controller()
+    if controller is not None:
         return await controller.elect_leaders(election_type, requested)
-    link = b.membership.controller_link if b.membership is not None else None
-    if link is None or b.metadata.cache.controller_id == b.node_id:
+    link = s.cluster.active_controller_link()
+    if link is None or s.topics.cache.controller_id == s.node.node_id:
         # Not joined yet, or our cache still names us while we are not controller
         # (forwarding would come back here).
         return ErrorCode.NOT_CONTROLLER, {}
@@ -196,8 +196,8 @@ async def _wait_for_leaders(
     """Until this broker's metadata cache shows every elected partition with a
     leader of the requested kind (its preferred replica, or any leader for unclean);
     partitions still waiting at the deadline are answered REQUEST_TIMED_OUT."""
-    b = ctx.broker
-    cache = b.metadata.cache
+    s = ctx.services
+    cache = s.topics.cache
 
     def done(tp: TopicPartition) -> bool:
         p = cache.partition(tp.topic, tp.partition)
@@ -213,6 +213,6 @@ async def _wait_for_leaders(
         remaining = deadline - time.monotonic()
         if not pending or remaining <= 0:
             break
-        await b.replica_manager.metadata_changed(min(remaining, 0.5))
+        await s.replicas.metadata_changed(min(remaining, 0.5))
     for tp in pending:
         results[tp] = (ErrorCode.REQUEST_TIMED_OUT, "Timed out waiting for the new leader")

@@ -44,7 +44,7 @@ READ_COMMITTED = 1
 async def fetch(ctx: RequestContext, request: Struct) -> Any:
     """Read from each requested partition (or the session's), waiting for data
     when asked to."""
-    broker = ctx.broker
+    s = ctx.services
     version = ctx.version
     if version < MIN_VERSION:
         return _all_errors(request, version, ErrorCode.UNSUPPORTED_VERSION)
@@ -62,9 +62,9 @@ async def fetch(ctx: RequestContext, request: Struct) -> Any:
         # The partitions' shared futures: asyncio.wait leaves them as they are.
         arrived = {p.data_arrived() for p in parts}
         await asyncio.wait(arrived, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-        if broker.stopping:
+        if s.node.stopping:
             break
-    error, session_id, results = broker.fetch_sessions.finish(fctx, results, _now_ms())
+    error, session_id, results = s.fetch_sessions.finish(fctx, results, _now_ms())
     return apis.FETCH.response(
         throttle_time_ms=0,
         error_code=error,
@@ -112,7 +112,7 @@ def _session_context(ctx: RequestContext, request: Struct) -> FetchContext:
             for t in request.forgotten_topics_data
             for index in t.partitions
         ]
-    return ctx.broker.fetch_sessions.new_context(
+    return ctx.services.fetch_sessions.new_context(
         session_id,
         epoch,
         requested,
@@ -154,8 +154,8 @@ def _answer_now(results: list[tuple[FetchPartition, dict[str, Any]]]) -> bool:
 def _read_all(
     ctx: RequestContext, request: Struct, partitions: list[FetchPartition]
 ) -> tuple[list[tuple[FetchPartition, dict[str, Any]]], int, list[Partition]]:
-    broker = ctx.broker
-    replicas = broker.replica_manager
+    s = ctx.services
+    replicas = s.replicas
     version = ctx.version
     budget = request.max_bytes if version >= 3 else 2**31 - 1
     committed = version >= 4 and request.isolation_level == READ_COMMITTED
@@ -180,7 +180,7 @@ def _read_all(
         if uses_ids and isinstance(p.key[0], bytes):
             # On every read: a session's cached partition outlives its topic
             # (deleted, or recreated under the same name with a new id).
-            info = broker.metadata.by_id(p.key[0])
+            info = s.topics.by_id(p.key[0])
             name = info.name if info else None
         if name is None:
             entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
@@ -253,7 +253,7 @@ def _read_for_follower(
     is recorded (the HW may move, waiting acks=all produces complete), a diverging
     log is told where to truncate, and a caught-up follower is proposed back into
     the ISR. Returns the bytes sent."""
-    replicas = ctx.broker.replica_manager
+    replicas = ctx.services.replicas
     last_epoch = p.last_fetched_epoch
     start = p.log_start_offset
     try:
@@ -277,7 +277,7 @@ def _read_for_follower(
     sl = read.data
     if sl is None or sl.length == 0 or (limit <= 0 and not first):
         return 0
-    throttles = ctx.broker.replication_throttles
+    throttles = ctx.services.throttles
     if throttles.leader_throttled(part.tp):
         # KIP-73: a listed replica outside the ISR gets no data while the leader's
         # replication quota is exceeded; what it does get counts against the quota.

@@ -28,7 +28,7 @@ CLASSIC_GROUP_TYPE = "classic"
 
 def coordinator(ctx: RequestContext) -> GroupCoordinator:
     """The broker's group coordinator."""
-    return ctx.broker.group_coordinator
+    return ctx.services.groups
 
 
 def client_host(ctx: RequestContext) -> str:
@@ -52,7 +52,7 @@ async def find_coordinator(ctx: RequestContext, request: Struct) -> Any:
             await coordinator(ctx).ensure_topic()
             entry.update(_group_coordinator(ctx, key))
         elif key_type == KEY_TYPE_TRANSACTION:
-            await ctx.broker.transactions.ensure_topic()
+            await ctx.services.transactions.ensure_topic()
             entry.update(_coordinator_of(ctx, TRANSACTION_STATE, key))
         else:
             entry.update(error_code=ErrorCode.INVALID_REQUEST,
@@ -248,7 +248,7 @@ def _group_coordinator(ctx: RequestContext, group_id: str) -> dict[str, Any]:
 
 def _coordinator_of(ctx: RequestContext, topic: str, key: str) -> dict[str, Any]:
     """The live leader of `key`'s partition of an internal topic."""
-    cache = ctx.broker.metadata.cache
+    cache = ctx.services.topics.cache
     count = cache.num_partitions(topic)
     if not count:
         return _not_available()
@@ -256,7 +256,7 @@ def _coordinator_of(ctx: RequestContext, topic: str, key: str) -> dict[str, Any]
     leader = cache.broker(view.leader) if view is not None and view.leader >= 0 else None
     ep = None
     if leader is not None:
-        ep = leader.endpoint(ctx.broker.listener_name) or leader.endpoint()
+        ep = leader.endpoint_for(ctx.services.node.listener_name)
     if leader is None or ep is None:
         return _not_available()
     return {"node_id": leader.broker_id, "host": ep.host, "port": ep.port}

@@ -41,7 +41,7 @@ async def init_producer_id(ctx: RequestContext, request: Struct) -> Any:
     if request.transactional_id is not None:
         return await _transactional(ctx, request)
     try:
-        pid = await ctx.broker.producer_ids.allocate()
+        pid = await ctx.services.allocate_producer_id()
     except (StoreError, RuntimeError) as exc:
         # No block could be claimed (the metadata store is unreachable, or the broker
         # has not joined yet): retriable, the client asks again.
@@ -61,7 +61,7 @@ async def _transactional(ctx: RequestContext, request: Struct) -> Any:
             return _refused(ErrorCode.INVALID_REQUEST)
         if pid != -1:
             expected = (pid, epoch)
-    result = await ctx.broker.transactions.coordinator.init_producer_id(
+    result = await ctx.services.transactions.coordinator.init_producer_id(
         request.transactional_id, request.transaction_timeout_ms, expected
     )
     error = result.error

@@ -28,7 +28,7 @@ UNDEFINED_OFFSET = -1
 @handles(apis.OFFSET_FOR_LEADER_EPOCH.key, (0, 4))
 async def offset_for_leader_epoch(ctx: RequestContext, request: Struct) -> Any:
     """Answer each partition's epoch with (epoch, end offset)."""
-    replicas = ctx.broker.replica_manager
+    replicas = ctx.services.replicas
     check_current = ctx.version >= 2
     topics = []
     for topic in request.topics:

@@ -19,7 +19,7 @@ DEBUGGING_REPLICA_ID = -2
 @handles(apis.LIST_OFFSETS.key, (0, 8))
 async def list_offsets(ctx: RequestContext, request: Struct) -> Any:
     """Answer each partition's timestamp query with an offset (and its timestamp/epoch)."""
-    replicas = ctx.broker.replica_manager
+    replicas = ctx.services.replicas
     committed = ctx.version >= 2 and request.isolation_level == READ_COMMITTED
     topics = []
     for topic in request.topics:

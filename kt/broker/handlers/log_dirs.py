@@ -28,12 +28,12 @@ from kt.storage.checkpoint import TopicPartition
 @handles(apis.DESCRIBE_LOG_DIRS.key, (0, 4))
 async def describe_log_dirs(ctx: RequestContext, request: Struct) -> Any:
     """Describe every log dir, with all partitions or the requested ones."""
-    broker = ctx.broker
+    s = ctx.services
     wanted: set[TopicPartition] | None = None
     if request.topics is not None:
         wanted = {TopicPartition(t.topic, p) for t in request.topics for p in t.partitions}
     results = []
-    for d in broker.logs.log_dirs:
+    for d in s.logs.log_dirs:
         results.append(_describe_dir(ctx, d, wanted))
     return apis.DESCRIBE_LOG_DIRS.response(
         throttle_time_ms=0, error_code=ErrorCode.NONE, results=results
@@ -41,10 +41,10 @@ async def describe_log_dirs(ctx: RequestContext, request: Struct) -> Any:
 
 
 def _describe_dir(ctx: RequestContext, d: Path, wanted: set[TopicPartition] | None) -> Any:
-    broker = ctx.broker
+    s = ctx.services
     out: dict[str, Any] = {"error_code": ErrorCode.NONE, "log_dir": str(d), "topics": [],
                            "total_bytes": -1, "usable_bytes": -1}  # fmt: skip
-    if d in broker.logs.offline_dirs:
+    if d in s.logs.offline_dirs:
         # Kafka: "Log directory ... is offline" -> KAFKA_STORAGE_ERROR, no sizes.
         out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
         return out
@@ -58,11 +58,11 @@ def _describe_dir(ctx: RequestContext, d: Path, wanted: set[TopicPartition] | No
     out["total_bytes"] = st.f_blocks * st.f_frsize
     out["usable_bytes"] = st.f_bavail * st.f_frsize
     by_topic: dict[str, list[dict[str, Any]]] = {}
-    logs = broker.logs
+    logs = s.logs
     for tp, plog in sorted(logs.logs_in(d).items()):
         if wanted is not None and tp not in wanted:
             continue
-        part = broker.replica_manager.get(tp)
+        part = s.replicas.get(tp)
         if part is not None and part.offline:
             continue
         is_future = logs.future_dir_of.get(tp) == d
@@ -93,7 +93,7 @@ def _describe_dir(ctx: RequestContext, d: Path, wanted: set[TopicPartition] | No
 @handles(apis.ALTER_REPLICA_LOG_DIRS.key, (0, 2))
 async def alter_replica_log_dirs(ctx: RequestContext, request: Struct) -> Any:
     """Move each named replica to its log directory; one error code per partition."""
-    rm = ctx.broker.replica_manager
+    rm = ctx.services.replicas
     moves: dict[TopicPartition, str] = {}
     for entry in request.dirs:
         for t in entry.topics:

@@ -11,7 +11,7 @@ from kt.broker.authorization import (
     OPERATIONS_NOT_REQUESTED,
     TOPIC_OPERATIONS,
 )
-from kt.broker.broker import CONSUMER_OFFSETS
+from kt.broker.groups.offsets_log import CONSUMER_OFFSETS
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.metadata.cache import PartitionView
 from kt.broker.metadata_store import INTERNAL_TOPICS, topic_name_problem
@@ -30,8 +30,8 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
     the cluster); without an authorizer all operations applicable to the resource,
     as Kafka's KafkaApis answers. Topics named by an unknown topic id get none.
     """
-    broker = ctx.broker
-    store = broker.metadata
+    s = ctx.services
+    store = s.topics
     cache = store.cache
     requested = request.topics
     allow_create = ctx.version < 4 or request.allow_auto_topic_creation
@@ -74,10 +74,10 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
                 # Made by its coordinator with its own partition count and configs (as
                 # Kafka does), never as a plain topic with num.partitions.
                 if name == CONSUMER_OFFSETS:
-                    await broker.group_coordinator.ensure_topic()
+                    await s.groups.ensure_topic()
                     info = store.topics.get(name)
             elif allow_create:
-                info = await broker.maybe_auto_create(name)
+                info = await s.topic_creation.maybe_auto_create(name)
             if info is None:
                 topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                "name": name, "partitions": [],
@@ -85,7 +85,7 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
                 continue
         partitions = [
             _partition(ctx, name, p, view)
-            for p, view in sorted(broker.metadata.cache.partitions(name).items())
+            for p, view in sorted(s.topics.cache.partitions(name).items())
         ]
         topics.append(
             {
@@ -100,7 +100,7 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
     return apis.METADATA.response(
         throttle_time_ms=0,
         brokers=live_brokers(ctx),
-        cluster_id=broker.cluster_id,
+        cluster_id=s.node.cluster_id,
         controller_id=cache.controller_id if cache.controller_id is not None else -1,
         topics=topics,
         cluster_authorized_operations=cluster_ops,
@@ -110,8 +110,8 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
 def live_brokers(ctx: RequestContext) -> list[dict[str, Any]]:
     """The live brokers as clients see them: each one's endpoint on our listener."""
     out = []
-    for b in ctx.broker.metadata.cache.alive_brokers():
-        ep = b.endpoint(ctx.broker.listener_name) or b.endpoint()
+    for b in ctx.services.topics.cache.alive_brokers():
+        ep = b.endpoint_for(ctx.services.node.listener_name)
         if ep is not None:
             out.append({"node_id": b.broker_id, "host": ep.host, "port": ep.port,
                         "rack": b.rack})  # fmt: skip
@@ -122,14 +122,14 @@ def _partition(ctx: RequestContext, name: str, p: int, view: PartitionView) -> d
     """One partition as the controller described it. A partition without a live
     leader is LEADER_NOT_AVAILABLE. When this broker leads it but its replica sits in
     a failed log directory, it is reported the same way, with our replica offline."""
-    cache = ctx.broker.metadata.cache
+    cache = ctx.services.topics.cache
     offline = list(view.offline_replicas)
     leader = view.leader
-    local = ctx.broker.replica_manager.get(TopicPartition(name, p))
-    if leader == ctx.broker.node_id and (local is None or local.offline):
+    local = ctx.services.replicas.get(TopicPartition(name, p))
+    if leader == ctx.services.node.node_id and (local is None or local.offline):
         leader = -1
-        if ctx.broker.node_id not in offline:
-            offline.append(ctx.broker.node_id)
+        if ctx.services.node.node_id not in offline:
+            offline.append(ctx.services.node.node_id)
     error = (
         ErrorCode.NONE
         if leader >= 0 and cache.is_alive(leader)

@@ -24,6 +24,7 @@ from typing import Any
 from kt.broker import timeline
 from kt.broker.errors import (
     BrokerError,
+    CloseConnection,
     InvalidProducerIdMappingError,
     InvalidRecordError,
     error_code_for,
@@ -76,7 +77,7 @@ async def produce(ctx: RequestContext, request: Struct) -> Any:
         responses.append({"name": topic.name, "partition_responses": parts})
     guards: dict[TopicPartition, VerificationGuard] = {}
     refused: dict[TopicPartition, tuple[BrokerError, str | None]] = {}
-    replicas = ctx.broker.replica_manager
+    replicas = ctx.services.replicas
     if request.transactional_id is not None and replicas.txn_verification_enabled and accepted:
         try:
             guards, refused = await _verify_transactional(ctx, request.transactional_id,
@@ -108,8 +109,6 @@ async def produce(ctx: RequestContext, request: Struct) -> Any:
             if p["error_code"] != ErrorCode.NONE
         ]
         if failed:
-            from kt.broker.network import CloseConnection
-
             raise CloseConnection(f"acks=0 produce failed: {failed[:5]}")
         return None
     if not required:
@@ -118,7 +117,7 @@ async def produce(ctx: RequestContext, request: Struct) -> Any:
     # request's timeout (the records stay written either way). The appends are done:
     # while this waits, the connection's next Produce is appended (the network layer
     # still answers in request order).
-    replicas = ctx.broker.replica_manager
+    replicas = ctx.services.replicas
     op = replicas.watch_replication(
         {tp: offset for tp, (offset, _) in required.items()}, request.timeout_ms
     )
@@ -158,8 +157,6 @@ def _has_transactional(request: Struct) -> bool:
 def _refuse_all(request: Struct, code: ErrorCode) -> Any:
     """The same error for every partition of the request (nothing written)."""
     if request.acks == 0:
-        from kt.broker.network import CloseConnection
-
         raise CloseConnection(f"produce refused: {code.name}")
     responses = [
         {
@@ -188,7 +185,7 @@ def _request_problem(
     # As Kafka's KafkaApis: a partition the metadata does not know is refused (Produce
     # never creates topics; the producer's Metadata request does), then the request's
     # records are checked, all with a null error message.
-    info = ctx.broker.metadata.topics.get(topic)
+    info = ctx.services.topics.topics.get(topic)
     if info is None or not 0 <= index < info.partitions:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     problem = records_problem(records, version)
@@ -214,7 +211,7 @@ async def _verify_transactional(
     each verified partition and the error of each refused one (with the message
     Kafka sends for it, if any). Raises
     InvalidProducerIdMappingError when the batches carry several producer ids."""
-    replicas = ctx.broker.replica_manager
+    replicas = ctx.services.replicas
     guards: dict[TopicPartition, VerificationGuard] = {}
     refused: dict[TopicPartition, tuple[BrokerError, str | None]] = {}
     producers: set[int] = set()
@@ -241,7 +238,7 @@ async def _verify_transactional(
         )
     if asker is None:
         return guards, refused
-    unverified = await ctx.broker.transactions.verifier.verify(
+    unverified = await ctx.services.transactions.verifier.verify(
         transactional_id, asker[0], asker[1], [(tp.topic, tp.partition) for tp in guards]
     )
     for (topic, index), code in unverified.items():
@@ -263,7 +260,7 @@ def _append_one(
     """One partition's append, filling its response entry; the offset after the last
     record written (None when nothing was written)."""
     try:
-        result = ctx.broker.replica_manager.append_records(
+        result = ctx.services.replicas.append_records(
             tp.topic, tp.partition, records, now_ms=int(time.time() * 1000), acks=acks,
             verification_guard=guard,
         )  # fmt: skip

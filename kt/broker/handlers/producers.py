@@ -13,7 +13,7 @@ from kt.protocol import ErrorCode, Struct, apis
 @handles(apis.DESCRIBE_PRODUCERS.key, (0, 0))
 async def describe_producers(ctx: RequestContext, request: Struct) -> Any:
     """Each requested partition's active producers."""
-    replicas = ctx.broker.replica_manager
+    replicas = ctx.services.replicas
     topics = []
     for topic in request.topics:
         parts = []

@@ -17,14 +17,14 @@ from kt.storage.checkpoint import TopicPartition
 @handles(apis.ALTER_PARTITION_REASSIGNMENTS.key, (0, 0))
 async def alter_partition_reassignments(ctx: RequestContext, request: Struct) -> Any:
     """Start, change or cancel (replicas = null) partitions' reassignments."""
-    controller = ctx.broker.controller
+    controller = ctx.services.cluster.active_controller()
     requested: dict[TopicPartition, list[int] | None] = {}
     for t in request.topics:
         for p in t.partitions:
             replicas = None if p.replicas is None else list(p.replicas)
             requested[TopicPartition(t.name, p.partition_index)] = replicas
     results = None
-    if controller is not None and controller.active:
+    if controller is not None:
         results = await controller.alter_partition_reassignments(requested)
     if results is None:
         return apis.ALTER_PARTITION_REASSIGNMENTS.response(
@@ -47,12 +47,12 @@ async def alter_partition_reassignments(ctx: RequestContext, request: Struct) ->
 @handles(apis.LIST_PARTITION_REASSIGNMENTS.key, (0, 0))
 async def list_partition_reassignments(ctx: RequestContext, request: Struct) -> Any:
     """The reassignments in progress (of the listed partitions, or all)."""
-    controller = ctx.broker.controller
+    controller = ctx.services.cluster.active_controller()
     tps = None
     if request.topics is not None:
         tps = [TopicPartition(t.name, i) for t in request.topics for i in t.partition_indexes]
     found = None
-    if controller is not None and controller.active:
+    if controller is not None:
         found = await controller.list_partition_reassignments(tps)
     if found is None:
         return apis.LIST_PARTITION_REASSIGNMENTS.response(

@@ -24,7 +24,7 @@ log = logging.getLogger("kt.broker.records")
 @handles(apis.DELETE_RECORDS.key, (0, 2))
 async def delete_records(ctx: RequestContext, request: Struct) -> Any:
     """Delete the records before each requested offset."""
-    broker = ctx.broker
+    s = ctx.services
     moved = False
     topics = []
     for topic in request.topics:
@@ -37,7 +37,7 @@ async def delete_records(ctx: RequestContext, request: Struct) -> Any:
         topics.append({"name": topic.name, "partitions": parts})
     if moved:
         try:
-            broker.logs.checkpoint_log_start_offsets()
+            s.logs.checkpoint_log_start_offsets()
         except OSError as exc:
             log.error("cannot checkpoint log start offsets: %s", exc)
     return apis.DELETE_RECORDS.response(throttle_time_ms=0, topics=topics)
@@ -45,7 +45,7 @@ async def delete_records(ctx: RequestContext, request: Struct) -> Any:
 
 def _delete_before(ctx: RequestContext, topic: str, index: int, offset: int) -> tuple[int, int]:
     try:
-        low = ctx.broker.replica_manager.delete_records(topic, index, offset)
+        low = ctx.services.replicas.delete_records(topic, index, offset)
     except (BrokerError, OffsetOutOfRangeError) as exc:
         return error_code_for(exc), -1
     return ErrorCode.NONE, low

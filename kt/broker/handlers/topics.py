@@ -14,8 +14,8 @@ import uuid
 from collections import Counter
 from typing import Any
 
+from kt.broker.errors import TopicError
 from kt.broker.handlers import RequestContext, handles
-from kt.broker.topic_admin import TopicError
 from kt.broker.topic_configs import describe_topic
 from kt.protocol import ErrorCode, Struct, apis
 
@@ -25,7 +25,7 @@ _ZERO_UUID = uuid.UUID(int=0)
 @handles(apis.CREATE_TOPICS.key, (0, 7))
 async def create_topics(ctx: RequestContext, request: Struct) -> Any:
     """Create (or with validate_only, check) each requested topic."""
-    broker = ctx.broker
+    s = ctx.services
     validate_only = ctx.version >= 1 and bool(request.validate_only)
     counts = Counter(t.name for t in request.topics)
     results = []
@@ -57,7 +57,7 @@ async def create_topics(ctx: RequestContext, request: Struct) -> Any:
                     "config_source": int(c.source),
                     "is_sensitive": c.is_sensitive,
                 }
-                for c in describe_topic(info.configs, broker.config_given())
+                for c in describe_topic(info.configs, s.topic_configs.given())
             ],
         )
         results.append(result)
@@ -67,7 +67,7 @@ async def create_topics(ctx: RequestContext, request: Struct) -> Any:
 async def _create_one(
     ctx: RequestContext, topic: Struct, validate_only: bool, timeout_ms: int
 ) -> Any:
-    broker = ctx.broker
+    s = ctx.services
     if topic.name in ("__cluster_metadata",):
         raise TopicError(
             ErrorCode.INVALID_REQUEST,
@@ -98,10 +98,10 @@ async def _create_one(
                 "Number of partitions was set to an invalid non-positive value.",
             )
         if partitions == -1:
-            partitions = broker.config.get_int("num.partitions")
+            partitions = s.config.get_int("num.partitions")
         if factor == -1:
-            factor = broker.config.get_int("default.replication.factor")
-    return await broker.admin.create_topic(
+            factor = s.config.get_int("default.replication.factor")
+    return await s.cluster.admin().create_topic(
         topic.name,
         partitions,
         factor,
@@ -132,7 +132,9 @@ def _manual_assignment(ctx: RequestContext, topic: Struct) -> dict[int, list[int
                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 f"Found multiple manual partition assignments for partition {a.partition_index}",
             )
-        problem = ctx.broker.admin.replica_assignment_problem(list(a.broker_ids), factor)
+        problem = ctx.services.cluster.admin().replica_assignment_problem(
+            list(a.broker_ids), factor
+        )
         if problem:
             raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
         factor = len(a.broker_ids)
@@ -148,7 +150,7 @@ def _manual_assignment(ctx: RequestContext, topic: Struct) -> dict[int, list[int
 @handles(apis.DELETE_TOPICS.key, (0, 6))
 async def delete_topics(ctx: RequestContext, request: Struct) -> Any:
     """Delete topics by name (v0-5 topic_names, v6 topics) or by id (v6)."""
-    broker = ctx.broker
+    s = ctx.services
     version = ctx.version
     responses: list[dict[str, Any]] = []
 
@@ -160,7 +162,7 @@ async def delete_topics(ctx: RequestContext, request: Struct) -> Any:
         wanted = [(t.name, t.topic_id or _ZERO_UUID) for t in request.topics]
     else:
         wanted = [(n, _ZERO_UUID) for n in request.topic_names]
-    if not broker.config.get_bool("delete.topic.enable"):
+    if not s.config.get_bool("delete.topic.enable"):
         code = ErrorCode.TOPIC_DELETION_DISABLED if version >= 3 else ErrorCode.INVALID_REQUEST
         for name, tid in wanted:
             respond(name, tid, code, "Topic deletion is disabled.")
@@ -183,20 +185,20 @@ async def delete_topics(ctx: RequestContext, request: Struct) -> Any:
             respond(None, tid, ErrorCode.INVALID_REQUEST, "Duplicate topic id.")
             continue
         if name is None:
-            info = broker.metadata.by_id(tid.bytes)
+            info = s.topics.by_id(tid.bytes)
             if info is None:
                 respond(None, tid, ErrorCode.UNKNOWN_TOPIC_ID,
                         "This server does not host this topic ID.")  # fmt: skip
                 continue
             name = info.name
-        info = broker.metadata.topics.get(name)
+        info = s.topics.topics.get(name)
         if info is None:
             respond(name, tid, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                     "This server does not host this topic-partition.")  # fmt: skip
             continue
         topic_id = uuid.UUID(bytes=info.topic_id)
         try:
-            await broker.admin.delete_topic(name, timeout_s=max(0, request.timeout_ms) / 1000)
+            await s.cluster.admin().delete_topic(name, timeout_s=max(0, request.timeout_ms) / 1000)
         except TopicError as exc:
             respond(name, topic_id, exc.code, exc.message)
             continue
@@ -207,7 +209,7 @@ async def delete_topics(ctx: RequestContext, request: Struct) -> Any:
 @handles(apis.CREATE_PARTITIONS.key, (0, 3))
 async def create_partitions(ctx: RequestContext, request: Struct) -> Any:
     """Grow topics to the requested partition counts."""
-    broker = ctx.broker
+    s = ctx.services
     counts = Counter(t.name for t in request.topics)
     results = []
     for topic in request.topics:
@@ -221,7 +223,7 @@ async def create_partitions(ctx: RequestContext, request: Struct) -> Any:
                 else [list(a.broker_ids) for a in topic.assignments]
             )
             try:
-                await broker.admin.add_partitions(
+                await s.cluster.admin().add_partitions(
                     topic.name,
                     topic.count,
                     validate_only=bool(request.validate_only),

@@ -24,7 +24,7 @@ TopicPartitionT = tuple[str, int]
 
 
 def _coordinator(ctx: RequestContext) -> TransactionCoordinator:
-    return ctx.broker.transactions.coordinator
+    return ctx.services.transactions.coordinator
 
 
 def _fenced_for(version: int, fenced_since: int, error: ErrorCode) -> ErrorCode:
@@ -48,7 +48,7 @@ async def _add_one(
     coord = _coordinator(ctx)
     if verify_only:
         return coord.verify_partitions(tid, pid, epoch, wanted)
-    cache = ctx.broker.metadata.cache
+    cache = ctx.services.topics.cache
     missing = {tp for tp in wanted if cache.partition(*tp) is None}
     if missing:
         return {tp: E.UNKNOWN_TOPIC_OR_PARTITION if tp in missing else E.OPERATION_NOT_ATTEMPTED
@@ -83,7 +83,7 @@ async def add_partitions_to_txn(ctx: RequestContext, request: Struct) -> Any:
 async def add_offsets_to_txn(ctx: RequestContext, request: Struct) -> Any:
     """Add the group's `__consumer_offsets` partition to the transaction, so its
     TxnOffsetCommit is committed or aborted with it."""
-    partition = ctx.broker.group_coordinator.partition_for(request.group_id)
+    partition = ctx.services.groups.partition_for(request.group_id)
     error = await _coordinator(ctx).add_partitions(
         request.transactional_id, request.producer_id, request.producer_epoch,
         [(CONSUMER_OFFSETS, partition)],

@@ -32,8 +32,8 @@ async def write_txn_markers(ctx: RequestContext, request: Struct) -> Any:
         )
         for m in request.markers
     ]
-    timeout_ms = ctx.broker.config.get_int("request.timeout.ms")
-    results = await ctx.broker.replica_manager.write_txn_markers(markers, timeout_ms)
+    timeout_ms = ctx.services.config.get_int("request.timeout.ms")
+    results = await ctx.services.replicas.write_txn_markers(markers, timeout_ms)
     by_producer: dict[int, dict[str, dict[int, ErrorCode]]] = {}
     for marker, errors in zip(markers, results, strict=True):
         topics = by_producer.setdefault(marker.producer_id, {})

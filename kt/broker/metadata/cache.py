@@ -46,6 +46,12 @@ class LiveBroker:
                 return ep
         return None
 
+    def endpoint_for(self, listener: str) -> Endpoint | None:
+        """Where to reach this broker from `listener`'s side: that listener's
+        endpoint, else its first one (a broker registered with other names). The
+        one rule for "the endpoint of broker N" (clients, links, coordinators)."""
+        return self.endpoint(listener) or self.endpoint()
+
 
 @dataclass(frozen=True, slots=True)
 class PartitionView:

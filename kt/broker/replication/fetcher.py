@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kt.broker import timeline
+from kt.broker.errors import LeaderEndpointError
 from kt.broker.fetch_sessions import INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from kt.broker.partition import Partition
 from kt.broker.replication.quota import ReplicationThrottles
@@ -88,14 +89,6 @@ class FetcherConfig:
             backoff_ms=get("replica.fetch.backoff.ms", d.backoff_ms),
             socket_timeout_ms=get("replica.socket.timeout.ms", d.socket_timeout_ms),
         )
-
-
-class LeaderEndpointError(Exception):
-    """The leader answered an offsets request with an error code."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 class LeaderEndpoint(Protocol):

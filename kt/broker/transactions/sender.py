@@ -12,48 +12,30 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from kt.broker.controller.channel import BrokerLink
-from kt.broker.controller.links import LinkPool, LoopbackLink, NetworkLink
+from kt.broker.controller.links import LinkPool
 from kt.broker.transactions.markers import NO_LEADER, TxnMarker
 from kt.protocol import apis
 
 if TYPE_CHECKING:
-    from kt.broker.broker import Broker
+    from kt.broker.controller.links import PeerLinks
+    from kt.broker.metadata.cache import MetadataCache
 
 TopicPartitionT = tuple[str, int]
-
-
-def broker_link(broker: Broker, broker_id: int, client_id: str) -> BrokerLink:
-    """A link from `broker` to `broker_id`: through the codec without a socket when
-    that is `broker` itself, else a reconnecting connection to the address the
-    metadata cache has for it (inter-broker listener)."""
-    if broker_id == broker.node_id:
-        return LoopbackLink(broker, client_id=client_id)
-
-    def address() -> tuple[str, int] | None:
-        info = broker.metadata.cache.broker(broker_id)
-        if info is None:
-            return None
-        ep = info.endpoint(broker.listener_name) or info.endpoint()
-        return (ep.host, ep.port) if ep is not None else None
-
-    return NetworkLink(address, broker_id=broker_id, client_id=client_id)
 
 
 class BrokerMarkerSender:
     """Sends markers from a broker to partition leaders (itself included)."""
 
-    def __init__(self, broker: Broker, *, timeout_s: float = 30.0) -> None:
-        self.broker = broker
+    def __init__(self, cache: MetadataCache, peers: PeerLinks, *, timeout_s: float = 30.0) -> None:
+        self.cache = cache
         self.timeout_s = timeout_s
-        self._links = LinkPool(
-            lambda broker_id: broker_link(broker, broker_id, f"broker-{broker.node_id}-txn-markers")
-        )
+        client_id = f"broker-{peers.node_id}-txn-markers"
+        self._links = LinkPool(lambda broker_id: peers.link(broker_id, client_id))
 
     def leader_of(self, topic: str, partition: int) -> int | None:
         """The live leader from the metadata cache (NO_LEADER while none; None when
         the partition is unknown)."""
-        cache = self.broker.metadata.cache
+        cache = self.cache
         view = cache.partition(topic, partition)
         if view is None:
             return None

@@ -1,66 +1,72 @@
-"""The transaction coordinator of a broker: built from its config and wired to the
-replica manager's leadership changes (as the group coordinator is); and the
+"""The transaction coordinator of a broker: its state manager over the
+`__transaction_state` log, its marker sender and the producer-id source, plus the
 broker's partition-leader side of transactions, the `TxnVerifier` that asks
-coordinators to verify a transactional produce (KIP-890)."""
+coordinators to verify a transactional produce (KIP-890).
+
+Leadership changes of `__transaction_state` partitions reach it through the
+broker's one internal-topic leadership dispatcher (`on_election` /
+`on_resignation`, kt.broker.coordinator_leadership)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from kt.broker.groups.offsets_log import partition_for
 from kt.broker.transactions.coordinator import TransactionCoordinator, TxnSettings
-from kt.broker.transactions.sender import BrokerMarkerSender, broker_link
+from kt.broker.transactions.sender import BrokerMarkerSender
 from kt.broker.transactions.state_log import TRANSACTION_STATE, TransactionLogStore
 from kt.broker.transactions.state_manager import TransactionStateManager
 from kt.broker.transactions.verifier import TxnVerifier
-from kt.storage.checkpoint import TopicPartition
 
 if TYPE_CHECKING:
-    from kt.broker.broker import Broker
-    from kt.broker.partition import Partition
+    from kt.broker.controller.links import PeerLinks
+    from kt.broker.metadata.cache import MetadataCache
 
 
 class TransactionService:
     """Owns the broker's transaction coordinator, its log, its marker sender and the
     produce verifier."""
 
-    def __init__(self, broker: Broker) -> None:
-        settings = TxnSettings.from_config(broker.config)
-        self.store = TransactionLogStore(broker)
-        self.state = TransactionStateManager(self.store, write_timeout_ms=settings.write_timeout_ms)
-        self.sender = BrokerMarkerSender(broker, timeout_s=settings.write_timeout_ms / 1000)
+    def __init__(
+        self,
+        settings: TxnSettings,
+        store: TransactionLogStore,
+        cache: MetadataCache,
+        peers: PeerLinks,
+        allocate_producer_id: Callable[[], Awaitable[int]],
+    ) -> None:
+        self.store = store
+        self.state = TransactionStateManager(store, write_timeout_ms=settings.write_timeout_ms)
+        self.sender = BrokerMarkerSender(cache, peers, timeout_s=settings.write_timeout_ms / 1000)
         self.coordinator = TransactionCoordinator(
-            self.state, self.sender, broker.producer_ids.allocate, settings
+            self.state, self.sender, allocate_producer_id, settings
         )
         # Verify-only AddPartitionsToTxn to the coordinators, for produce.
+        client_id = f"broker-{peers.node_id}-txn-verification"
         self.verifier = TxnVerifier(
-            lambda tid: coordinator_of(broker, tid),
-            lambda node: broker_link(broker, node, f"broker-{broker.node_id}-txn-verification"),
+            lambda tid: coordinator_of(cache, tid),
+            lambda node: peers.link(node, client_id),
             timeout_s=settings.write_timeout_ms / 1000,
         )
         self._started = False
-        state = self.state
 
-        def on_leadership(leaders: list[Partition], followers: list[Partition], _: Any) -> None:
-            if not self._started:
-                return
-            resigned = [p.tp.partition for p in followers if p.tp.topic == TRANSACTION_STATE]
-            elected = [p.tp.partition for p in leaders if p.tp.topic == TRANSACTION_STATE]
-            if resigned:
-                state.on_resignation(resigned)
-            if elected:
-                state.on_election(elected)
+    def on_election(self, partitions: list[int]) -> None:
+        """`__transaction_state` partitions became led here: load them (once started)."""
+        if self._started:
+            self.state.on_election(partitions)
 
-        def on_stopped(tps: list[TopicPartition]) -> None:
-            stopped = [tp.partition for tp in tps if tp.topic == TRANSACTION_STATE]
-            if stopped:
-                state.on_resignation(stopped)
+    def on_resignation(self, partitions: list[int]) -> None:
+        """`__transaction_state` partitions are no longer led here (once started)."""
+        if self._started:
+            self.state.on_resignation(partitions)
 
-        broker.replica_manager.leadership_listeners.append(on_leadership)
-        broker.replica_manager.stop_listeners.append(on_stopped)
+    def on_stopped(self, partitions: list[int]) -> None:
+        """`__transaction_state` replicas stopped here (StopReplica): unload them."""
+        self.state.on_resignation(partitions)
 
     async def start(self) -> None:
-        """Load the partitions led now; later changes come through the listeners."""
+        """Load the partitions led now; later changes come through the dispatcher."""
         self._started = True
         self.state.on_election(self.store.led_partitions())
         await self.state.wait_loaded()
@@ -83,11 +89,10 @@ class TransactionService:
         await self.sender.close()
 
 
-def coordinator_of(broker: Broker, transactional_id: str) -> int | None:
+def coordinator_of(cache: MetadataCache, transactional_id: str) -> int | None:
     """The live broker leading the `__transaction_state` partition of the id, as the
     metadata cache knows it (Kafka's AddPartitionsToTxnManager.getTransactionCoordinator);
     None while the topic does not exist or the partition has no live leader."""
-    cache = broker.metadata.cache
     count = cache.num_partitions(TRANSACTION_STATE)
     if not count:
         return None

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from kt.broker.groups.offsets_log import LogRecordStore, MemoryRecordStore, Record, RecordStore
 from kt.broker.transactions.metadata import TransactionMetadata, TxnState, TxnTransit
@@ -26,9 +26,6 @@ from kt.protocol.coordinator_records import (
 )
 from kt.protocol.errors import DecodeError
 from kt.storage.checkpoint import TopicPartition
-
-if TYPE_CHECKING:
-    from kt.broker.broker import Broker
 
 log = logging.getLogger("kt.broker.transactions")
 
@@ -50,21 +47,18 @@ class TransactionLogStore(LogRecordStore):
 
     topic = TRANSACTION_STATE
 
-    def __init__(self, broker: Broker) -> None:
-        super().__init__(broker)
-
     def partition_count(self) -> int:
         """Partitions of the topic: as created, or as configured while it is not."""
-        info = self.broker.metadata.topics.get(TRANSACTION_STATE)
+        info = self.topics.get(TRANSACTION_STATE)
         if info is None:
-            return self.broker.config.get_int("transaction.state.log.num.partitions")
+            return self.config.get_int("transaction.state.log.num.partitions")
         return info.partitions
 
     async def ensure(self) -> None:
         """Create the topic (once, on first use) with Kafka's settings for it."""
-        if TRANSACTION_STATE in self.broker.metadata.topics:
+        if TRANSACTION_STATE in self.topics.topics:
             return
-        cfg = self.broker.config
+        cfg = self.config
         factor = cfg.get_int("transaction.state.log.replication.factor")
         min_isr = cfg.get_int("transaction.state.log.min.isr")
         if cfg.zookeeper_connect is None:
@@ -79,7 +73,7 @@ class TransactionLogStore(LogRecordStore):
             "unclean.leader.election.enable": "false",
             "compression.type": "uncompressed",
         }
-        info = await self.broker.ensure_internal_topic(
+        info = await self.creator.ensure_internal_topic(
             TRANSACTION_STATE,
             cfg.get_int("transaction.state.log.num.partitions"),
             configs,
@@ -91,7 +85,7 @@ class TransactionLogStore(LogRecordStore):
 
     def leader_epoch(self, partition: int) -> int:
         """The leader epoch of a partition hosted here (-1 otherwise)."""
-        part = self.broker.replica_manager.get(TopicPartition(TRANSACTION_STATE, partition))
+        part = self.replicas.get(TopicPartition(TRANSACTION_STATE, partition))
         return part.leader_epoch if part is not None else -1
 
 

@@ -15,6 +15,7 @@ from kt.broker.config import load_config
 from kt.broker.handlers import HANDLERS, RequestContext, load_all, resolve
 from kt.broker.metadata_store import TopicInfo
 from kt.broker.server import RunningBroker
+from kt.broker.services import HandlerServices
 from kt.protocol import Struct, decode_request, decode_response, encode_request, encode_response
 
 
@@ -69,13 +70,21 @@ async def resolve_call(call: Coroutine[Any, Any, Any]) -> Any:
     return await resolve(await call)
 
 
-def call(broker: InProcessBroker, api: Any, version: int, body: Any) -> Struct | None:
-    """One request through its handler: the decoded response body (None: no response)."""
+def call(
+    broker: InProcessBroker,
+    api: Any,
+    version: int,
+    body: Any,
+    services: HandlerServices | None = None,
+) -> Struct | None:
+    """One request through its handler: the decoded response body (None: no response).
+    `services` replaces the broker's (a test giving a handler only what it uses)."""
     load_all()
     frame = encode_request(api.key, version, 1, body, "kt-test", size_prefix=False)
     header, request = decode_request(bytearray(frame))
     assert request is not None
-    ctx = RequestContext(broker.broker, header, "127.0.0.1", 1)
+    given = broker.broker.services if services is None else services
+    ctx = RequestContext(given, header, "127.0.0.1", 1)
     response = broker.run(resolve_call(HANDLERS[api.key](ctx, request)))
     if response is None:
         return None

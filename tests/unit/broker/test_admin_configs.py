@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from kt.broker.handlers.configs import APPEND, DELETE, SET, SUBTRACT, ResourceError, _apply_ops
+from kt.broker.errors import ResourceError
+from kt.broker.handlers.configs import APPEND, DELETE, SET, SUBTRACT, _apply_ops
 from kt.broker.topic_configs import (
     TOPIC_CONFIGS,
     ConfigSource,

@@ -13,7 +13,8 @@ import pytest
 from handler_harness import call, open_broker
 
 from kt.broker.authorization import CLUSTER_OPERATIONS, OPERATIONS_NOT_REQUESTED
-from kt.broker.broker import Broker, TopicError
+from kt.broker.broker import Broker
+from kt.broker.errors import TopicError
 from kt.protocol import ErrorCode, apis
 from kt.storage import record_batch as v2
 from kt.storage.compression import Codec
@@ -102,7 +103,7 @@ def test_zstd_needs_produce_v7(broker: Broker) -> None:
 
 
 def test_produce_never_creates_topics(broker: Broker) -> None:
-    assert broker.auto_create_enabled()
+    assert broker.topic_creator.auto_create_enabled()
     got = produce(broker, "nobody", batch((b"k", b"v")))
     assert got.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert "nobody" not in broker.metadata.topics

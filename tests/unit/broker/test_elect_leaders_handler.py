@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from handler_harness import InProcessBroker, call, open_broker
 
+from kt.broker.services import HandlerServices
 from kt.protocol import ErrorCode, apis, decode_response, encode_response
 
 
@@ -23,7 +25,7 @@ def broker(tmp_path: Path) -> Iterator[InProcessBroker]:
 
 
 def elect(b: InProcessBroker, version: int, parts: list[tuple[str, int]] | None,
-          election_type: int = 0) -> Any:  # fmt: skip
+          election_type: int = 0, services: HandlerServices | None = None) -> Any:  # fmt: skip
     topics: dict[str, list[int]] = {}
     for t, p in parts or []:
         topics.setdefault(t, []).append(p)
@@ -34,7 +36,7 @@ def elect(b: InProcessBroker, version: int, parts: list[tuple[str, int]] | None,
         else [{"topic": t, "partitions": ps} for t, ps in topics.items()],
         timeout_ms=5000,
     )
-    return call(b, apis.ELECT_LEADERS, version, body)
+    return call(b, apis.ELECT_LEADERS, version, body, services)
 
 
 def results(resp: Any) -> dict[tuple[str, int], tuple[int, str | None]]:
@@ -109,18 +111,20 @@ class FakeLink:
 
 
 def test_a_broker_that_is_not_the_controller_forwards(broker: InProcessBroker) -> None:
+    # The handler gets only what it uses: this node, the topics it knows, the replica
+    # manager (to wait for metadata), and a cluster whose controller is elsewhere.
     b = broker.broker
-    assert b.membership is not None
-    controller, link = b.controller, b.membership.controller_link
     fake = FakeLink()
+    cluster = SimpleNamespace(active_controller=lambda: None, active_controller_link=lambda: fake)
+    services = HandlerServices.only(
+        node=b.node, topics=b.metadata, replicas=b.replica_manager, cluster=cluster
+    )
     try:
-        b.controller = None
-        b.membership.controller_link = fake  # type: ignore[assignment]
         # Our cache still names us as controller: forwarding would come back here.
-        resp = elect(broker, 2, [("t", 0)])
+        resp = elect(broker, 2, [("t", 0)], services=services)
         assert resp.error_code == ErrorCode.NOT_CONTROLLER and fake.sent == []
         b.metadata.cache.controller_id = 2
-        resp = elect(broker, 2, [("t", 0)], 1)
+        resp = elect(broker, 2, [("t", 0)], 1, services=services)
         assert resp.error_code == ErrorCode.NONE
         assert results(resp) == {("t", 0): (ErrorCode.ELECTION_NOT_NEEDED, None)}
         assert fake.sent == [
@@ -131,5 +135,4 @@ def test_a_broker_that_is_not_the_controller_forwards(broker: InProcessBroker) -
             }
         ]
     finally:
-        b.controller, b.membership.controller_link = controller, link
         b.metadata.cache.controller_id = b.node_id

@@ -12,13 +12,12 @@ from typing import Any, cast
 import pytest
 from replication_helpers import new_partition, state
 
-from kt.broker.errors import NotLeaderOrFollowerError
+from kt.broker.errors import AppendError, NotLeaderOrFollowerError
 from kt.broker.groups import CoordinatorSettings, GroupCoordinator, GroupState
 from kt.broker.groups.coordinator import JoinRequest, JoinResult
 from kt.broker.groups.group import OffsetEntry
 from kt.broker.groups.offsets_log import (
     CONSUMER_OFFSETS,
-    AppendError,
     LogRecordStore,
     MemoryRecordStore,
     partition_for,
@@ -305,9 +304,10 @@ class FakeReplicaManager:
         part.offline = True
 
 
-class FakeBroker:
-    def __init__(self, part: Partition) -> None:
-        self.replica_manager = FakeReplicaManager(part)
+def _log_store(part: Partition) -> LogRecordStore:
+    """The offsets log over one partition: only the replica manager is used here."""
+    unused = cast(Any, None)
+    return LogRecordStore(cast(Any, FakeReplicaManager(part)), unused, unused, unused)
 
 
 def offsets_partition(tmp_path: Path, *, min_isr: int = 1) -> Partition:
@@ -320,7 +320,7 @@ def test_log_store_waits_for_the_high_watermark(tmp_path: Path) -> None:
     async def t() -> None:
         part = offsets_partition(tmp_path)
         assert part.make_leader(state(1, 1, [1, 2]))
-        store = LogRecordStore(cast(Any, FakeBroker(part)))
+        store = _log_store(part)
         assert store.led_partitions() == [0]
         end = store.append(0, [(b"k", b"v")])
         assert end == 1 and part.high_watermark == 0
@@ -352,7 +352,7 @@ def test_log_store_min_isr_and_timeout(tmp_path: Path) -> None:
     async def t() -> None:
         part = offsets_partition(tmp_path, min_isr=2)
         assert part.make_leader(state(1, 1, [1], [1, 2]))
-        store = LogRecordStore(cast(Any, FakeBroker(part)))
+        store = _log_store(part)
         with pytest.raises(AppendError) as err:
             store.append(0, [(b"k", b"v")])
         assert err.value.code == E.NOT_ENOUGH_REPLICAS

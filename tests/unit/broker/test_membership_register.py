@@ -15,6 +15,7 @@ import pytest
 from kt.broker.membership import ClusterMembership, MembershipError
 from kt.broker.metadata import znodes
 from kt.broker.metadata.cluster_store import BrokerIdInUseError
+from kt.broker.services import NodeState
 
 ENDPOINTS = (znodes.Endpoint("PLAINTEXT", "127.0.0.1", 9092),)
 
@@ -42,16 +43,13 @@ class ScriptedCluster:
 
 
 def _membership(cluster: ScriptedCluster) -> ClusterMembership:
-    broker = SimpleNamespace(
-        node_id=1,
-        broker_epoch=-1,
-        advertised_listeners=lambda: [
-            SimpleNamespace(name="PLAINTEXT", host="127.0.0.1", port=9092)
-        ],
-        config=SimpleNamespace(rack=None, get_int=lambda key: 6000),
-    )
+    # Only what registering uses: the node, its listeners, rack and session timeout.
     m = ClusterMembership.__new__(ClusterMembership)
-    m.broker = broker  # type: ignore[assignment]
+    m._node = NodeState(1, "PLAINTEXT")
+    m._advertised_listeners = lambda: [  # type: ignore[assignment,return-value]
+        SimpleNamespace(name="PLAINTEXT", host="127.0.0.1", port=9092, protocol="PLAINTEXT")
+    ]
+    m._config = SimpleNamespace(rack=None, get_int=lambda key: 6000)  # type: ignore[assignment]
     m.cluster = cluster  # type: ignore[assignment]
     return m
 
@@ -60,7 +58,7 @@ def test_a_registration_gone_before_it_is_read_is_registered_over() -> None:
     cluster = ScriptedCluster(busy=1, owners=[None])
     m = _membership(cluster)
     asyncio.run(m._register())
-    assert cluster.registered == 1 and m.broker.broker_epoch == 4242
+    assert cluster.registered == 1 and m._node.broker_epoch == 4242
 
 
 def test_our_previous_registration_is_waited_out() -> None:

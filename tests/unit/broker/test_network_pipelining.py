@@ -12,8 +12,10 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from kt.broker.dispatcher import RequestDispatcher
 from kt.broker.handlers import DeferredResponse, Handler, RequestContext
 from kt.broker.network import MAX_DEFERRED, CloseConnection, NetworkServer
+from kt.broker.services import HandlerServices
 from kt.protocol import ClientConnection, ErrorCode, Response, Struct, apis
 
 PRODUCE, API_VERSIONS = apis.PRODUCE.key, apis.API_VERSIONS.key
@@ -123,7 +125,8 @@ class Client:
 def _run(test: Callable[[Script, NetworkServer, Client], Awaitable[None]]) -> None:
     async def main() -> None:
         script = Script()
-        server = NetworkServer(None, 1 << 20, 600_000, handler_table=script.table())
+        dispatcher = RequestDispatcher(HandlerServices.only(), script.table())
+        server = NetworkServer(dispatcher, 1 << 20, 600_000)
         port = await server.start("127.0.0.1", 0)
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         try:
@@ -247,7 +250,9 @@ def test_close_connection_sends_the_earlier_responses_first() -> None:
     _run(test)
 
 
-def test_a_deferred_response_that_fails_closes_after_the_earlier_ones() -> None:
+def test_a_deferred_response_that_fails_is_answered_in_its_turn() -> None:
+    # The dispatcher answers a failing deferred response UNKNOWN_SERVER_ERROR (per
+    # partition, as Kafka's error response), in order, and the connection goes on.
     async def test(script: Script, _server: NetworkServer, client: Client) -> None:
         cids = [client.produce() for _ in range(3)]
         script.deferred.update(cids)
@@ -255,8 +260,12 @@ def test_a_deferred_response_that_fails_closes_after_the_earlier_ones() -> None:
         await _until(lambda: len(script.calls) == 3)
         for cid in cids:
             script.release(cid)
-        assert await client.closed()
-        assert [r.correlation_id for r in client.got] == [cids[0]]
+        got = await client.receive(3)
+        assert [r.correlation_id for r in got] == cids
+        codes = [r.body.responses[0].partition_responses[0].error_code for r in got]
+        assert codes == [ErrorCode.NONE, ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.NONE]
+        client.api_versions()
+        assert len(await client.receive(4)) == 4
 
     _run(test)
 

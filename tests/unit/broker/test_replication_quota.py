@@ -125,7 +125,7 @@ def test_throttle_rates_are_dynamic_broker_configs(tmp_path: Path) -> None:
 def test_dynamic_rates_are_described_with_their_source(tmp_path: Path) -> None:
     b = open_broker(tmp_path)
     try:
-        b.broker.apply_dynamic_configs(
+        b.broker.reconfigure(
             {"follower.replication.throttled.rate": "5"}, {"leader.replication.throttled.rate": "7"}
         )
         body = {"include_synonyms": False, "include_documentation": False, "resources": [

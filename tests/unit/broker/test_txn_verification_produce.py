@@ -206,14 +206,14 @@ def test_verification_off_appends_as_before(tmp_path: Path) -> None:
 
 def test_dynamic_config_turns_verification_off_and_on(broker: InProcessBroker) -> None:
     key = "transaction.partition.verification.enable"
-    broker.broker.apply_dynamic_configs({key: "false"}, {})
+    broker.broker.reconfigure({key: "false"}, {})
     assert broker.replica_manager.txn_verification_enabled is False
     r = produce(broker, txn_batch(5151, 0), partition=0)
     assert r.error_code == ErrorCode.NONE
     # This broker's own value wins over the cluster default.
-    broker.broker.apply_dynamic_configs({key: "false"}, {key: "TRUE"})
+    broker.broker.reconfigure({key: "false"}, {key: "TRUE"})
     assert broker.replica_manager.txn_verification_enabled is True
     r = produce(broker, txn_batch(6161, 0), partition=1)
     assert r.error_code == ErrorCode.NOT_ENOUGH_REPLICAS  # no coordinator topic yet
-    broker.broker.apply_dynamic_configs({}, {})
+    broker.broker.reconfigure({}, {})
     assert broker.replica_manager.txn_verification_enabled is True

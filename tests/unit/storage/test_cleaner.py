@@ -335,12 +335,8 @@ def test_broker_service_marks_failing_partition_uncleanable(tmp_path: Path) -> N
         def on_storage_error(self, part: Any, exc: BaseException) -> None:
             errors.append(exc)
 
-    broker = SimpleNamespace(
-        config=SimpleNamespace(props={"log.cleaner.backoff.ms": "10"}),
-        replica_manager=Replicas(),
-        logs=SimpleNamespace(log_dirs=[d], dir_of={tp: d for tp in tps}),
-    )
-    service = LogCleaner(broker)  # type: ignore[arg-type]
+    logs = SimpleNamespace(log_dirs=[d], dir_of={tp: d for tp in tps})
+    service = LogCleaner({"log.cleaner.backoff.ms": "10"}, Replicas(), logs)  # type: ignore[arg-type]
 
     async def run() -> None:
         cleaner = Cleaner(service.map_capacity)
