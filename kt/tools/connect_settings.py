@@ -91,8 +91,7 @@ def check_properties(props: Mapping[str, str], where: str) -> list[str]:
                 raise SettingsError(f"{where}: {key} is empty")
             continue
         if key.startswith(("ssl.", "sasl.")) or key == "security.providers":
-            hint = " (GSSAPI/Kerberos is not supported yet)" if "kerberos" in key else ""
-            raise SettingsError(f"{where}: unsupported property {key}{hint}")
+            raise SettingsError(f"{where}: unsupported property {key}")
         ignored.append(key)
     return ignored
 

@@ -283,8 +283,8 @@ def test_command_config_is_read_and_unsupported_properties_refused(tmp_path: Pat
     r = invoke("bootstrap.servers=127.0.0.1:1\n", "-b", "127.0.0.1:2", "--timeout", "2")
     assert r.exit_code == 1 and "127.0.0.1:2" in r.stderr and "127.0.0.1:1" not in r.stderr
     for text, message in [
-        ("bootstrap.servers=127.0.0.1:1\nsasl.kerberos.service.name=kafka\n",
-         "unsupported property sasl.kerberos.service.name"),
+        ("bootstrap.servers=127.0.0.1:1\nsasl.login.class=x.Y\n",
+         "unsupported property sasl.login.class"),
         ("security.protocol=SSLv3\n", "security.protocol=SSLv3: expected one of"),
         ("security.protocol=SASL_SSL\n", "needs sasl.mechanism"),
         ("request.timeout.ms=soon\n", "request.timeout.ms=soon: not a positive integer"),
