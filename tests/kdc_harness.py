@@ -46,7 +46,7 @@ class Kdc:
             f"[libdefaults]\n default_realm = {REALM}\n dns_lookup_kdc = false\n"
             " dns_lookup_realm = false\n rdns = false\n dns_canonicalize_hostname = false\n"
             " udp_preference_limit = 1\n"
-            f"[realms]\n {REALM} = {{\n  kdc = tcp/127.0.0.1:{self.port}\n }}\n"
+            f"[realms]\n {REALM} = {{\n  kdc = 127.0.0.1:{self.port}\n }}\n"
             f"[domain_realm]\n localhost = {REALM}\n"
         )
         (self.dir / "kdc.conf").write_text(
