@@ -46,7 +46,7 @@ _kt_node() {
             _kt_opts='--json -h --help'
             ;;
         'kt cluster')
-            _kt_subs='describe down status up'
+            _kt_subs='describe down logs restart start status stop up'
             _kt_opts='-h --help'
             ;;
         'kt cluster describe')
@@ -57,9 +57,25 @@ _kt_node() {
             _kt_subs=''
             _kt_opts='--dir --kill --timeout -h --help'
             ;;
+        'kt cluster logs')
+            _kt_subs=''
+            _kt_opts='--dir --broker --zookeeper -f --follow -n --lines -h --help'
+            ;;
+        'kt cluster restart')
+            _kt_subs=''
+            _kt_opts='--dir --broker --zookeeper --kill --timeout -h --help'
+            ;;
+        'kt cluster start')
+            _kt_subs=''
+            _kt_opts='--dir --broker --zookeeper --timeout -h --help'
+            ;;
         'kt cluster status')
             _kt_subs=''
             _kt_opts='--dir --json -h --help'
+            ;;
+        'kt cluster stop')
+            _kt_subs=''
+            _kt_opts='--dir --broker --zookeeper --kill --timeout -h --help'
             ;;
         'kt cluster up')
             _kt_subs=''
@@ -273,7 +289,11 @@ _kt_child() {
         'kt checkpoint/show') _kt_next='kt checkpoint show' ;;
         'kt cluster/describe') _kt_next='kt cluster describe' ;;
         'kt cluster/down') _kt_next='kt cluster down' ;;
+        'kt cluster/logs') _kt_next='kt cluster logs' ;;
+        'kt cluster/restart') _kt_next='kt cluster restart' ;;
+        'kt cluster/start') _kt_next='kt cluster start' ;;
         'kt cluster/status') _kt_next='kt cluster status' ;;
+        'kt cluster/stop') _kt_next='kt cluster stop' ;;
         'kt cluster/up') _kt_next='kt cluster up' ;;
         'kt compaction/estimate') _kt_next='kt compaction estimate' ;;
         'kt configs/alter') _kt_next='kt configs alter' ;;
@@ -372,7 +392,19 @@ _kt_option() {
         'kt cluster describe/--zookeeper') _kt_nargs=1 ;;
         'kt cluster down/--dir') _kt_nargs=1 _kt_kind=dir ;;
         'kt cluster down/--timeout') _kt_nargs=1 ;;
+        'kt cluster logs/--dir') _kt_nargs=1 _kt_kind=dir ;;
+        'kt cluster logs/--broker') _kt_nargs=1 ;;
+        'kt cluster logs/-n'|'kt cluster logs/--lines') _kt_nargs=1 ;;
+        'kt cluster restart/--dir') _kt_nargs=1 _kt_kind=dir ;;
+        'kt cluster restart/--broker') _kt_nargs=1 ;;
+        'kt cluster restart/--timeout') _kt_nargs=1 ;;
+        'kt cluster start/--dir') _kt_nargs=1 _kt_kind=dir ;;
+        'kt cluster start/--broker') _kt_nargs=1 ;;
+        'kt cluster start/--timeout') _kt_nargs=1 ;;
         'kt cluster status/--dir') _kt_nargs=1 _kt_kind=dir ;;
+        'kt cluster stop/--dir') _kt_nargs=1 _kt_kind=dir ;;
+        'kt cluster stop/--broker') _kt_nargs=1 ;;
+        'kt cluster stop/--timeout') _kt_nargs=1 ;;
         'kt cluster up/--brokers') _kt_nargs=1 ;;
         'kt cluster up/--dir') _kt_nargs=1 _kt_kind=dir ;;
         'kt cluster up/--racks') _kt_nargs=1 ;;

@@ -26,6 +26,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def check_event_loop(log_text: str) -> None:
+    """When KT_EVENT_LOOP names a loop (CI runs the broker tests on both), fail
+    unless the broker's log says it runs on that one: a test set meant for uvloop
+    must not pass on asyncio's loop unnoticed."""
+    wanted = os.environ.get("KT_EVENT_LOOP", "").strip().lower()
+    if wanted in ("asyncio", "uvloop") and f"event loop: {wanted}" not in log_text:
+        raise RuntimeError(f"KT_EVENT_LOOP={wanted}, but the broker's log says otherwise")
+
+
 @dataclass
 class BrokerProcess:
     """A running `kt broker start` and how to reach it."""
@@ -66,6 +75,11 @@ class BrokerProcess:
             if chunk:
                 buf += chunk
                 if b"kt broker ready" in buf:
+                    try:
+                        check_event_loop(self.log())
+                    except RuntimeError:
+                        self.kill()
+                        raise
                     return self
             time.sleep(0.02)
         self.kill()

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from broker_harness import check_event_loop
+
 from kt.tools.local_cluster import LocalCluster, port_in_use
 
 T = TypeVar("T")
@@ -73,6 +75,12 @@ def start_cluster(
     c = LocalCluster.create(directory, brokers, racks=list(racks) if racks else None,
                             overrides=props)  # fmt: skip
     c.start(timeout=90.0, register_timeout=30.0)
+    try:
+        for b in c.brokers:
+            check_event_loop(b.log_path.read_text(errors="replace"))
+    except RuntimeError:
+        c.stop(kill=True)
+        raise
     return c
 
 
@@ -353,11 +361,14 @@ class BackgroundProducer:
     offset) and every delivery error. `client` is "confluent" or "kafka-python"."""
 
     def __init__(self, client: str, bootstrap: str, topic: str, tag: str,
-                 partition: int = 0, rate: float = 40.0) -> None:  # fmt: skip
+                 partition: int = 0, rate: float = 40.0,
+                 config: dict[str, Any] | None = None) -> None:  # fmt: skip
         import threading
 
         self.client, self.bootstrap, self.topic, self.tag = client, bootstrap, topic, tag
         self.partition, self.interval = partition, 1.0 / rate
+        # extra client settings (confluent-kafka's names), over the defaults below
+        self.config = dict(config or {})
         self.sent = 0
         self.acked: dict[bytes, int] = {}
         self.ack_order: list[bytes] = []
@@ -387,7 +398,7 @@ class BackgroundProducer:
             self._run_kafka_python()
 
     def _run_confluent(self) -> None:
-        from confluent_kafka import Producer
+        from confluent_kafka import KafkaException, Producer
 
         p = Producer({
             "bootstrap.servers": self.bootstrap,
@@ -397,6 +408,7 @@ class BackgroundProducer:
             "message.timeout.ms": 120000,
             "socket.timeout.ms": 10000,
             "topic.metadata.refresh.interval.ms": 2000,
+            **self.config,
         })  # fmt: skip
 
         def report(err: Any, msg: Any) -> None:
@@ -413,6 +425,9 @@ class BackgroundProducer:
                 self.sent += 1
             except BufferError:
                 pass
+            except KafkaException as exc:
+                # produce() itself refuses, e.g. a topic librdkafka believes gone
+                self._error(value, exc)
             p.poll(self.interval)
         remaining = p.flush(150)
         if remaining:

@@ -25,13 +25,14 @@ from kt.broker.coordinator_leadership import CoordinatorLeadership
 from kt.broker.dispatcher import RequestDispatcher
 from kt.broker.fetch_sessions import FetchSessionCache
 from kt.broker.groups import CoordinatorSettings, GroupCoordinator
-from kt.broker.groups.offsets_log import CONSUMER_OFFSETS, LogRecordStore
+from kt.broker.groups.offsets_log import LogRecordStore
 from kt.broker.log_cleaner import LogCleaner
 from kt.broker.log_manager import LogManager
 from kt.broker.membership import ClusterMembership, MembershipError
 from kt.broker.metadata.cache import MetadataCache
 from kt.broker.metadata.store import CoordinationStore
 from kt.broker.metadata.topics import TopicsView
+from kt.broker.metadata_store import CONSUMER_OFFSETS, TRANSACTION_STATE
 from kt.broker.partition import Partition
 from kt.broker.producer_ids import ProducerIdManager
 from kt.broker.replica_manager import ReplicaManager
@@ -43,8 +44,7 @@ from kt.broker.topic_config_sync import TopicConfigs
 from kt.broker.topic_creation import TopicCreator
 from kt.broker.transactions.coordinator import TxnSettings
 from kt.broker.transactions.service import TransactionService
-from kt.broker.transactions.state_log import TRANSACTION_STATE, TransactionLogStore
-from kt.storage.checkpoint import TopicPartition
+from kt.broker.transactions.state_log import TransactionLogStore
 from kt.storage.log_config import LONG_MAX, LogConfig
 from kt.storage.partition_metadata import random_uuid, uuid_from_str
 from kt.storage.retention import RetentionPlan, RetentionResult
@@ -110,7 +110,11 @@ class Broker:
         self.group_coordinator = groups = GroupCoordinator(
             CoordinatorSettings.from_config(config),
             LogRecordStore(rm, topics, config, creator),
-            partition_exists=lambda t, p: TopicPartition(t, p) in rm,
+            # As Kafka's KafkaApis: the controller's view decides, not this broker's
+            # replicas (a committed topic need not be hosted here). Before this
+            # broker has a view (just started) nothing is called unknown: the group
+            # checks answer instead (NOT_COORDINATOR, as it coordinates nothing yet).
+            partition_exists=lambda t, p: not cache.ready or cache.partition(t, p) is not None,
         )
         leadership.register(
             CONSUMER_OFFSETS, elected=groups.on_election, resigned=groups.on_resignation

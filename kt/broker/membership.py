@@ -127,8 +127,11 @@ class ClusterMembership:
         return self.cluster
 
     def admin(self) -> TopicAdmin:
-        """Topic changes; refused (NOT_CONTROLLER) until the broker joined."""
-        if not self._joined:
+        """Topic changes; refused (NOT_CONTROLLER) until the broker joined and the
+        controller's view reached it: the admin's checks and placements read the
+        metadata cache, and on an empty one they would refuse or misplace, and
+        auto-creation would create topics that exist (docs/design/restart-metadata.md)."""
+        if not self._joined or not self._topics.cache.ready:
             raise TopicError(ErrorCode.NOT_CONTROLLER, "the broker is not ready yet")
         return self.topic_admin
 

@@ -15,7 +15,11 @@ from pathlib import Path
 from kt.storage.atomic import atomic_write
 
 METADATA_FILE = "kt-cluster-metadata.json"
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+#: Kafka's internal topics: the group coordinator's and the transaction
+#: coordinator's logs (the one definition of each name).
+CONSUMER_OFFSETS = "__consumer_offsets"
+TRANSACTION_STATE = "__transaction_state"
+INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS, TRANSACTION_STATE})
 MAX_TOPIC_NAME = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 

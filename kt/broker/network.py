@@ -17,6 +17,10 @@ A frame larger than `socket.request.max.bytes` or one that does not decode close
 that connection only. Connections idle for `connections.max.idle.ms` are closed.
 Fetched records go from the segment file to the socket with sendfile, except
 small ones (`COPY_RECORDS_MAX`), which are copied so the frame leaves in one write.
+
+Any asyncio event loop will do (asyncio's own, uvloop): transports are checked for
+the methods used, not for their class, and on a loop without `loop.sendfile`
+(uvloop) fetched records are copied in chunks, as asyncio's fallback does.
 """
 
 from __future__ import annotations
@@ -76,6 +80,18 @@ class _FdFile:
         return n
 
 
+#: What the broker calls on a connection's transport (asyncio.Transport's interface).
+_TRANSPORT_METHODS = (
+    "write", "pause_reading", "resume_reading", "is_closing", "close", "abort",
+    "get_extra_info",
+)  # fmt: skip
+
+
+def _is_stream_transport(transport: object) -> bool:
+    """True when `transport` offers every method of a stream transport we use."""
+    return all(callable(getattr(transport, m, None)) for m in _TRANSPORT_METHODS)
+
+
 class _Connection(asyncio.BufferedProtocol):
     """One client connection: frames are received in place (see FrameReceiver) and
     queued; a processor task answers them in order."""
@@ -104,8 +120,17 @@ class _Connection(asyncio.BufferedProtocol):
 
     # --- asyncio protocol callbacks ---
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # Any loop's stream transport will do (uvloop's are not asyncio.Transport
+        # instances): what matters is that it has the methods used here.
+        if not _is_stream_transport(transport):
+            log.error(
+                "closing a connection: its transport (%s) lacks the stream transport "
+                "methods (%s)", type(transport).__name__, ", ".join(_TRANSPORT_METHODS),
+            )  # fmt: skip
+            self.closed = True
+            transport.close()
+            return
+        self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.host = peer[0] if isinstance(peer, tuple) else "unknown"
         refused = self.server.quotas.admit(self.host)
@@ -113,7 +138,7 @@ class _Connection(asyncio.BufferedProtocol):
             # Kafka's TooManyConnectionsException: closed right after the accept
             log.info("rejected a connection from %s: %s", self.host, refused)
             self.closed = True
-            transport.abort()
+            self.transport.abort()
             return
         self.admitted = True
         loop = asyncio.get_running_loop()
@@ -194,6 +219,24 @@ def _pread_exactly(fd: int, position: int, length: int) -> bytes:
     return data
 
 
+#: Bytes read and written at a time when records are copied instead of sent with
+#: sendfile (asyncio's own fallback reads 256 KiB at a time too).
+_COPY_CHUNK = 256 * 1024
+
+
+async def _copy_records(writer: _Connection, fd: int, position: int, length: int) -> None:
+    """Send `length` bytes of a segment from `position` by reading and writing them
+    in chunks, waiting for the transport between chunks: the fallback for loops
+    without sendfile, which holds one chunk in memory rather than a whole fetch."""
+    end = position + length
+    while position < end:
+        n = min(_COPY_CHUNK, end - position)
+        writer.write(_pread_exactly(fd, position, n))
+        position += n
+        if position < end:
+            await writer.drain()
+
+
 def _as_file(fd: int) -> IO[bytes]:
     # loop.sendfile and its fallback use fileno(), seek() and readinto() (see _FdFile).
     return cast("IO[bytes]", _FdFile(fd))
@@ -229,9 +272,11 @@ class NetworkServer:
         self.quotas = quotas if quotas is not None else ConnectionQuotas()
         self.max_request_size = max_request_size
         self.idle_s = idle_ms / 1000
-        self.servers: list[asyncio.base_events.Server] = []
+        self.servers: list[asyncio.AbstractServer] = []
         self.connections: set[_Connection] = set()
         self._reaper: asyncio.Task[None] | None = None
+        #: False once the loop said it has no sendfile (NotImplementedError)
+        self.native_sendfile = True
         handlers.load_all()
 
     async def start(self, host: str, port: int, *, serving: bool = True) -> int:
@@ -434,11 +479,20 @@ class NetworkServer:
                     continue  # loop.sendfile would read a count of 0 as "to the end"
                 fd, position = part.source
                 await writer.drain()
-                try:
-                    assert writer.transport is not None
-                    await loop.sendfile(writer.transport, _as_file(fd), position, part.length)
-                except (NotImplementedError, RuntimeError):
-                    writer.write(_pread_exactly(fd, position, part.length))
+                if self.native_sendfile:
+                    try:
+                        assert writer.transport is not None
+                        await loop.sendfile(writer.transport, _as_file(fd), position, part.length)
+                        continue
+                    except NotImplementedError:
+                        # A loop without sendfile (uvloop) raises before sending
+                        # anything: copy from now on, as asyncio's own fallback does.
+                        log.info("this event loop has no sendfile: fetched records are copied")
+                        self.native_sendfile = False
+                    except RuntimeError:
+                        # the transport cannot sendfile now (e.g. closing); copy
+                        pass
+                await _copy_records(writer, fd, position, part.length)
             else:
                 writer.write(part)
         await writer.drain()

@@ -474,9 +474,13 @@ class Partition:
         *,
         verification_guard: VerificationGuard | None = None,
         require_verification: bool = False,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> AppendResult:
         """Append producer batches as leader and advance the high watermark if the
-        ISR allows. Idempotent producers' retries of any of their last five batches
+        ISR allows. A coordinator's batch (`origin` COORDINATOR: offsets, group and
+        transaction state) skips the producer checks: its transactional batches
+        open their producer's transaction, as Kafka's coordinator appends do.
+        Idempotent producers' retries of any of their last five batches
         are answered with the original offsets and write nothing. With
         `require_verification` (transaction.partition.verification.enable), a
         transactional batch opening a transaction is refused unless it carries the
@@ -487,6 +491,8 @@ class Partition:
             raise NotLeaderOrFollowerError(
                 f"broker {self.local_broker_id} is not the leader of {self.tp}"
             )
+        if origin is AppendOrigin.COORDINATOR:
+            return self._append_as_coordinator(data, now_ms)
         psm = self.producer_state
         headers = _peek_headers(data) if psm is not None else []
         if psm is not None and any(h.producer_id >= 0 for h in headers):
@@ -522,6 +528,23 @@ class Partition:
         if not self.maybe_increment_high_watermark(now_ms=now_ms):
             # Followers long-poll on the LEO even when the HW stays.
             self.wake_fetches()
+        return result
+
+    def _append_as_coordinator(
+        self, data: bytes | bytearray | memoryview, now_ms: int | None
+    ) -> AppendResult:
+        result = self.log.append_as_leader(
+            data, self.leader_epoch, now_ms=now_ms, origin=AppendOrigin.COORDINATOR
+        )
+        psm = self.producer_state
+        if psm is not None:
+            producers = [h for h in _peek_headers(data) if h.producer_id >= 0]
+            if producers:
+                # The partition's producer state opens the transaction, as for a
+                # producer's own batch: its marker closes it and the LSO waits for it.
+                psm.on_append(producers, result.first_offset, result.log_append_time)
+        if not self.maybe_increment_high_watermark(now_ms=now_ms):
+            self.notify()  # followers long-poll on the log end offset
         return result
 
     def append_txn_marker(

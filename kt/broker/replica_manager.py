@@ -42,14 +42,14 @@ from kt.broker.errors import (
 )
 from kt.broker.log_manager import LogManager
 from kt.broker.metadata.cache import LiveBroker, MetadataCache, PartitionView
-from kt.broker.metadata_store import INTERNAL_TOPICS
+from kt.broker.metadata_store import CONSUMER_OFFSETS, INTERNAL_TOPICS
 from kt.broker.partition import Partition, ProducerStateError
 from kt.broker.purgatory import DelayedOperationPurgatory, DelayedProduce
 from kt.broker.transactions.verification import VerificationGuard
 from kt.protocol import ErrorCode
 from kt.storage.checkpoint import TopicPartition
 from kt.storage.errors import OffsetOutOfRangeError, StorageError
-from kt.storage.log import AppendResult, FetchSlice, PartitionLog
+from kt.storage.log import AppendOrigin, AppendResult, FetchSlice, PartitionLog
 from kt.storage.txn_index import AbortedTxn
 
 
@@ -65,7 +65,6 @@ class LogDirMover(Protocol):
 log = logging.getLogger("kt.broker.replica_manager")
 
 NO_LEADER = -1
-CONSUMER_OFFSETS = "__consumer_offsets"
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,13 +254,27 @@ class ReplicaManager:
     def get_partition_or_error(
         self, topic: str, index: int, *, require_leader: bool = True
     ) -> Partition:
-        """The partition a request names, usable: UnknownTopicOrPartitionError when not
-        hosted here, KafkaStorageError when offline, NotLeaderOrFollowerError when
-        `require_leader` and another broker leads it. Messages as Kafka's
-        ReplicaManager.getPartitionOrException and Partition.leaderLogIfLocal."""
+        """The partition a request names, usable: KafkaStorageError when offline,
+        NotLeaderOrFollowerError when `require_leader` and another broker leads it.
+        One not hosted here is UnknownTopicOrPartitionError only when the controller's
+        view (the metadata cache) lacks it too; else NotLeaderOrFollowerError, which
+        sends clients to refresh their metadata: as Kafka's getPartitionOrError for a
+        partition its metadata knows, and before this broker has any view (just
+        started), when it cannot tell (never "unknown" for a topic that exists).
+        Messages as Kafka's ReplicaManager.getPartitionOrException and
+        Partition.leaderLogIfLocal."""
         tp = TopicPartition(topic, index)
         part = self._partitions.get(tp)
         if part is None:
+            cache = self.metadata_cache
+            if not cache.ready:
+                raise NotLeaderOrFollowerError(
+                    f"Broker {self.node_id} has no metadata yet for partition {_name(tp)}"
+                )
+            if cache.partition(topic, index) is not None:
+                raise NotLeaderOrFollowerError(
+                    f"Partition {_name(tp)} is not hosted on broker {self.node_id}"
+                )
             raise UnknownTopicOrPartitionError(
                 f"Error while fetching partition state for {_name(tp)}"
             )
@@ -312,14 +325,16 @@ class ReplicaManager:
         acks: int = 1,
         internal_topics_allowed: bool = False,
         verification_guard: VerificationGuard | None = None,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> AppendResult:
         """Append a producer's batches to the partition it leads. With acks=-1 the ISR
         must have min.insync.replicas members first (NotEnoughReplicasError, nothing
         written). With verification enabled, a transactional batch opening a
         transaction needs the `verification_guard` of its verification
-        (InvalidTxnStateError otherwise). Raises the typed broker errors, the storage
-        core's validation errors, or KafkaStorageError (after taking the log offline)
-        when the log fails."""
+        (InvalidTxnStateError otherwise). The group and transaction coordinators
+        append their internal topics here too (`internal_topics_allowed`, `origin`
+        COORDINATOR). Raises the typed broker errors, the storage core's validation
+        errors, or its storage errors (after taking the log offline)."""
         if topic in INTERNAL_TOPICS and not internal_topics_allowed:
             raise InvalidTopicError(f"Cannot append to internal topic {topic}")
         part = self.get_partition_or_error(topic, index)
@@ -335,6 +350,7 @@ class ReplicaManager:
                 now_ms=now_ms,
                 verification_guard=verification_guard,
                 require_verification=self.txn_verification_enabled,
+                origin=origin,
             )
         except ProducerStateError as exc:
             raise broker_error(exc.error_code, exc.message) from exc

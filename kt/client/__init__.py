@@ -19,7 +19,9 @@ timeouts), `records` (produce, fetch, list offsets), `admin` (topics,
 partitions, configs, cluster, log dirs) and `groups` (group administration and
 `GroupMember`, the join/sync/heartbeat/commit loop with the range assignor).
 
-Errors: `KafkaError` (a broker's error code, `.code` an ErrorCode, `.retriable`),
+Errors: `KafkaError` (a broker's error code, `.code` an ErrorCode, `.retriable`;
+subclasses `UnsupportedApiError`, a broker without an API kt needs, and
+`ControllerUnknownError`, metadata naming a controller that is not a broker),
 `KafkaConnectionError` (unreachable or broken connection), `KafkaTimeoutError`.
 """
 
@@ -47,12 +49,14 @@ from kt.client.core import (
     BrokerConnection,
     BrokerInfo,
     ClusterMetadata,
+    ControllerUnknownError,
     KafkaAuthenticationError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
     PartitionInfo,
     TopicInfo,
+    UnsupportedApiError,
     parse_bootstrap,
 )
 from kt.client.groups import (
@@ -116,6 +120,7 @@ __all__ = [
     "CommittedOffset",
     "ConfigEntry",
     "ConsumerRecord",
+    "ControllerUnknownError",
     "FetchResult",
     "GroupDescription",
     "GroupListing",
@@ -137,6 +142,7 @@ __all__ = [
     "SecurityConfigError",
     "TopicInfo",
     "TopicPartition",
+    "UnsupportedApiError",
     "decode_records",
     "parse_bootstrap",
     "range_assign",

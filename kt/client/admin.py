@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -13,6 +12,7 @@ from kt.client.core import (
     KafkaError,
     TopicInfo,
     check,
+    gather_or_cancel,
 )
 from kt.protocol import apis
 from kt.protocol.codec import Api
@@ -243,7 +243,7 @@ class AdminMixin(ClientCore):
 
     async def _to_controller(self, api: Api, body: object) -> Struct:
         async def attempt() -> Struct:
-            node = await self.controller()
+            node = await self.controller(api)
             resp = await self.send(api, body, node)
             if getattr(resp, "error_code", 0) == ErrorCode.NOT_CONTROLLER:
                 await self.refresh_metadata([])
@@ -390,13 +390,17 @@ class AdminMixin(ClientCore):
     async def describe_cluster(self) -> ClusterDescription:
         """Cluster id, controller and brokers (DescribeCluster, else Metadata)."""
         if await self.supports(apis.DESCRIBE_CLUSTER):
-            resp = await self.retrying(
-                lambda: self.send(
+
+            async def attempt() -> Struct:
+                resp = await self.send(
                     apis.DESCRIBE_CLUSTER,
                     apis.DESCRIBE_CLUSTER.request(include_cluster_authorized_operations=False),
                 )
-            )
-            check(resp.error_code, "describe cluster", resp.error_message)
+                # retriable errors (a broker still starting) are asked again
+                check(resp.error_code, "describe cluster", resp.error_message)
+                return resp
+
+            resp = await self.retrying(attempt)
             return ClusterDescription(
                 resp.cluster_id,
                 resp.controller_id,
@@ -447,7 +451,7 @@ class AdminMixin(ClientCore):
         None when elected, else the error (ELECTION_NOT_NEEDED when the leader is
         already right). Sent to the controller (any broker would forward it)."""
         requested = None if partitions is None else list(dict.fromkeys(partitions))
-        node = await self.controller()
+        node = await self.retrying(lambda: self.controller(apis.ELECT_LEADERS))
         version = await self.api_version(apis.ELECT_LEADERS, node)
         if election_type != ELECTION_PREFERRED and version < 1:
             raise KafkaError(
@@ -486,8 +490,13 @@ class AdminMixin(ClientCore):
         async def offered() -> bool:
             # retried like the request itself: the controller the metadata names may
             # have just died (a refused connection refreshes the metadata)
-            return await self.supports(apis.LIST_PARTITION_REASSIGNMENTS, await self.controller())
+            node = await self.controller(apis.LIST_PARTITION_REASSIGNMENTS)
+            return await self.supports(apis.LIST_PARTITION_REASSIGNMENTS, node)
 
+        # A broker without the API says the cluster has none (an old Kafka, a
+        # Kafka-compatible implementation): no controller needed to learn that.
+        if not await self.supports(apis.LIST_PARTITION_REASSIGNMENTS):
+            return {}
         if not await self.retrying(offered):
             return {}
         body = apis.LIST_PARTITION_REASSIGNMENTS.request(
@@ -553,7 +562,7 @@ class AdminMixin(ClientCore):
                 )
             return dirs
 
-        got = await asyncio.gather(*(one(n) for n in nodes))
+        got = await gather_or_cancel(*(one(n) for n in nodes))
         return [d for ds in got for d in ds]
 
     async def alter_replica_log_dirs(
@@ -585,7 +594,7 @@ class AdminMixin(ClientCore):
             }
 
         out: dict[tuple[str, int, int], KafkaError | None] = {}
-        for got in await asyncio.gather(*(one(n) for n in sorted(by_broker))):
+        for got in await gather_or_cancel(*(one(n) for n in sorted(by_broker))):
             out.update(got)
         return out
 
@@ -621,7 +630,7 @@ class AdminMixin(ClientCore):
                     check(rp.error_code, f"delete records of {rt.name}-{rp.partition_index}")
                     out[(rt.name, rp.partition_index)] = rp.low_watermark
 
-        await asyncio.gather(*(one(n, tps) for n, tps in by_leader.items()))
+        await gather_or_cancel(*(one(n, tps) for n, tps in by_leader.items()))
         return out
 
 

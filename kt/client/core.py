@@ -45,6 +45,21 @@ DEFAULT_PORT = 9092
 #: the ApiVersions version we ask first; brokers that do not know it answer in v0
 _API_VERSIONS_FIRST = 3
 
+#: The highest versions of the group membership APIs kt sends, whatever a broker
+#: advertises: the versions librdkafka sends. Their flexible versions (JoinGroup
+#: v6, SyncGroup v4, Heartbeat v4) and LeaveGroup's batch form (v3) add no
+#: behaviour a consumer needs, and Kafka-compatible implementations advertise them
+#: while parsing only the older layouts: librdkafka's mock cluster offers JoinGroup
+#: v6 but reads its protocol count as a plain int32, so kt's v6 JoinGroup made it
+#: close the connection. Capping here is what keeps kt on the versions such
+#: implementations are tested with (by librdkafka itself).
+_CLIENT_MAX_VERSION: dict[int, int] = {
+    apis.JOIN_GROUP.key: 5,
+    apis.SYNC_GROUP.key: 3,
+    apis.HEARTBEAT.key: 3,
+    apis.LEAVE_GROUP.key: 2,
+}
+
 
 class KafkaError(Exception):
     """An error code returned by a broker, with what it was about."""
@@ -61,6 +76,41 @@ class KafkaError(Exception):
     def retriable(self) -> bool:
         """True when retrying the same request may succeed."""
         return self.code.retriable
+
+
+class UnsupportedApiError(KafkaError):
+    """A broker offers no version of an API that kt speaks (an older Kafka, or a
+    Kafka-compatible implementation that lacks it, such as librdkafka's mock
+    cluster, which has no admin APIs). Not retriable: asking again changes nothing."""
+
+    def __init__(self, api_name: str, broker: str, detail: str | None = None) -> None:
+        self.api_name = api_name
+        self.broker = broker
+        super().__init__(
+            ErrorCode.UNSUPPORTED_VERSION,
+            "",
+            detail or f"{broker} does not support the {api_name} API",
+        )
+
+
+class ControllerUnknownError(KafkaError):
+    """The cluster's metadata names a controller that is not among its brokers, so a
+    request that must go to the controller has nowhere to go. Retriable: during a
+    controller change the metadata names the new controller a moment later."""
+
+    def __init__(self, controller_id: int, brokers: Iterable[int]) -> None:
+        self.controller_id = controller_id
+        known = ", ".join(str(b) for b in sorted(brokers)) or "none"
+        super().__init__(
+            ErrorCode.BROKER_NOT_AVAILABLE,
+            "",
+            f"the cluster's metadata names broker {controller_id} as the controller, "
+            f"which is not one of its brokers ({known})",
+        )
+
+    @property
+    def retriable(self) -> bool:
+        return True
 
 
 class KafkaConnectionError(Exception):
@@ -442,23 +492,28 @@ class BrokerConnection:
         )
         return resp
 
+    @property
+    def label(self) -> str:
+        """The broker as errors name it: broker N (host:port), or the broker at
+        host:port while its id is not known."""
+        if self.node_id >= 0:
+            return f"broker {self.node_id} ({self.address})"
+        return f"the broker at {self.address}"
+
     def version_for(self, api: Api) -> int:
-        """The highest version of `api` both sides speak; KafkaError when none."""
+        """The highest version of `api` both sides speak; UnsupportedApiError when none."""
         theirs = self.broker_versions.get(api.key)
         if theirs is None:
-            raise KafkaError(
-                ErrorCode.UNSUPPORTED_VERSION,
-                f"{self.address}",
-                f"the broker does not support {api.name}",
-            )
-        hi = min(theirs[1], api.max_version)
+            raise UnsupportedApiError(api.name, self.label)
+        ours = min(api.max_version, _CLIENT_MAX_VERSION.get(api.key, api.max_version))
+        hi = min(theirs[1], ours)
         lo = max(theirs[0], api.min_version)
         if hi < lo:
-            raise KafkaError(
-                ErrorCode.UNSUPPORTED_VERSION,
-                f"{self.address}",
-                f"no {api.name} version in common (broker {theirs[0]}-{theirs[1]}, "
-                f"client {api.min_version}-{api.max_version})",
+            raise UnsupportedApiError(
+                api.name,
+                self.label,
+                f"{self.label} offers {api.name} v{theirs[0]}-{theirs[1]}, "
+                f"kt speaks v{api.min_version}-{ours}: no version in common",
             )
         return hi
 
@@ -751,6 +806,10 @@ class ClientCore:
                     continue
                 self._bootstrap_conn = conn
                 await self.refresh_metadata()
+                # Name the broker in errors by its id once the metadata gives it.
+                for b in self.metadata.brokers.values():
+                    if (b.host, b.port) == (conn.host, conn.port) and conn.node_id < 0:
+                        conn.node_id = b.node_id
                 return
             if refused == len(self.bootstrap) or time.monotonic() + backoff >= deadline:
                 detail = "; ".join(f"{a}: {r}" for a, r in errors.items())
@@ -910,7 +969,16 @@ class ClientCore:
         )
 
         async def attempt() -> Struct:
-            return await self.send(apis.METADATA, body)
+            resp = await self.send(apis.METADATA, body)
+            if not resp.brokers:
+                # A broker that has no view of the cluster yet (one just started)
+                # names no brokers: ask again rather than believe the cluster empty
+                # and its topics gone (Java's NetworkClient ignores such answers too).
+                raise KafkaError(
+                    ErrorCode.LEADER_NOT_AVAILABLE, "metadata",
+                    "the broker has no view of the cluster yet (no brokers in its answer)",
+                )  # fmt: skip
+            return resp
 
         async def reconnect(exc: BaseException) -> None:
             return None
@@ -986,13 +1054,25 @@ class ClientCore:
         info = self.metadata.topic_by_id(topic_id)
         return None if info is None else info.name
 
-    async def controller(self) -> int:
-        """The controller's node id (any broker when the cluster does not say)."""
-        if self.metadata.controller_id < 0:
+    async def controller(self, api: Api | None = None) -> int:
+        """The controller's node id (any broker when the cluster does not say).
+
+        When the metadata names a controller that is not among its brokers (after
+        one refresh), raises ControllerUnknownError (retriable) — unless `api`, the
+        request meant for the controller, is one the broker we talk to does not
+        offer at all: then UnsupportedApiError, the more useful of the two (e.g.
+        librdkafka's mock cluster names controller 0, which it does not have, and
+        has no admin APIs)."""
+        md = self.metadata
+        if md.controller_id < 0 or md.controller_id not in md.brokers:
             await self.refresh_metadata([])
-        if self.metadata.controller_id >= 0:
-            return self.metadata.controller_id
-        return min(self.metadata.brokers) if self.metadata.brokers else -1
+        if md.controller_id < 0:
+            return min(md.brokers) if md.brokers else -1
+        if md.controller_id not in md.brokers:
+            if api is not None:
+                (await self.any_connection()).version_for(api)
+            raise ControllerUnknownError(md.controller_id, md.brokers)
+        return md.controller_id
 
     # --- coordinators --------------------------------------------------------------
 
@@ -1053,6 +1133,26 @@ class ClientCore:
         if not retry:
             return await attempt()
         return await self.retrying(attempt, on_retry=_no_refresh)
+
+
+async def gather_or_cancel(*aws: Awaitable[T]) -> list[T]:
+    """Run `aws` concurrently and return their results in order, like
+    asyncio.gather; but when one fails, cancel the others and wait for them before
+    raising its error, so no request is left running after the caller has given up
+    (its connections would be opened after the client closed, and asyncio would
+    report the tasks as destroyed while pending)."""
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.wait(tasks)
+        for t in tasks:
+            # the others' errors (besides the one raised) count as seen
+            if not t.cancelled():
+                t.exception()
+        raise
 
 
 async def _no_refresh(exc: BaseException) -> None:

@@ -9,7 +9,7 @@ import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from kt.client.core import ClientCore, KafkaError, check
+from kt.client.core import ClientCore, KafkaError, check, gather_or_cancel
 from kt.protocol import apis
 from kt.protocol.consumer_protocol import (
     Assignment,
@@ -123,7 +123,7 @@ class GroupsMixin(ClientCore):
                 for g in resp.groups
             ]
 
-        got = await asyncio.gather(*(one(n) for n in sorted(self.metadata.brokers)))
+        got = await gather_or_cancel(*(one(n) for n in sorted(self.metadata.brokers)))
         seen: dict[str, GroupListing] = {}
         for gs in got:
             for g in gs:

@@ -8,12 +8,11 @@ legacy (magic 0/1) message sets in fetch responses are decoded with
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from kt.client.core import ClientCore, KafkaError
+from kt.client.core import ClientCore, KafkaError, gather_or_cancel
 from kt.protocol import apis
 from kt.protocol.errors import ErrorCode, error_for_code
 from kt.storage import legacy
@@ -298,7 +297,7 @@ class RecordsMixin(ClientCore):
                         nxt,
                     )
 
-        await asyncio.gather(*(one(n, tps) for n, tps in by_leader.items()))
+        await gather_or_cancel(*(one(n, tps) for n, tps in by_leader.items()))
         if any(_is_leadership_error(r.error) for r in results.values()):
             await self.refresh_metadata({t for t, _ in offsets})
         return results
@@ -348,7 +347,7 @@ class RecordsMixin(ClientCore):
                             off = rp.old_style_offsets[0]
                         out[(rt.name, rp.partition_index)] = (off, rp.timestamp)
 
-            await asyncio.gather(*(one(n, tps) for n, tps in by_leader.items()))
+            await gather_or_cancel(*(one(n, tps) for n, tps in by_leader.items()))
             return out
 
         return await self.retrying(attempt)

@@ -10,6 +10,8 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import click
 
@@ -58,6 +60,9 @@ def start(
     checkpoints and a clean-shutdown marker; after a crash (kill -9) the next
     start recovers the logs above their recovery points.
 
+    The broker runs on asyncio's own event loop; KT_EVENT_LOOP=uvloop runs it on
+    uvloop instead (when installed).
+
     \b
     Examples:
       kt broker start
@@ -98,7 +103,7 @@ def start(
     from kt.broker.membership import MembershipError
 
     try:
-        _run(serve(cfg))
+        _run(lambda: serve(cfg))
     except LogDirLockedError as exc:
         fail(f"{exc.path}: another broker is running on this log directory (.lock is held)")
     except MembershipError as exc:
@@ -122,10 +127,31 @@ def start(
         pass
 
 
-def _run(coro: object) -> None:
-    try:
-        import uvloop  # type: ignore[import-not-found]
+#: KT_EVENT_LOOP's values, the default first. asyncio's own loop is the default even
+#: where uvloop is installed: measured side by side (bench/event_loop_bench.py,
+#: docs/design/event-loops.md) uvloop was no faster for this broker, whose time goes
+#: to Python handlers rather than the loop, and it has no sendfile (fetches copy).
+EVENT_LOOPS = ("asyncio", "uvloop")
 
-        uvloop.run(coro)  # type: ignore[arg-type]
-    except ImportError:
-        asyncio.run(coro)  # type: ignore[arg-type]
+
+def _loop_factory() -> tuple[str, Callable[[], asyncio.AbstractEventLoop]]:
+    """The event loop KT_EVENT_LOOP asks for: its name and a factory for it."""
+    choice = os.environ.get("KT_EVENT_LOOP", "").strip().lower() or EVENT_LOOPS[0]
+    if choice not in EVENT_LOOPS:
+        usage_error(f"KT_EVENT_LOOP: expected one of {', '.join(EVENT_LOOPS)}, got {choice!r}")
+    if choice == "uvloop":
+        try:
+            import uvloop
+        except ImportError:
+            fail("KT_EVENT_LOOP=uvloop, but uvloop is not installed (pip install uvloop)")
+        return f"uvloop {uvloop.__version__}", uvloop.new_event_loop
+    return "asyncio", asyncio.new_event_loop
+
+
+def _run(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run `main()` on the event loop KT_EVENT_LOOP chooses (chosen first, so a bad
+    choice leaves no coroutine never awaited)."""
+    name, factory = _loop_factory()
+    logging.getLogger("kt.broker").info("event loop: %s", name)
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(main())

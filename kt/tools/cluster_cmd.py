@@ -1,5 +1,7 @@
 """`kt cluster up|down|status|describe`: run a local ZooKeeper-coordinated cluster, and
-describe any cluster: controller, brokers, racks, what each broker leads and hosts."""
+describe any cluster: controller, brokers, racks, what each broker leads and hosts.
+`kt cluster start|stop|restart|logs` (one process at a time) are in
+kt/tools/local_cluster_cmd.py."""
 
 from __future__ import annotations
 
@@ -10,13 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from kt.client import ClusterDescription, KafkaClient, TopicInfo
-from kt.tools.console import emit_json, fail, handle_errors, render_table, usage_error
-from kt.tools.local_cluster import ClusterError, LocalCluster, check_java
+from kt.tools.console import emit_json, fail, handle_errors, render_table, usage_error, warn
+from kt.tools.local_cluster import STATE_FILE, ClusterError, LocalCluster, check_java
+from kt.tools.local_cluster_cmd import COMMANDS as LOCAL_COMMANDS
+from kt.tools.local_cluster_cmd import DEFAULT_DIR as DEFAULT_DIR  # re-exported
+from kt.tools.local_cluster_cmd import dir_option, down_hints, load_cluster, where
 from kt.tools.wire import Wire, wire_options
-
-DEFAULT_DIR = "./kt-cluster"
 
 
 @click.group()
@@ -26,21 +30,18 @@ def cluster() -> None:
     \b
     Examples:
       kt cluster up --brokers 3 --racks r1,r2,r3
+      kt cluster stop --broker 2 --kill     # practise a crash
+      kt cluster status                     # broker 2 is down, and how to start it
+      kt cluster start --broker 2
+      kt cluster logs --broker 2
       kt cluster describe -b 127.0.0.1:9092
       kt cluster describe --json | jq .controller
       kt cluster down
     """
 
 
-def _dir_option(func: Any) -> Any:
-    return click.option(
-        "--dir",
-        "directory",
-        type=click.Path(file_okay=False, path_type=Path),
-        default=DEFAULT_DIR,
-        show_default=True,
-        help="The cluster's directory: cluster.json, ZooKeeper, brokers' data and logs.",
-    )(func)
+for _command in LOCAL_COMMANDS:
+    cluster.add_command(_command)
 
 
 def _parse_racks(text: str | None) -> list[str] | None:
@@ -54,14 +55,17 @@ def _parse_racks(text: str | None) -> list[str] | None:
 
 @cluster.command()
 @click.option("--brokers", "count", type=click.IntRange(min=1, max=64), default=3,
-              show_default=True, help="How many brokers (ids 1..N).")  # fmt: skip
-@_dir_option
+              help="How many brokers (ids 1..N; default: the last run's in --dir, "
+                   "else 3).")  # fmt: skip
+@dir_option
 @click.option("--racks", metavar="R1,R2,...",
               help="Racks given out in turn: broker N gets the ((N-1) mod count)-th.")  # fmt: skip
 @click.option("--port-base", type=click.IntRange(min=1, max=65535), metavar="PORT",
-              help="Broker N listens on PORT+N-1 (default: free ports).")  # fmt: skip
+              help="Broker N listens on PORT+N-1 (default: the last run's ports, "
+                   "else free ones).")  # fmt: skip
 @click.option("--zookeeper-port", type=click.IntRange(min=0, max=65535), default=0,
-              metavar="PORT", help="ZooKeeper's client port (default: a free port).")  # fmt: skip
+              metavar="PORT", help="ZooKeeper's client port (default: the last run's, "
+                                   "else a free one).")  # fmt: skip
 @click.option("--chroot", default="", metavar="/PATH",
               help="The brokers' ZooKeeper chroot (zookeeper.connect=HOST:PORT/PATH).")  # fmt: skip
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
@@ -84,14 +88,24 @@ def up(
     no_check: bool,
     as_json: bool,
 ) -> None:
-    """Start a local cluster in the background.
+    """Start a local cluster in the background, or the parts of it that are down.
 
     A standalone ZooKeeper and N `kt broker start` processes on 127.0.0.1 joined
     through it.
 
     Returns once every broker is ready and registered in ZooKeeper; the processes keep
     running. Prints the bootstrap servers, the ZooKeeper address and how to stop it.
-    Data persists in --dir across `kt cluster down` and `up`. Needs java and Debian's
+    Data persists in --dir across `kt cluster down` and `up`, and so do the ports
+    and the settings: the next `up` in the same --dir gives every process the port
+    it had (one that another process took meanwhile moves to a free port, with a
+    warning), and options not given are those of the last run (--brokers, --racks,
+    --chroot, --override; --override given replaces the recorded ones). Each broker
+    logs to DIR/broker-N/broker.log (`kt cluster logs`).
+
+    On a cluster that partly runs (a broker was stopped or died), `up` starts what
+    is down, as `kt cluster start` does, and says what already ran; on one that
+    fully runs it only prints the addresses. Options that differ from the running
+    cluster's are refused: `kt cluster down` first. Needs java and Debian's
     zookeeper package (scripts/setup installs them).
 
     \b
@@ -100,15 +114,38 @@ def up(
       kt cluster up --brokers 5 --racks r1,r2,r3 --port-base 9092 --dir /tmp/c1
       kt cluster up --override default.replication.factor=3 --override min.insync.replicas=2
 
-    Exit codes: 0 up, 1 it could not start (a cluster already runs in --dir, a port
-    is taken, java missing, a broker failed), 2 usage error.
+    Exit codes: 0 up, 1 it could not start (a running cluster in --dir has other
+    settings, a port is taken, java missing, a broker failed), 2 usage error.
     """
+    ctx = click.get_current_context()
+
+    def given(name: str) -> bool:
+        return ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)
+
     props: dict[str, str] = {}
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             usage_error(f"--override expects KEY=VALUE, got {item!r}")
         props[key.strip()] = value.strip()
+    rack_list = _parse_racks(racks)
+    previous = None
+    if (directory / STATE_FILE).exists():
+        try:
+            previous = LocalCluster.load(directory)
+        except ClusterError as exc:
+            # as if new: the data stays, ports and settings are chosen afresh
+            warn(f"{exc}; starting with the options given")
+    if previous is not None:
+        # what was not given this time is what the cluster had
+        if not given("count"):
+            count = len(previous.brokers) or count
+        if not given("racks"):
+            rack_list = previous.racks
+        if not given("chroot"):
+            chroot = previous.chroot
+        if not given("overrides"):
+            props = dict(previous.user_overrides)
     if port_base is not None and port_base + count - 1 > 65535:
         usage_error(f"--port-base {port_base}: {count} brokers do not fit below port 65536")
     try:
@@ -116,34 +153,89 @@ def up(
         c = LocalCluster.create(
             directory,
             count,
-            racks=_parse_racks(racks),
+            racks=rack_list,
             port_base=port_base,
             zookeeper_port=zookeeper_port,
             chroot=chroot,
             overrides=props,
+            previous=previous,
         )
-        c.start(timeout=timeout, verify_registration=not no_check)
     except ClusterError as exc:
         fail(str(exc))
+    already: list[str] = []
+    started: list[str] = []
+    if previous is not None and previous.running:
+        differs = _differences(previous, c, port_base is not None, zookeeper_port != 0)
+        if differs:
+            fail(
+                f"a cluster runs in {previous.directory} with other settings "
+                f"({'; '.join(differs)}): kt cluster down{where(directory)} first"
+            )
+        c = previous
+        if c.zookeeper is not None and c.zookeeper.running:
+            already.append("ZooKeeper")
+        already += [f"broker {b.broker_id}" for b in c.brokers if b.running]
+        try:
+            started = c.start_missing(
+                timeout=timeout,
+                verify_registration=not no_check,
+                progress=lambda m: click.echo(f"kt: {m}", err=True),
+            )
+        except ClusterError as exc:
+            fail(str(exc))
+    else:
+        for note in c.notes:
+            warn(note)
+        try:
+            c.start(timeout=timeout, verify_registration=not no_check)
+        except ClusterError as exc:
+            fail(str(exc))
+        started = ["ZooKeeper", *(f"broker {b.broker_id}" for b in c.brokers)]
     if as_json:
         emit_json(
             {
                 "dir": str(c.directory),
                 "bootstrap_servers": c.bootstrap_servers,
                 "zookeeper": c.zookeeper_connect,
+                "already_running": already,
+                "started": started,
                 "processes": c.status(),
             }
         )
         return
-    click.echo(f"Cluster up in {c.directory}: {count} broker(s)")
+    click.echo(f"Cluster up in {c.directory}: {len(c.brokers)} broker(s)")
+    if already:
+        click.echo(f"Already running: {', '.join(already)}")
+        click.echo(f"Started: {', '.join(started) or 'nothing (all was running)'}")
     click.echo(f"Bootstrap servers: {c.bootstrap_servers}")
     click.echo(f"ZooKeeper: {c.zookeeper_connect}")
-    where = "" if directory == Path(DEFAULT_DIR) else f" --dir {directory}"
-    click.echo(f"Stop it with: kt cluster down{where}")
+    click.echo(f"Logs: kt cluster logs{where(directory)} (each broker's in its directory)")
+    click.echo(f"Stop it with: kt cluster down{where(directory)}")
+
+
+def _differences(
+    running: LocalCluster, wanted: LocalCluster, port_base: bool, zookeeper_port: bool
+) -> list[str]:
+    """The settings in which `wanted` (this `up`'s options) differs from the cluster
+    that runs, as the options that ask for them."""
+    out = []
+    if len(wanted.brokers) != len(running.brokers):
+        out.append(f"--brokers {len(wanted.brokers)}, it has {len(running.brokers)}")
+    if port_base and [b.port for b in wanted.brokers] != [b.port for b in running.brokers]:
+        out.append(f"--port-base {wanted.brokers[0].port}, it has {running.bootstrap_servers}")
+    if zookeeper_port and wanted.zookeeper_address != running.zookeeper_address:
+        out.append(f"--zookeeper-port, it has {running.zookeeper_address}")
+    if [b.rack for b in wanted.brokers] != [b.rack for b in running.brokers]:
+        out.append("--racks")
+    if wanted.chroot != running.chroot:
+        out.append(f"--chroot {wanted.chroot or '(none)'}, it has {running.chroot or '(none)'}")
+    if wanted.overrides != running.overrides:
+        out.append("--override")
+    return out
 
 
 @cluster.command()
-@_dir_option
+@dir_option
 @click.option("--kill", is_flag=True, help="SIGKILL instead of a clean (controlled) shutdown.")
 @click.option("--timeout", type=click.FloatRange(min=1), default=60.0, show_default=True,
               metavar="SECONDS", help="How long each broker may take to stop.")  # fmt: skip
@@ -152,15 +244,13 @@ def down(directory: Path, kill: bool, timeout: float) -> None:
     """Stop the cluster `kt cluster up` started in --dir.
 
     Every broker with SIGTERM (a controlled shutdown) and wait, then ZooKeeper. The
-    data stays in --dir.
+    data, the ports and the settings stay in --dir for the next `kt cluster up`; to
+    stop a single broker, `kt cluster stop --broker N`.
 
     Exit codes: 0 stopped (or nothing was running), 1 no cluster in --dir or a
     broker had to be killed after --timeout, 2 usage error.
     """
-    try:
-        c = LocalCluster.load(directory)
-    except ClusterError as exc:
-        fail(str(exc))
+    c = load_cluster(directory)
     was = {s["id"]: s["running"] for s in c.status() if s["role"] == "broker"}
     zk_was = c.zookeeper is not None and c.zookeeper.running
     problems = c.stop(kill=kill, timeout=timeout)
@@ -179,18 +269,19 @@ def down(directory: Path, kill: bool, timeout: float) -> None:
 
 
 @cluster.command()
-@_dir_option
+@dir_option
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of processes.")
 @handle_errors
 def status(directory: Path, as_json: bool) -> None:
     """Which processes of the cluster in --dir run: ZooKeeper and each broker.
 
+    STATE is running, paused (SIGSTOP) or stopped. For each process that is down a
+    line on stderr says how to start it again (`kt cluster start --broker N`) and
+    where its log is.
+
     Exit codes: 0 all running, 1 some process is down (or no cluster in --dir).
     """
-    try:
-        c = LocalCluster.load(directory)
-    except ClusterError as exc:
-        fail(str(exc))
+    c = load_cluster(directory)
     procs = c.status()
     if as_json:
         emit_json(procs)
@@ -203,12 +294,14 @@ def status(directory: Path, as_json: bool) -> None:
                     "-" if p["id"] is None else p["id"],
                     p["address"],
                     p.get("rack") or "-",
-                    p["pid"],
-                    "running" if p["running"] else "stopped",
+                    p["pid"] if p["running"] else "-",
+                    p["state"],
                 ]
                 for p in procs
             ],
         )
+        for hint in down_hints(c, directory):
+            click.echo(f"kt: {hint}", err=True)
     if not all(p["running"] for p in procs):
         raise SystemExit(1)
 

@@ -8,9 +8,8 @@ from typing import Any
 
 import click
 
+from kt.admin.offset_reset import ResetTarget, is_inactive, plan_moves
 from kt.client import (
-    EARLIEST,
-    INACTIVE_STATES,
     LATEST,
     GroupDescription,
     GroupListing,
@@ -386,12 +385,23 @@ def reset_offsets(
         usage_error("give --topic or --all-topics")
     if dry_run and execute:
         usage_error("--dry-run and --execute exclude each other")
-    ts = parse_datetime(to_datetime) if to_datetime is not None else None
+    if to_earliest:
+        target = ResetTarget("earliest")
+    elif to_latest:
+        target = ResetTarget("latest")
+    elif to_current:
+        target = ResetTarget("current")
+    elif to_offset is not None:
+        target = ResetTarget("offset", to_offset)
+    elif to_datetime is not None:
+        target = ResetTarget("timestamp", parse_datetime(to_datetime))
+    else:
+        target = ResetTarget("shift", shift_by)
     specs = [_parse_topic_spec(t) for t in topics]
 
     async def go(c: KafkaClient) -> dict[TopicPartition, int]:
         desc = (await c.describe_groups([group_id]))[0]
-        if desc.state not in INACTIVE_STATES:
+        if not is_inactive(desc.state):
             raise KafkaError(
                 ErrorCode.NON_EMPTY_GROUP,
                 "",
@@ -408,32 +418,9 @@ def reset_offsets(
                 if p not in avail:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {name}-{p}")
                 tps.append((name, p))
-        tps = sorted(set(tps))
-        if not tps:
-            return {}
-        begins = {tp: o for tp, (o, _) in (await c.list_offsets(tps, EARLIEST)).items()}
-        ends = {tp: o for tp, (o, _) in (await c.list_offsets(tps, LATEST)).items()}
-        by_time: dict[TopicPartition, int] = {}
-        if ts is not None:
-            by_time = {tp: o for tp, (o, _) in (await c.list_offsets(tps, ts)).items()}
-        plan: dict[TopicPartition, int] = {}
-        for tp in tps:
-            cur = committed[tp].offset if tp in committed else -1
-            if to_earliest:
-                new = begins[tp]
-            elif to_latest:
-                new = ends[tp]
-            elif to_current:
-                new = cur if cur >= 0 else ends[tp]
-            elif to_offset is not None:
-                new = to_offset
-            elif ts is not None:
-                new = by_time[tp] if by_time[tp] >= 0 else ends[tp]
-            else:
-                assert shift_by is not None
-                new = (cur if cur >= 0 else ends[tp]) + shift_by
-            plan[tp] = min(max(new, begins[tp]), ends[tp])
-        if execute:
+        moves = await plan_moves(c, target, sorted(set(tps)), committed)
+        plan = {(t, p): new for t, p, _, new in moves}
+        if execute and plan:
             await c.commit_offsets(group_id, plan)
         return plan
 

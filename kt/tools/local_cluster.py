@@ -6,10 +6,13 @@
 - `LocalZooKeeper`: a standalone ZooKeeper (Debian's `zookeeper` package, started with
   `java ... QuorumPeerMain zoo.cfg`), ready once it answers `ruok` with `imok`.
 - `LocalCluster`: ZooKeeper plus brokers 1..N with free (or chosen) ports, optional
-  racks, a data directory and a log file each; it records pids, ports and paths in
-  `cluster.json` (written atomically) so another process (`kt cluster down`) can
-  find and stop them, and it stops, kills, pauses, resumes and restarts single
-  brokers for failure tests.
+  racks, a data directory and a log file each; it records pids, ports, paths and
+  the settings it was created with in `cluster.json` (written atomically) so another
+  process (`kt cluster down`, `start`, `stop`) can find and stop them, and so the
+  next `kt cluster up` gives every process its port again; it stops, kills, pauses,
+  resumes and restarts single brokers (and starts whatever is down) for failure
+  tests and for `kt cluster start|stop|restart`. What it does to a process is also
+  written as a line into that process's log (`log_marker`).
 
 The processes run in their own sessions, so they outlive the command that started
 them (and a Ctrl-C in its terminal). Each recorded pid carries the process's start
@@ -28,7 +31,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +52,8 @@ STATE_VERSION = 1
 LOOPBACK = "127.0.0.1"
 #: printed on stdout by `kt broker start` once it listens
 READY_MARKER = b"kt broker ready"
+#: logged by a broker whose id is still registered by its previous (killed) run
+SESSION_WAIT_MARKER = b"waiting for that session to expire"
 
 
 class ClusterError(Exception):
@@ -90,6 +95,21 @@ def port_in_use(port: int, host: str = LOOPBACK) -> bool:
     return False
 
 
+#: how long a port may stay bound after its process ended before it counts as taken
+PORT_RELEASE_TIMEOUT = 15.0
+
+
+def wait_ports_free(ports: Sequence[int], timeout: float) -> bool:
+    """Wait until nothing listens on any of `ports`; False if one still is after
+    `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while any(port_in_use(p) for p in ports):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def four_letter_word(port: int, word: str, *, host: str = LOOPBACK, timeout: float = 2.0) -> str:
     """Send a ZooKeeper four-letter command (`ruok`, `srvr`, `stat`); '' on failure."""
     try:
@@ -121,6 +141,31 @@ def process_start_time(pid: int) -> int | None:
     if fields[0] in ("Z", "X"):
         return None
     return int(fields[19])
+
+
+def process_state(pid: int, start_time: int | None) -> str:
+    """'running', 'paused' (stopped by SIGSTOP: /proc state T) or 'stopped' (gone)."""
+    if not is_alive(pid, start_time):
+        return "stopped"
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "stopped"
+    return "paused" if stat[stat.rindex(")") + 2 :].split()[0] in ("T", "t") else "running"
+
+
+def log_marker(path: Path, text: str) -> None:
+    """Append one line saying what `kt cluster` did to a process (started, stopped,
+    killed) to its log, stamped like the broker's own lines: a SIGKILLed process
+    cannot say it died, and a reader of the log should see why it ends there."""
+    now = time.time()
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
+    line = f"{stamp},{int(now * 1000) % 1000:03d} --- kt cluster: {text} ---\n"
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # O_APPEND, as the process's own output: lines interleave, never overwrite
+        with open(path, "ab") as f:
+            f.write(line.encode())
 
 
 def _reap(pid: int) -> None:
@@ -253,6 +298,7 @@ class LocalZooKeeper:
         elif port_in_use(self.port):
             raise ClusterError(f"ZooKeeper port {self.address} is already in use")
         self.config_path.write_text(self.config_text())
+        log_marker(self.log_path, f"starting ZooKeeper on {self.address}")
         jars = [ZOOKEEPER_JAR, *(j for j in ZOOKEEPER_LOG_JARS if j.is_file())]
         classpath = ":".join(str(p) for p in (ZOOKEEPER_CONF_DIR, *jars))
         self.pid, self.start_time = _spawn(
@@ -288,6 +334,9 @@ class LocalZooKeeper:
     def stop(self, *, kill: bool = False, timeout: float = 10.0) -> None:
         """SIGTERM (or SIGKILL) and wait; escalates to SIGKILL after `timeout`."""
         sig = signal.SIGKILL if kill else signal.SIGTERM
+        if self.running:
+            log_marker(self.log_path, f"{'killing' if kill else 'stopping'} ZooKeeper "
+                                      f"(pid {self.pid}, {sig.name})")  # fmt: skip
         if signal_process(self.pid, self.start_time, sig) and not wait_gone(
             self.pid, self.start_time, timeout
         ):
@@ -401,6 +450,12 @@ class LocalCluster:
     chroot: str = ""
     #: extra broker properties, the same for every broker
     overrides: dict[str, str] = field(default_factory=dict)
+    #: the racks given out in turn (as `create` took them), kept for the next `up`
+    racks: list[str] | None = None
+    #: the properties the operator asked for (`overrides` adds kt's own defaults)
+    user_overrides: dict[str, str] = field(default_factory=dict)
+    #: what `create` could not keep from the previous run (a port taken: moved)
+    notes: list[str] = field(default_factory=list)
 
     # --- construction -------------------------------------------------------------------
 
@@ -415,27 +470,56 @@ class LocalCluster:
         zookeeper_port: int = 0,
         chroot: str = "",
         overrides: Mapping[str, str] | None = None,
+        previous: LocalCluster | None = None,
     ) -> LocalCluster:
         """A cluster description (nothing started yet). Broker N listens on
-        port_base + N - 1 when `port_base` is given, else on a free port; racks are
-        given out in order (racks[(N - 1) % len(racks)])."""
+        port_base + N - 1 when `port_base` is given, else on the port it had in
+        `previous` (the cluster.json of the last run) while that port is free, else
+        on a free port; ZooKeeper likewise unless `zookeeper_port` is given. A port
+        that had to move is said in `notes`. Racks are given out in order
+        (racks[(N - 1) % len(racks)])."""
         if brokers < 1:
             raise ClusterError("a cluster needs at least one broker")
         if chroot and not chroot.startswith("/"):
             raise ClusterError(f"the chroot must start with '/': {chroot!r}")
         root = Path(directory).absolute()
-        members = []
+        # The addresses printed yesterday should still be right today: each process
+        # gets its old port back when nothing else took it meanwhile.
+        before = {b.broker_id: b.port for b in previous.brokers} if previous else {}
+        zk_before = previous.zookeeper.port if previous and previous.zookeeper else 0
+        reserved = {p for p in (*before.values(), zk_before, zookeeper_port) if p}
         taken: set[int] = set()
+        notes: list[str] = []
+
+        def fresh() -> int:
+            port = free_port()
+            while port in taken or port in reserved:
+                port = free_port()
+            return port
+
+        def keep(what: str, port: int) -> int:
+            if port not in taken and not port_in_use(port):
+                return port
+            new = fresh()
+            notes.append(
+                f"{what}'s port {LOOPBACK}:{port} is taken by another process: "
+                f"{what} listens on {LOOPBACK}:{new} now"
+            )
+            return new
+
+        members = []
         for n in range(1, brokers + 1):
             if port_base is not None:
                 port = port_base + n - 1
+            elif n in before:
+                port = keep(f"broker {n}", before[n])
             else:
-                port = free_port()
-                while port in taken or port == zookeeper_port:
-                    port = free_port()
+                port = fresh()
             taken.add(port)
             rack = racks[(n - 1) % len(racks)] if racks else None
             members.append(LocalBroker(n, port, root / f"broker-{n}", rack))
+        if not zookeeper_port and zk_before:
+            zookeeper_port = keep("ZooKeeper", zk_before)
         # The internal topics' replication factors are strict in a cluster (as in
         # Kafka): a cluster smaller than the default 3 gets ones it can meet.
         props = {"offsets.topic.replication.factor": str(min(3, brokers))}
@@ -452,7 +536,16 @@ class LocalCluster:
         zk = LocalZooKeeper(
             root / "zookeeper", zookeeper_port, tick_time_ms=tick_time_for(session_ms)
         )
-        return cls(root, members, zk, chroot.rstrip("/"), props)
+        return cls(
+            root,
+            members,
+            zk,
+            chroot.rstrip("/"),
+            props,
+            list(racks) if racks else None,
+            dict(overrides or {}),
+            notes,
+        )
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str]) -> LocalCluster:
@@ -468,12 +561,20 @@ class LocalCluster:
         if doc.get("version") != STATE_VERSION:
             raise ClusterError(f"{path}: unknown state version {doc.get('version')!r}")
         zk = doc.get("zookeeper")
+        brokers = [LocalBroker.from_json(b) for b in doc.get("brokers", [])]
+        overrides = dict(doc.get("overrides", {}))
+        # files written before racks and user_overrides were kept: the closest reading
+        racks = doc.get("racks")
+        if racks is None and brokers and all(b.rack for b in brokers):
+            racks = [b.rack for b in brokers]
         return cls(
             root,
-            [LocalBroker.from_json(b) for b in doc.get("brokers", [])],
+            brokers,
             LocalZooKeeper.from_json(zk) if zk else None,
             doc.get("chroot", ""),
-            dict(doc.get("overrides", {})),
+            overrides,
+            racks,
+            dict(doc.get("user_overrides", overrides)),
         )
 
     # --- addresses ----------------------------------------------------------------------
@@ -522,6 +623,8 @@ class LocalCluster:
             "zookeeper_connect": self.zookeeper_connect,
             "chroot": self.chroot,
             "overrides": self.overrides,
+            "racks": self.racks,
+            "user_overrides": self.user_overrides,
             "zookeeper": self.zookeeper.to_json() if self.zookeeper else None,
             "brokers": [b.to_json() for b in self.brokers],
         }
@@ -584,16 +687,33 @@ class LocalCluster:
     def _launch(self, b: LocalBroker) -> int:
         b.data_dir.mkdir(parents=True, exist_ok=True)
         offset = b.log_path.stat().st_size if b.log_path.exists() else 0
+        log_marker(b.log_path, f"starting broker {b.broker_id} on {b.bootstrap}")
         b.pid, b.start_time = _spawn(self._broker_args(b), b.log_path, b.directory)
         return offset
 
-    def _await_ready(self, b: LocalBroker, deadline: float, offset: int) -> None:
+    def _await_ready(
+        self,
+        b: LocalBroker,
+        deadline: float,
+        offset: int,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        announced = False
         while True:
             try:
                 with open(b.log_path, "rb") as f:
                     f.seek(offset)
-                    if READY_MARKER in f.read():
-                        return
+                    text = f.read()
+                if READY_MARKER in text:
+                    return
+                if progress and not announced and SESSION_WAIT_MARKER in text:
+                    # after a SIGKILL the old registration lingers until its session
+                    # expires: say why this start takes that long
+                    progress(
+                        f"broker {b.broker_id} waits for its previous ZooKeeper session "
+                        "to expire (zookeeper.session.timeout.ms) before it registers"
+                    )
+                    announced = True
             except FileNotFoundError:
                 pass
             if not b.running:
@@ -652,6 +772,9 @@ class LocalCluster:
         A broker that does not stop within `timeout` is killed (ClusterError)."""
         b = self.broker(broker_id)
         sig = signal.SIGKILL if kill else signal.SIGTERM
+        if not b.running:
+            return
+        self._mark_stop(b, kill)
         if not signal_process(b.pid, b.start_time, sig):
             return
         # a paused broker cannot handle SIGTERM until it runs again
@@ -660,6 +783,12 @@ class LocalCluster:
             signal_process(b.pid, b.start_time, signal.SIGKILL)
             wait_gone(b.pid, b.start_time, 5.0)
             raise ClusterError(f"broker {broker_id} did not stop in {timeout:g}s; killed it")
+
+    @staticmethod
+    def _mark_stop(b: LocalBroker, kill: bool) -> None:
+        how = "killing" if kill else "stopping"
+        why = "SIGKILL" if kill else "SIGTERM: a controlled shutdown"
+        log_marker(b.log_path, f"{how} broker {b.broker_id} (pid {b.pid}, {why})")
 
     def pause_broker(self, broker_id: int) -> None:
         """SIGSTOP: the process freezes (sessions time out, connections hang)."""
@@ -699,12 +828,73 @@ class LocalCluster:
             raise
         return b
 
+    def start_missing(
+        self,
+        broker_ids: Sequence[int] | None = None,
+        *,
+        timeout: float = 60.0,
+        verify_registration: bool = True,
+        register_timeout: float = 30.0,
+        progress: Callable[[str], None] | None = None,
+    ) -> list[str]:
+        """Start ZooKeeper if it is down, then those of the brokers `broker_ids`
+        (default: all) that are down, each on its recorded port and data; wait as
+        `start` does. Returns what it started ('ZooKeeper', 'broker 2'); processes
+        that already run are left alone. On a failure what it started is killed
+        again and ClusterError is raised."""
+        targets = [self.broker(i) for i in broker_ids] if broker_ids is not None else self.brokers
+        down = [b for b in targets if not b.running]
+        zk = self.zookeeper
+        # A process that just ended may hold its port a moment longer (a JVM's
+        # threads outlive its main one, whose pid already looks gone): wait a while
+        # before calling the port taken.
+        ports = [b.port for b in down]
+        if zk is not None and not zk.running and zk.port:
+            ports.append(zk.port)
+        wait_ports_free(ports, min(timeout, PORT_RELEASE_TIMEOUT))
+        for b in down:
+            if port_in_use(b.port):
+                raise ClusterError(
+                    f"broker {b.broker_id}'s port {b.bootstrap} is taken by another process "
+                    "(kt cluster down, then kt cluster up, gives it a free one)"
+                )
+        started: list[str] = []
+        launched: list[LocalBroker] = []
+        zk_started = False
+        try:
+            if zk is not None and not zk.running:
+                zk.start(timeout=min(timeout, 30.0))
+                zk_started = True
+                started.append("ZooKeeper")
+                self.save()
+            deadline = time.monotonic() + timeout
+            offsets = {}
+            for b in down:
+                offsets[b.broker_id] = self._launch(b)
+                launched.append(b)
+                self.save()
+            for b in down:
+                self._await_ready(b, deadline, offsets[b.broker_id], progress)
+                started.append(f"broker {b.broker_id}")
+            if verify_registration and down:
+                self.wait_registered(register_timeout, [b.broker_id for b in down])
+        except BaseException:
+            for b in launched:
+                with contextlib.suppress(ClusterError):
+                    self.stop_broker(b.broker_id, kill=True)
+            if zk is not None and zk_started:
+                zk.stop(kill=True)
+            raise
+        return started
+
     def stop(self, *, kill: bool = False, timeout: float = 30.0) -> list[str]:
         """Stop every broker (together, SIGTERM or SIGKILL), then ZooKeeper. Returns a
         line per broker that had to be killed after `timeout`."""
         problems = []
         sig = signal.SIGKILL if kill else signal.SIGTERM
         for b in self.brokers:
+            if b.running:
+                self._mark_stop(b, kill)
             if signal_process(b.pid, b.start_time, sig):
                 signal_process(b.pid, b.start_time, signal.SIGCONT)
         deadline = time.monotonic() + timeout
@@ -724,7 +914,8 @@ class LocalCluster:
         self.stop(kill=True)
 
     def status(self) -> list[dict[str, Any]]:
-        """One entry per process: role, id, address, pid, running."""
+        """One entry per process: role, id, address, pid, running, state ('running',
+        'paused' or 'stopped') and its log file."""
         out: list[dict[str, Any]] = []
         if self.zookeeper is not None:
             out.append(
@@ -734,6 +925,8 @@ class LocalCluster:
                     "address": self.zookeeper_address,
                     "pid": self.zookeeper.pid,
                     "running": self.zookeeper.running,
+                    "state": process_state(self.zookeeper.pid, self.zookeeper.start_time),
+                    "log": str(self.zookeeper.log_path),
                 }
             )
         for b in self.brokers:
@@ -745,6 +938,8 @@ class LocalCluster:
                     "rack": b.rack,
                     "pid": b.pid,
                     "running": b.running,
+                    "state": process_state(b.pid, b.start_time),
+                    "log": str(b.log_path),
                 }
             )
         return out

@@ -3,8 +3,8 @@
 Kafka's actions and exact output lines (runbooks grep them), Kafka's JSON files,
 plus `--progress` (bytes copied per adding replica, rate, ETA) and
 `--generate --minimal-movement`. The JSON formats and plan checks are in
-`kt.tools.reassign_plan`; progress and throttles (shared with `kt tui`) in
-`kt.tools.reassignment`.
+`kt.admin.reassign_plan`; progress, throttles and the status of a plan (shared with
+`kt tui`) in `kt.admin.reassignment`; this module parses and prints.
 """
 
 from __future__ import annotations
@@ -12,17 +12,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from kt.client import OP_SET, RESOURCE_BROKER, KafkaClient, LogDirInfo, PartitionReassignment
-from kt.cluster.assignment import BrokerMetadata
-from kt.protocol.errors import ErrorCode
-from kt.tools.console import emit_json, fail, handle_errors, stdout_is_terminal, usage_error
-from kt.tools.reassign_plan import (
+from kt.admin.reassign_plan import (
     Plan,
     PlanError,
     check_plan,
@@ -35,16 +31,28 @@ from kt.tools.reassign_plan import (
     parse_topics,
     plan_doc,
 )
-from kt.tools.reassignment import (
+from kt.admin.reassignment import (
     LOG_DIR_RATE,
+    LogDirMoves,
+    MoveStatus,
+    Replica,
     ReplicaProgress,
+    Status,
     clear_throttles,
+    current_assignment,
     eta_text,
+    plan_state,
+    replica_name,
     sample_finished,
+    sample_moves,
     sample_progress,
     set_throttles,
     with_rates,
 )
+from kt.client import OP_SET, RESOURCE_BROKER, KafkaClient, PartitionReassignment
+from kt.cluster.assignment import BrokerMetadata
+from kt.protocol.errors import ErrorCode
+from kt.tools.console import emit_json, fail, handle_errors, stdout_is_terminal, usage_error
 from kt.tools.wire import Wire, wire_options
 
 if TYPE_CHECKING:
@@ -81,23 +89,13 @@ def _plan_from(path: str) -> Plan:
         usage_error(str(exc))
 
 
-Replica = tuple[str, int, int]
-#: (topic, partition, broker) -> the log directory the plan moves it to
-LogDirMoves = dict[Replica, str]
-
-
 def _plan_and_moves_from(path: str) -> tuple[Plan, LogDirMoves]:
     plan = _plan_from(path)
     return plan, parse_log_dirs(_read(path, "--reassignment-json-file"))
 
 
-def _replica(r: Replica) -> str:
-    # Kafka's TopicPartitionReplica.toString.
-    return f"{r[0]}-{r[1]}-{r[2]}"
-
-
 def _replicas(rs: Iterable[Replica]) -> str:
-    return ",".join(_replica(r) for r in sorted(rs, key=lambda r: (r[2], r[0], r[1])))
+    return ",".join(replica_name(r) for r in sorted(rs, key=lambda r: (r[2], r[0], r[1])))
 
 
 def _topics_from(path: str) -> list[str]:
@@ -263,12 +261,6 @@ def reassign_partitions(
             _cancel(wire, plan, moves, preserve_throttles, as_json)
 
 
-async def _current(c: KafkaClient, topics: list[str] | None = None) -> Plan:
-    infos = await (c.describe_topics(topics) if topics is not None else c.list_topics())
-    return {(t, p): list(info.replicas) for t, ti in infos.items()
-            for p, info in ti.partitions.items()}  # fmt: skip
-
-
 def _generate(
     wire: Wire,
     topics_file: str | None,
@@ -292,7 +284,7 @@ def _generate(
         missing = [t for t in topics if t not in known]
         if missing:
             usage_error(f"Topic {missing[0]} not found")
-        cur = await _current(c, topics)
+        cur = await current_assignment(c, topics)
         return cur, {b.node_id: b.rack for b in c.metadata.brokers.values()}
 
     current, racks = wire.run(go)
@@ -341,7 +333,7 @@ def _execute(
             fail(EXISTING)
         if moves:
             await check_log_dirs_exist(c, moves)
-        current = await _current(c, sorted({t for t, _ in plan}))
+        current = await current_assignment(c, sorted({t for t, _ in plan}))
         current = {tp: rs for tp, rs in current.items() if tp in plan}
         if not as_json:
             click.echo("Current partition replica assignment\n")
@@ -387,7 +379,7 @@ def _execute(
     begun = [tp for tp in sorted(plan) if tp not in errors]
     if as_json:
         emit_json({"current": plan_doc(current), "started": [_tp(*tp) for tp in begun],
-                   "log_dir_moves_started": [_replica(r) for r in sorted(started)],
+                   "log_dir_moves_started": [replica_name(r) for r in sorted(started)],
                    "errors": {_tp(*tp): str(e) for tp, e in sorted(errors.items())}})  # fmt: skip
     elif begun:
         s = "" if len(begun) == 1 else "s"
@@ -414,7 +406,7 @@ async def check_log_dirs_exist(c: KafkaClient, moves: LogDirMoves) -> None:
     for r, d in sorted(moves.items()):
         if r[2] in dirs and d not in dirs[r[2]]:
             fail(
-                f"Failed to alter dir for {_replica(r)}: broker {r[2]} has no log dir {d} "
+                f"Failed to alter dir for {replica_name(r)}: broker {r[2]} has no log dir {d} "
                 f"(LOG_DIR_NOT_FOUND; its log dirs: {', '.join(sorted(dirs[r[2]]))})"
             )
 
@@ -430,7 +422,7 @@ async def start_log_dir_moves(c: KafkaClient, moves: LogDirMoves) -> list[Replic
         if err is None:
             out.append(r)
         elif err.code != ErrorCode.REPLICA_NOT_AVAILABLE:
-            fail(f"Failed to alter dir for {_replica(r)} to {moves[r]}: {err}")
+            fail(f"Failed to alter dir for {replica_name(r)} to {moves[r]}: {err}")
     return out
 
 
@@ -450,34 +442,6 @@ def check_plan_or_exit(
         usage_error(str(exc))
 
 
-@dataclass
-class Status:
-    """One partition's --verify status."""
-
-    partition: str
-    status: str  # completed | in_progress | mismatch
-    replicas: list[int]
-    target: list[int]
-
-
-def verify_statuses(
-    plan: Plan, current: Plan, running: dict[tuple[str, int], PartitionReassignment]
-) -> list[Status]:
-    """Kafka's verify: in progress while listed, else completed when the replicas are
-    the target, else a mismatch."""
-    out = []
-    for tp, target in sorted(plan.items()):
-        replicas = current.get(tp, [])
-        if tp in running:
-            state = "in_progress"
-        elif replicas == target:
-            state = "completed"
-        else:
-            state = "mismatch"
-        out.append(Status(_tp(*tp), state, replicas, target))
-    return out
-
-
 def verify_line(s: Status) -> str:
     """Kafka 3.3+'s line for one partition."""
     if s.status == "in_progress":
@@ -488,47 +452,6 @@ def verify_line(s: Status) -> str:
         f"There is no active reassignment of partition {s.partition}, but replica set is "
         f"{_ids(s.replicas)} rather than {_ids(s.target)}."
     )
-
-
-@dataclass
-class MoveStatus:
-    """One replica's move between log dirs, for --verify (Kafka's LogDirMoveState)."""
-
-    replica: str
-    # completed | in_progress | elsewhere (moving to another dir) | cancelled
-    # (not moving, in another dir) | missing (not on the broker) | offline
-    status: str
-    target: str
-    current: str | None
-    future: str | None
-
-    @property
-    def done(self) -> bool:
-        """Kafka: only an active move is not done."""
-        return self.status not in ("in_progress", "elsewhere")
-
-
-def move_statuses(moves: LogDirMoves, dirs: list[LogDirInfo]) -> list[MoveStatus]:
-    """Kafka's findLogDirMoveStates from the brokers' DescribeLogDirs."""
-    current: dict[Replica, str] = {}
-    future: dict[Replica, str] = {}
-    offline: set[int] = set()
-    for d in dirs:
-        if d.error != ErrorCode.NONE:
-            offline.add(d.broker)
-        for p in d.partitions:
-            (future if p.is_future else current)[(p.topic, p.partition, d.broker)] = d.path
-    out = []
-    for r in sorted(moves, key=lambda r: (r[2], r[0], r[1])):
-        target, cur, fut = moves[r], current.get(r), future.get(r)
-        if cur is None:
-            state = "offline" if r[2] in offline else "missing"
-        elif fut is None:
-            state = "completed" if cur == target else "cancelled"
-        else:
-            state = "in_progress" if fut == target else "elsewhere"
-        out.append(MoveStatus(_replica(r), state, target, cur, fut))
-    return out
 
 
 def move_line(m: MoveStatus) -> str:
@@ -548,30 +471,6 @@ def move_line(m: MoveStatus) -> str:
         return (f"Partition {t}-{p} is not found in any live log dir on broker {b}. "
                 "There is likely an offline log directory on the broker.")  # fmt: skip
     return f"Partition {t}-{p} cannot be found in any live log directory on broker {b}."
-
-
-async def sample_moves(c: KafkaClient, moves: LogDirMoves) -> list[MoveStatus]:
-    """The state of each replica move of a plan."""
-    if not moves:
-        return []
-    brokers = sorted({b for _, _, b in moves} & set(c.metadata.brokers))
-    topics: dict[str, set[int]] = {}
-    for t, p, _ in moves:
-        topics.setdefault(t, set()).add(p)
-    dirs = await c.describe_log_dirs(brokers, {t: sorted(ps) for t, ps in topics.items()})
-    return move_statuses(moves, dirs)
-
-
-async def plan_state(
-    c: KafkaClient, plan: Plan, moves: LogDirMoves
-) -> tuple[list[Status], list[MoveStatus]]:
-    """--verify's view of the plan: each partition's status, each log-dir move's."""
-    topics = sorted({t for t, _ in plan})
-    running = await c.list_partition_reassignments(
-        {t: sorted(p for tt, p in plan if tt == t) for t in topics}
-    )
-    statuses = verify_statuses(plan, await _current(c, topics), running)
-    return statuses, await sample_moves(c, moves)
 
 
 def _verify(
@@ -641,7 +540,7 @@ def _cancel(
     done = [tp for tp in active if tp not in errors]
     if as_json:
         emit_json({"cancelled": [_tp(*tp) for tp in done],
-                   "cancelled_log_dir_moves": [_replica(r) for r in sorted(moved_back)],
+                   "cancelled_log_dir_moves": [replica_name(r) for r in sorted(moved_back)],
                    "throttles_cleared": cleared is not None,
                    "errors": {_tp(*tp): str(e) for tp, e in sorted(errors.items())}})  # fmt: skip
     elif done:

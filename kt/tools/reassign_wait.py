@@ -25,20 +25,18 @@ from typing import TypeVar
 
 import click
 
-from kt.client import KafkaClient, KafkaConnectionError, KafkaError, KafkaTimeoutError
-from kt.tools.console import emit_json, fail, warn
-from kt.tools.reassign_cmd import (
+from kt.admin.reassign_plan import Plan
+from kt.admin.reassignment import (
     LogDirMoves,
     MoveStatus,
-    ProgressDisplay,
+    ReplicaProgress,
     Status,
-    move_line,
-    next_sample,
+    clear_throttles,
     plan_state,
-    verify_line,
 )
-from kt.tools.reassign_plan import Plan
-from kt.tools.reassignment import ReplicaProgress, clear_throttles
+from kt.client import KafkaClient, KafkaConnectionError, KafkaError, KafkaTimeoutError
+from kt.tools.console import emit_json, fail, warn
+from kt.tools.reassign_cmd import ProgressDisplay, move_line, next_sample, verify_line
 from kt.tools.wire import Wire
 
 T = TypeVar("T")

@@ -12,6 +12,7 @@ import click
 from kt.client import (
     RESOURCE_TOPIC,
     ConfigEntry,
+    ControllerUnknownError,
     KafkaClient,
     KafkaError,
     NewTopic,
@@ -21,7 +22,7 @@ from kt.client import (
 )
 from kt.protocol.apis import DESCRIBE_CONFIGS
 from kt.protocol.errors import ErrorCode
-from kt.tools.console import emit_json, fail, handle_errors, usage_error
+from kt.tools.console import emit_json, fail, handle_errors, usage_error, warn
 from kt.tools.wire import Wire, match_names, parse_kv, wire_options
 
 
@@ -47,18 +48,34 @@ def parse_replica_assignment(text: str) -> dict[int, list[int]]:
     return out
 
 
+def _topic_or_option(argument: str | None, option: str | None, *, required: bool) -> str | None:
+    """The topic given as an argument (as rpk and `kt produce TOPIC` take it) or with
+    --topic (as kafka-topics.sh does): either, or both when they agree; a usage error
+    when they differ, or when `required` and neither is given."""
+    if argument is not None and option is not None and argument != option:
+        usage_error(f"the topic is given twice and differs: {argument!r} and --topic {option!r}")
+    name = argument if argument is not None else option
+    if name is None and required:
+        cmd = click.get_current_context().info_name
+        usage_error(f"which topic? give it as an argument (kt topic {cmd} TOPIC) or with --topic")
+    return name
+
+
 @click.group()
 def topic() -> None:
     """Create, list, describe, alter and delete topics (like kafka-topics.sh).
 
     \b
     Examples:
-      kt topic create --topic orders --partitions 6 --config retention.ms=86400000
+      kt topic create orders --partitions 6 --config retention.ms=86400000
       kt topic list --exclude-internal
-      kt topic describe --topic orders
+      kt topic describe orders
       kt topic describe --under-replicated-partitions
-      kt topic alter --topic orders --partitions 12
+      kt topic alter orders --partitions 12
       kt topic delete --topic orders --if-exists
+
+    The topic of create, describe, alter and delete is an argument or --topic
+    (kafka-topics.sh's spelling); giving both with different values is a usage error.
 
     Exit codes: 0 ok, 1 the operation failed (unknown topic, broker error,
     unreachable cluster), 2 usage error.
@@ -67,7 +84,8 @@ def topic() -> None:
 
 @topic.command()
 @wire_options
-@click.option("--topic", "-t", "name", required=True, help="The topic to create.")
+@click.argument("topic_arg", metavar="[TOPIC]", required=False)
+@click.option("--topic", "-t", "name", help="The topic to create (or the TOPIC argument).")
 @click.option("--partitions", type=click.IntRange(min=1), help="Partition count (broker default).")
 @click.option("--replication-factor", type=click.IntRange(min=1), help="Replicas per partition.")
 @click.option(
@@ -81,7 +99,8 @@ def topic() -> None:
 @handle_errors
 def create(
     wire: Wire,
-    name: str,
+    topic_arg: str | None,
+    name: str | None,
     partitions: int | None,
     replication_factor: int | None,
     replica_assignment: str | None,
@@ -90,6 +109,8 @@ def create(
     validate_only: bool,
 ) -> None:
     """Create a topic; prints "Created topic NAME."."""
+    name = _topic_or_option(topic_arg, name, required=True)
+    assert name is not None
     assignment = parse_replica_assignment(replica_assignment) if replica_assignment else {}
     if assignment and (partitions is not None or replication_factor is not None):
         usage_error("--replica-assignment excludes --partitions and --replication-factor")
@@ -286,6 +307,7 @@ def describe_topic(
 
 @topic.command()
 @wire_options
+@click.argument("topic_arg", metavar="[TOPIC]", required=False)
 @click.option("--topic", "-t", "pattern", help="Topic name, comma list or regex (default: all).")
 @click.option("--exclude-internal", is_flag=True, help="Leave out internal topics.")
 @click.option("--if-exists", is_flag=True, help="Succeed when the topic does not exist.")
@@ -321,6 +343,7 @@ def describe_topic(
 @handle_errors
 def describe(
     wire: Wire,
+    topic_arg: str | None,
     pattern: str | None,
     exclude_internal: bool,
     if_exists: bool,
@@ -352,6 +375,7 @@ def describe(
     leader-election --election-type preferred` moves them back. --json: one object
     per topic shown, with its shown partitions.
     """
+    pattern = _topic_or_option(topic_arg, pattern, required=False)
     flt = PartitionFilter(
         under_replicated_partitions,
         under_min_isr_partitions,
@@ -377,18 +401,27 @@ def describe(
                 "does not exist",
             )
         configs: dict[str, list[ConfigEntry]] = {}
-        if await c.supports(DESCRIBE_CONFIGS):
+        if not await c.supports(DESCRIBE_CONFIGS):
+            # Describe needs no configs to be useful (a Kafka-compatible service
+            # without DescribeConfigs): the partitions, and a word on stderr.
+            conn = await c.any_connection()
+            warn(f"{conn.label} does not support the DescribeConfigs API: configs not shown")
+        else:
             for n in names:
                 try:
                     configs[n] = await c.describe_configs(RESOURCE_TOPIC, n, include_synonyms=False)
                 except KafkaError as exc:
                     if exc.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                         raise
-        reassignments = (
-            await c.list_partition_reassignments({n: sorted(topics[n].partitions) for n in names})
-            if names
-            else {}
-        )
+        reassignments: dict[tuple[str, int], PartitionReassignment] = {}
+        if names:
+            try:
+                reassignments = await c.list_partition_reassignments(
+                    {n: sorted(topics[n].partitions) for n in names}
+                )
+            except ControllerUnknownError as exc:
+                # Only the controller knows the reassignments; the rest needs none.
+                warn(f"{exc.detail}: reassignments in progress not shown")
         return [topics[n] for n in names], configs, set(c.metadata.brokers), reassignments
 
     infos, configs, live, reassignments = wire.run(go)
@@ -411,7 +444,8 @@ def describe(
 
 @topic.command()
 @wire_options
-@click.option("--topic", "-t", "pattern", required=True, help="Topic name, comma list or regex.")
+@click.argument("topic_arg", metavar="[TOPIC]", required=False)
+@click.option("--topic", "-t", "pattern", help="Topic name, comma list or regex (or TOPIC).")
 @click.option(
     "--partitions", type=click.IntRange(min=1), required=True, help="The new partition count."
 )
@@ -423,9 +457,17 @@ def describe(
 @click.option("--if-exists", is_flag=True, help="Succeed when the topic does not exist.")
 @handle_errors
 def alter(
-    wire: Wire, pattern: str, partitions: int, replica_assignment: str | None, if_exists: bool
+    wire: Wire,
+    topic_arg: str | None,
+    pattern: str | None,
+    partitions: int,
+    replica_assignment: str | None,
+    if_exists: bool,
 ) -> None:
     """Raise a topic's partition count (topic configs: `kt configs alter`)."""
+    chosen = _topic_or_option(topic_arg, pattern, required=True)
+    assert chosen is not None
+    pattern = chosen
     assignment = parse_replica_assignment(replica_assignment) if replica_assignment else {}
 
     async def go(c: KafkaClient) -> list[str]:
@@ -456,11 +498,15 @@ def alter(
 
 @topic.command()
 @wire_options
-@click.option("--topic", "-t", "pattern", required=True, help="Topic name, comma list or regex.")
+@click.argument("topic_arg", metavar="[TOPIC]", required=False)
+@click.option("--topic", "-t", "pattern", help="Topic name, comma list or regex (or TOPIC).")
 @click.option("--if-exists", is_flag=True, help="Succeed when the topic does not exist.")
 @handle_errors
-def delete(wire: Wire, pattern: str, if_exists: bool) -> None:
+def delete(wire: Wire, topic_arg: str | None, pattern: str | None, if_exists: bool) -> None:
     """Delete topics."""
+    chosen = _topic_or_option(topic_arg, pattern, required=True)
+    assert chosen is not None
+    pattern = chosen
 
     async def go(c: KafkaClient) -> list[str]:
         topics = await c.list_topics()

@@ -80,6 +80,7 @@ class Wire:
                 return await func(client)
             finally:
                 await client.close()
+                await _settle_tasks()
 
         try:
             return asyncio.run(main())
@@ -92,6 +93,22 @@ class Wire:
         except SecurityConfigError as exc:
             # found at connection time (an OIDC token endpoint refusing, ...)
             fail(str(exc))
+
+
+async def _settle_tasks() -> None:
+    """Cancel and wait for the tasks a failed command left behind (a request to one
+    broker still running when another's failed), so none is reported as destroyed
+    while pending, or as an unhandled exception during asyncio.run's shutdown; their
+    errors are the failed command's, already reported once."""
+    me = asyncio.current_task()
+    left = [t for t in asyncio.all_tasks() if t is not me and not t.done()]
+    for t in left:
+        t.cancel()
+    if left:
+        await asyncio.wait(left)
+        for t in left:
+            if not t.cancelled():
+                t.exception()
 
 
 def _source(name: str) -> ParameterSource | None:

@@ -25,10 +25,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from kt.admin.offset_reset import ResetPlan, ResetTarget, plan_moves
+from kt.admin.reassign_plan import PlanError, check_plan
+from kt.admin.reassignment import clear_throttles, set_throttles
 from kt.client import (
     EARLIEST,
     ELECTION_PREFERRED,
-    INACTIVE_STATES,
     LATEST,
     OP_DELETE,
     OP_SET,
@@ -43,15 +45,13 @@ from kt.client import (
     TopicInfo,
 )
 from kt.protocol.errors import ErrorCode
-from kt.tools.reassign_plan import PlanError, check_plan
-from kt.tools.reassignment import clear_throttles, set_throttles
 
 T = TypeVar("T")
 TopicPartition = tuple[str, int]
-#: a reassignment plan: target replicas per partition (kt.tools.reassign_plan.Plan)
+#: a reassignment plan: target replicas per partition (kt.admin.reassign_plan.Plan)
 PlanMap = Mapping[TopicPartition, Sequence[int]]
 
-#: reset targets
+#: the reset targets the TUI offers (kt.admin.offset_reset has more)
 RESET_TARGETS = ("earliest", "latest", "offset", "timestamp")
 
 
@@ -62,17 +62,6 @@ class ActionResult:
 
     ok: bool
     message: str
-
-
-@dataclass(frozen=True, slots=True)
-class ResetPlan:
-    """What a reset would commit: the group, its state, and per partition the
-    current committed offset (-1 none) and the new one."""
-
-    group_id: str
-    state: str
-    members: int
-    moves: tuple[tuple[str, int, int, int], ...]  # topic, partition, current, new
 
 
 class _Refused(Exception):
@@ -317,7 +306,7 @@ class ClusterActions:
             _refuse_active(plan)
             if not plan.moves:
                 raise _Refused(f"group {group_id!r} has no offsets to reset")
-            await c.commit_offsets(group_id, {(t, p): new for t, p, _, new in plan.moves})
+            await c.commit_offsets(group_id, plan.offsets())
             return (
                 f"Reset group {group_id!r} to {_target(to, value)} on "
                 f"{_n(len(plan.moves), 'partition')}."
@@ -610,8 +599,7 @@ async def _plan(
 ) -> ResetPlan:
     if to not in RESET_TARGETS:
         raise ValueError(f"reset target must be one of {', '.join(RESET_TARGETS)}, not {to!r}")
-    if to in ("offset", "timestamp") and value is None:
-        raise ValueError(f"a reset to {to} needs a value")
+    target = ResetTarget(to, value)
     desc, committed = await asyncio.gather(
         c.describe_groups([group_id]), c.fetch_committed(group_id)
     )
@@ -624,33 +612,12 @@ async def _plan(
         for name in dict.fromkeys(topics):
             info = await _existing_topic(c, name)
             tps.extend((name, p) for p in sorted(info.partitions))
-    moves: list[tuple[str, int, int, int]] = []
-    if tps:
-        lookups = [c.list_offsets(tps, EARLIEST), c.list_offsets(tps, LATEST)]
-        if to == "timestamp":
-            assert value is not None
-            lookups.append(c.list_offsets(tps, value))
-        got = await asyncio.gather(*lookups)
-        starts, ends = got[0], got[1]
-        for tp in tps:
-            lo, hi = starts[tp][0], ends[tp][0]
-            if to == "earliest":
-                new = lo
-            elif to == "latest":
-                new = hi
-            elif to == "offset":
-                assert value is not None
-                new = value
-            else:
-                found = got[2][tp][0]
-                new = found if found >= 0 else hi
-            cur = committed[tp].offset if tp in committed else -1
-            moves.append((tp[0], tp[1], cur, min(max(new, lo), hi)))
-    return ResetPlan(group_id, d.state, len(d.members), tuple(moves))
+    moves = await plan_moves(c, target, tps, committed)
+    return ResetPlan(group_id, d.state, len(d.members), moves)
 
 
 def _refuse_active(plan: ResetPlan) -> None:
-    if plan.state not in INACTIVE_STATES:
+    if not plan.inactive:
         raise _Refused(
             f"group {plan.group_id!r} is {plan.state} with {_n(plan.members, 'member')}: "
             "offsets can only be reset while it is inactive (stop its consumers first)"

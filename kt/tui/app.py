@@ -12,6 +12,9 @@ sampler reconnects from the bootstrap list on its own).
 Actions (create/delete topic, add partitions, alter a config, reset a group's
 offsets, start or cancel a reassignment, elect preferred leaders) go form (when
 they need input) -> confirmation showing what will happen -> worker.
+
+The app imports its screens; screens never import the app. They ask it for
+navigation and actions with the messages of `kt.tui.host`, handled below.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
 
+from kt.tui import host
 from kt.tui.model import ClusterSnapshot, History
 from kt.tui.screens.base import DashboardScreen
 from kt.tui.screens.brokers import BrokersScreen
@@ -386,6 +390,44 @@ class KtApp(App[None]):
                 outcome.message, title=f"{request.title} failed", severity="error", timeout=8
             )
         self.refresh_now()
+
+    # --- what screens ask for (kt.tui.host's messages) ------------------------------------
+
+    def on_open_messages(self, message: host.OpenMessages) -> None:
+        self.open_messages(message.topic, message.partition)
+
+    def on_open_reassignments(self, message: host.OpenReassignments) -> None:
+        self.open_reassignments()
+
+    def on_open_transactions(self, message: host.OpenTransactions) -> None:
+        self.open_transactions()
+
+    def on_watch_topic(self, message: host.WatchTopic) -> None:
+        self.watch_topic(message.topic)
+
+    def on_create_topic(self, message: host.CreateTopic) -> None:
+        self.start_create_topic()
+
+    def on_delete_topic(self, message: host.DeleteTopic) -> None:
+        self.start_delete_topic(message.topic)
+
+    def on_add_partitions(self, message: host.AddPartitions) -> None:
+        self.start_add_partitions(message.topic)
+
+    def on_alter_config(self, message: host.AlterConfig) -> None:
+        self.start_alter_config(message.topic)
+
+    def on_reset_offsets(self, message: host.ResetOffsets) -> None:
+        self.start_reset_offsets(message.group_id)
+
+    def on_start_reassignment(self, message: host.StartReassignment) -> None:
+        self.start_reassignment()
+
+    def on_cancel_reassignments(self, message: host.CancelReassignments) -> None:
+        self.start_cancel_reassignments(message.partitions)
+
+    def on_elect_preferred_leaders(self, message: host.ElectPreferredLeaders) -> None:
+        self.start_elect_preferred_leaders(message.partitions)
 
     # --- command palette -----------------------------------------------------------------
 

@@ -15,10 +15,10 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from kt.admin.reassignment import LISTS, ReplicaProgress, with_rates
 from kt.cluster.election import LeaderAndIsr
 from kt.cluster.rebalance import LeaderImbalance, preferred_replica_imbalance
 from kt.storage.checkpoint import TopicPartition
-from kt.tools.reassignment import LISTS, ReplicaProgress, with_rates
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,7 @@ from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
+from kt.admin.reassignment import LISTS, RATES, replica_progress
 from kt.client import BrokerInfo as ClientBroker
 from kt.client import (
     KafkaClient,
@@ -51,7 +52,6 @@ from kt.protocol import apis
 from kt.protocol.consumer_protocol import decode_assignment
 from kt.protocol.errors import DecodeError, ErrorCode, error_for_code
 from kt.protocol.schema import Struct
-from kt.tools.reassignment import LISTS, RATES, replica_progress
 from kt.tui.model import (
     BrokerInfo,
     BrokerThrottle,

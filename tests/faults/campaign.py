@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker_harness import check_event_loop
+
 from kt.tools.local_cluster import ClusterError, LocalBroker, LocalCluster, port_in_use
 
 from .checker import Verdict, check, format_table, history_slice
@@ -671,6 +673,8 @@ def run_campaign(
     try:
         cluster.attach(proxies)
         cluster.start(timeout=90)
+        for b in cluster.brokers:
+            check_event_loop(b.log_path.read_text(errors="replace"))
         zk = ZkView(cluster.zookeeper_connect)
         _create_topic(cluster.proxied_bootstrap)
         workload = Workload(history, cluster.proxied_bootstrap)

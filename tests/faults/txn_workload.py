@@ -22,7 +22,7 @@ retriable -> call the same method again; txn_requires_abort -> abort_transaction
 fatal -> a new producer with the same transactional.id, whose init_transactions
 fences the old epoch (and completes or aborts what it left).
 
-One more rule works around a librdkafka bug (2.16 and earlier; README "Transactions"
+One more rule works around a librdkafka bug (2.16 and earlier; docs/transactions.md
 has the evidence): abort_transaction() purges the messages still queued, including
 ones already sent whose request failed in transit (their status "possibly persisted")
 and that wait to be retried, and then hands their sequence numbers to the next

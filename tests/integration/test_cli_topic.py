@@ -98,6 +98,41 @@ def test_topic_errors(broker: Any) -> None:
     assert "Examples" in CliRunner().invoke(cli, ["topic", "--help"]).stdout
 
 
+def test_topic_as_an_argument(broker: Any) -> None:
+    """`kt topic create orders` as rpk and `kt produce TOPIC` take it; --topic (as
+    kafka-topics.sh spells it) still works, both agreeing is fine, both differing or
+    neither is a usage error (exit 2) before anything is sent."""
+    r = kt(broker, "topic", "create", "orders", "--partitions", "2")
+    assert r.exit_code == 0 and r.stdout == "Created topic orders.\n", r.stderr
+    r = kt(broker, "topic", "create", "orders", "--topic", "orders", "--if-not-exists")
+    assert r.exit_code == 0, r.stderr
+    d = kt(broker, "topic", "describe", "orders")
+    assert d.exit_code == 0 and d.stdout.splitlines()[0].startswith("Topic: orders\t")
+    assert len(d.stdout.splitlines()) == 3
+    r = kt(broker, "topic", "alter", "orders", "--partitions", "3")
+    assert r.stdout == "Altered topic orders: 3 partitions.\n", r.stderr
+    assert "PartitionCount: 3" in kt(broker, "topic", "describe", "orders").stdout
+
+    for args in (
+        ("create", "orders", "--topic", "other"),
+        ("describe", "orders", "--topic", "other"),
+        ("alter", "orders", "--topic", "other", "--partitions", "4"),
+        ("delete", "orders", "--topic", "other"),
+    ):
+        line = one_error(kt(broker, "topic", *args), 2)
+        assert line == (
+            "kt: error: the topic is given twice and differs: 'orders' and --topic 'other'"
+        )
+    for args in (("create",), ("alter", "--partitions", "4"), ("delete",)):
+        line = one_error(kt(broker, "topic", *args), 2)
+        assert f"(kt topic {args[0]} TOPIC) or with --topic" in line
+    assert "PartitionCount: 3" in kt(broker, "topic", "describe", "orders").stdout
+
+    r = kt(broker, "topic", "delete", "orders")
+    assert r.stdout == "Deleted topic orders.\n", r.stderr
+    assert "does not exist" in one_error(kt(broker, "topic", "describe", "orders"), 1)
+
+
 def test_unreachable_broker_is_one_line_after_a_bounded_time(tmp_path: Path) -> None:
     from broker_harness import KT, free_port
 

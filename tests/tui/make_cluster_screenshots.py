@@ -1,4 +1,4 @@
-"""Regenerate the README's screenshots of `kt tui` that come from a REAL cluster:
+"""Regenerate docs/tui.md's screenshots of `kt tui` that come from a REAL cluster:
 docs/screenshots/overview.svg, topic-detail.svg, brokers.svg and reassignments.svg.
 
 `.venv/bin/python tests/tui/make_cluster_screenshots.py` starts a local three-broker

@@ -1,4 +1,4 @@
-"""Regenerate the README's screenshots of `kt tui` (docs/screenshots/*.svg) from
+"""Regenerate docs/tui.md's screenshots of `kt tui` (docs/screenshots/*.svg) from
 the fake cluster of tui_fakes: `.venv/bin/python tests/tui/make_screenshots.py`.
 
 overview.svg, topic-detail.svg and brokers.svg come from a real three-broker cluster

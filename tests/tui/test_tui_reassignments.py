@@ -11,7 +11,7 @@ from pathlib import Path
 import tui_fakes as fakes
 from textual.widgets import DataTable
 
-from kt.tools.reassignment import ReplicaProgress
+from kt.admin.reassignment import ReplicaProgress
 from kt.tui.app import KtApp
 from kt.tui.model import History
 from kt.tui.screens.dialogs import ConfirmScreen, StartReassignmentForm

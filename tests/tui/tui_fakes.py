@@ -330,7 +330,7 @@ THROTTLE = 2 * 2**20
 def reassigning_snapshot(i: int) -> ClusterSnapshot:
     """The i-th refresh of the fake cluster while topic `events` moves to broker 3
     under a 2 MiB/s throttle (copied bytes grow with i)."""
-    from kt.tools.reassignment import LISTS, ReplicaProgress
+    from kt.admin.reassignment import LISTS, ReplicaProgress
     from kt.tui.model import BrokerThrottle, ReassignmentInfo
 
     base = make_snapshot(i)

@@ -1,8 +1,11 @@
 """The dependency rule, checked on every module's imports: storage and protocol use
-nothing of ours, the pure cluster model only those two, and the client, the tools,
-the TUI and the Spark pipeline never reach into the broker (the `kt broker` command,
-which starts one, excepted). Inside the broker, only the server imports the
-composition root (`kt/broker/broker.py`), and the import graph has no cycle."""
+nothing of ours, the pure cluster model only those two, the admin layer (what the
+tools and the TUI share) only those and the client; the client, the admin layer, the
+tools, the TUI and the Spark pipeline never reach into the broker (the `kt broker`
+command, which starts one, excepted); the TUI never imports the tools (what both
+need lives in kt.admin), and no TUI screen imports the app (they talk to it with
+Textual messages). Inside the broker, only the server imports the composition root
+(`kt/broker/broker.py`), and the import graph has no cycle."""
 
 from __future__ import annotations
 
@@ -21,29 +24,36 @@ ALLOWED: dict[str, set[str]] = {
     "protocol": set(),
     "cluster": {"storage", "protocol"},
     "client": {"storage", "protocol"},
+    "admin": {"storage", "protocol", "cluster", "client"},
 }
 #: packages that must not import the broker, and the modules excused (why)
-NO_BROKER = ("client", "tools", "tui", "spark", "cluster", "storage", "protocol")
+NO_BROKER = ("client", "admin", "tools", "tui", "spark", "cluster", "storage", "protocol")
 EXCUSED = {"kt/tools/broker_cmd.py"}  # `kt broker start` runs the broker
+
+
+def _kt_modules(path: Path) -> set[str]:
+    """Every `kt.*` module the file imports, anywhere in it (function bodies and
+    `if TYPE_CHECKING:` blocks included), as a dotted name; `from kt.x import y`
+    counts as both `kt.x` and `kt.x.y` (y may be a module)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.startswith("kt."))
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and node.module
+            and (node.module == "kt" or node.module.startswith("kt."))
+        ):
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
 
 
 def _kt_imports(path: Path) -> set[str]:
     """The first component under kt of every `kt.*` module the file imports."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        names: list[str] = []
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
-            if node.module == "kt":
-                names = [f"kt.{alias.name}" for alias in node.names]
-        for name in names:
-            parts = name.split(".")
-            if parts[0] == "kt" and len(parts) > 1:
-                found.add(parts[1])
-    return found
+    return {name.split(".")[1] for name in _kt_modules(path) if name.count(".") >= 1}
 
 
 def _modules(package: str) -> list[Path]:
@@ -73,6 +83,40 @@ def test_nothing_outside_the_broker_imports_it(package: str) -> None:
 def test_the_checks_see_imports() -> None:
     # the walker itself: a broker import in a function body counts
     assert _kt_imports(ROOT / "tools" / "broker_cmd.py") >= {"broker"}
+
+
+def test_the_tui_does_not_import_the_tools() -> None:
+    # what both need (offset resets, reassignment plans, progress and status) is kt.admin
+    bad = [
+        str(path.relative_to(ROOT.parent))
+        for path in _modules("tui")
+        if "tools" in _kt_imports(path)
+    ]
+    assert not bad, f"these kt.tui modules import kt.tools (use kt.admin): {bad}"
+
+
+def test_no_tui_screen_imports_the_app() -> None:
+    # screens read the app as kt.tui.host.DashboardHost and post it kt.tui.host's messages
+    bad = [
+        str(path.relative_to(ROOT.parent))
+        for path in sorted((ROOT / "tui" / "screens").rglob("*.py"))
+        if "kt.tui.app" in _kt_modules(path)  # `from kt.tui import app` included
+    ]
+    assert not bad, f"these screens import kt.tui.app: {bad}"
+
+
+def test_the_import_walker_sees_type_checking_and_local_imports(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from kt.tui.app import KtApp\n"
+        "def f():\n"
+        "    from kt.tools import reassign_cmd\n"
+        "    import kt.admin.offset_reset\n"
+    )
+    assert {"kt.tui.app", "kt.tools.reassign_cmd", "kt.admin.offset_reset"} <= _kt_modules(module)
+    assert _kt_imports(module) == {"tui", "tools", "admin"}
 
 
 # --- inside the broker: one composition root, no import cycle ----------------------

@@ -54,13 +54,8 @@ from kt.broker.groups.group import (
     OffsetEntry,
     now_ms,
 )
-from kt.broker.groups.offsets_log import (
-    CONSUMER_OFFSETS,
-    Record,
-    RecordStore,
-    partition_for,
-    replay_batches,
-)
+from kt.broker.groups.offsets_log import Record, RecordStore, partition_for, replay_batches
+from kt.broker.metadata_store import CONSUMER_OFFSETS
 from kt.protocol import ErrorCode
 from kt.protocol.coordinator_records import (
     GroupMember,

@@ -25,7 +25,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from kt.broker.errors import AppendError, error_code_for, is_storage_failure
+from kt.broker.errors import AppendError, error_code_for
+from kt.broker.metadata_store import CONSUMER_OFFSETS
 from kt.protocol import ErrorCode
 from kt.protocol.coordinator_records import (
     GroupMetadataRecord,
@@ -41,13 +42,11 @@ from kt.storage.log import AppendOrigin
 if TYPE_CHECKING:
     from kt.broker.config import BrokerConfig
     from kt.broker.metadata.topics import TopicsView
-    from kt.broker.partition import Partition
     from kt.broker.replica_manager import ReplicaManager
     from kt.broker.topic_creation import TopicCreator
 
 log = logging.getLogger("kt.broker.groups")
 
-CONSUMER_OFFSETS = "__consumer_offsets"
 SEGMENT_BYTES = 100 * 1024 * 1024
 
 Record = tuple[bytes, bytes | None]
@@ -188,16 +187,6 @@ class LogRecordStore:
             if part.tp.topic == self.topic and part.is_leader and not part.offline
         )
 
-    def _leader(self, partition: int) -> Partition:
-        part = self.replicas.get(TopicPartition(self.topic, partition))
-        if part is None:
-            raise AppendError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if part.offline:
-            raise AppendError(ErrorCode.KAFKA_STORAGE_ERROR)
-        if not part.is_leader:
-            raise AppendError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        return part
-
     def append(
         self,
         partition: int,
@@ -210,11 +199,6 @@ class LogRecordStore:
         advance the high watermark as far as the ISR allows. `producer` (id, epoch)
         makes it a transactional batch (TxnOffsetCommit: sequence 0, as Kafka's
         GroupMetadataManager writes it)."""
-        part = self._leader(partition)
-        if acks_all:
-            refused = part.check_enough_replicas_for_append(-1)
-            if refused is not None:
-                raise AppendError(error_code_for(refused), str(refused))
         now = int(time.time() * 1000)
         pid, epoch = producer if producer is not None else (v2.NO_PRODUCER_ID, -1)
         batch = v2.build_batch(
@@ -226,22 +210,15 @@ class LogRecordStore:
             is_transactional=producer is not None,
         )
         try:
-            result = part.log.append_as_leader(batch, part.leader_epoch, now_ms=now,
-                                               origin=AppendOrigin.COORDINATOR)  # fmt: skip
-            if producer is not None and part.producer_state is not None:
-                # The partition's producer state opens the transaction, as for a
-                # producer's own batch: its marker closes it and the LSO waits for it.
-                header = v2.parse_header(batch, 0)
-                part.producer_state.on_append([header], result.first_offset,
-                                              result.log_append_time)  # fmt: skip
+            # Through the replica manager, as Kafka's coordinators append: it checks
+            # leadership and min.insync.replicas and takes a failed log offline.
+            result = self.replicas.append_records(
+                self.topic, partition, batch, now_ms=now, acks=-1 if acks_all else 1,
+                internal_topics_allowed=True, origin=AppendOrigin.COORDINATOR,
+            )  # fmt: skip
         except Exception as exc:
-            if is_storage_failure(exc) or isinstance(exc, OSError):
-                self.replicas.on_storage_error(part, exc)
-                raise AppendError(ErrorCode.KAFKA_STORAGE_ERROR, str(exc)) from exc
             raise AppendError(error_code_for(exc), str(exc)) from exc
-        if not part.maybe_increment_high_watermark(now_ms=now):
-            part.notify()  # followers long-poll on the log end offset
-        return part.log_end_offset
+        return result.last_offset + 1
 
     async def wait_committed(self, partition: int, end_offset: int, timeout_ms: int) -> None:
         """Wait in the replica manager's produce purgatory, as an acks=all produce

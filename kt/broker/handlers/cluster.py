@@ -14,6 +14,7 @@ from typing import Any
 
 from kt.broker.authorization import CLUSTER_OPERATIONS, OPERATIONS_NOT_REQUESTED
 from kt.broker.handlers import RequestContext, handles
+from kt.broker.handlers.readiness import NOT_READY_TOPIC, not_ready_message
 from kt.protocol import ErrorCode, Struct, apis
 
 BROKERS = 1
@@ -48,6 +49,14 @@ async def describe_cluster(ctx: RequestContext, request: Struct) -> Any:
         else OPERATIONS_NOT_REQUESTED
     )  # fmt: skip
     cache = s.topics.cache
+    if not cache.ready:
+        # No view of the cluster yet: a retriable error, not an empty cluster.
+        return apis.DESCRIBE_CLUSTER.response(
+            throttle_time_ms=0, error_code=NOT_READY_TOPIC,
+            error_message=not_ready_message(ctx), endpoint_type=BROKERS,
+            cluster_id=s.node.cluster_id, controller_id=-1, brokers=[],
+            cluster_authorized_operations=OPERATIONS_NOT_REQUESTED,
+        )  # fmt: skip
     brokers = []
     for b in cache.alive_brokers():
         ep = b.endpoint_for(s.node.listener_name)

@@ -34,6 +34,7 @@ from kt.broker.errors import (
     error_code_for,
 )
 from kt.broker.handlers import RequestContext, handles
+from kt.broker.handlers.readiness import NOT_READY_TOPIC, not_ready_message, ready
 from kt.broker.metadata_store import topic_name_problem
 from kt.broker.topic_configs import (
     LIST_KEYS,
@@ -132,6 +133,8 @@ def _topic(ctx: RequestContext, name: str) -> Any:
         raise ResourceError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
     info = ctx.services.topics.topics.get(name)
     if info is None:
+        if not ready(ctx):
+            raise ResourceError(NOT_READY_TOPIC, not_ready_message(ctx))
         raise ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
     return info
 

@@ -31,6 +31,7 @@ from kt.broker.fetch_sessions import (
     FetchPartition,
 )
 from kt.broker.handlers import RequestContext, handles
+from kt.broker.handlers.readiness import unknown_topic_id
 from kt.broker.partition import Partition
 from kt.protocol import ErrorCode, Struct, apis
 from kt.protocol.regions import ExternalRecords
@@ -183,7 +184,8 @@ def _read_all(
             info = s.topics.by_id(p.key[0])
             name = info.name if info else None
         if name is None:
-            entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
+            # (Not known yet, on a broker that just started: a retriable error instead.)
+            entry["error_code"] = unknown_topic_id(ctx)
             continue
         try:
             part = replicas.get_partition_or_error(name, p.partition)

@@ -15,9 +15,10 @@ from typing import Any
 from kt.broker.authorization import GROUP_OPERATIONS, OPERATIONS_NOT_REQUESTED
 from kt.broker.groups import GroupCoordinator
 from kt.broker.groups.coordinator import JoinRequest
-from kt.broker.groups.offsets_log import CONSUMER_OFFSETS, partition_for
+from kt.broker.groups.offsets_log import partition_for
 from kt.broker.handlers import RequestContext, handles
-from kt.broker.transactions.state_log import TRANSACTION_STATE
+from kt.broker.handlers.readiness import NOT_READY_COORDINATOR, not_ready_message, ready
+from kt.broker.metadata_store import CONSUMER_OFFSETS, TRANSACTION_STATE
 from kt.protocol import ErrorCode, Struct, apis
 
 KEY_TYPE_GROUP = 0
@@ -48,7 +49,11 @@ async def find_coordinator(ctx: RequestContext, request: Struct) -> Any:
     for key in keys:
         entry: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1,
                                  "error_code": ErrorCode.NONE, "error_message": None}  # fmt: skip
-        if key_type == KEY_TYPE_GROUP:
+        if not ready(ctx):
+            # No view of the cluster yet: nobody known to lead the coordinator's
+            # partition, and the internal topic must not be "created" again.
+            entry.update(error_code=NOT_READY_COORDINATOR, error_message=not_ready_message(ctx))
+        elif key_type == KEY_TYPE_GROUP:
             await coordinator(ctx).ensure_topic()
             entry.update(_group_coordinator(ctx, key))
         elif key_type == KEY_TYPE_TRANSACTION:
@@ -181,8 +186,11 @@ async def list_groups(ctx: RequestContext, request: Struct) -> Any:
     groups = coord.list_groups(states)
     if types and CLASSIC_GROUP_TYPE not in types:
         groups = []
-    # Kafka lists what is loaded and says that more may follow.
+    # Kafka lists what is loaded and says that more may follow; a broker with no
+    # view of the cluster yet does not know which groups it will coordinate.
     error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if coord.loading else ErrorCode.NONE
+    if not ready(ctx):
+        error = NOT_READY_COORDINATOR
     return apis.LIST_GROUPS.response(
         throttle_time_ms=0,
         error_code=error,

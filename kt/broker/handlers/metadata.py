@@ -11,10 +11,10 @@ from kt.broker.authorization import (
     OPERATIONS_NOT_REQUESTED,
     TOPIC_OPERATIONS,
 )
-from kt.broker.groups.offsets_log import CONSUMER_OFFSETS
 from kt.broker.handlers import RequestContext, handles
+from kt.broker.handlers.readiness import NOT_READY_TOPIC
 from kt.broker.metadata.cache import PartitionView
-from kt.broker.metadata_store import INTERNAL_TOPICS, topic_name_problem
+from kt.broker.metadata_store import CONSUMER_OFFSETS, INTERNAL_TOPICS, topic_name_problem
 from kt.protocol import ErrorCode, Struct, apis
 from kt.storage.checkpoint import TopicPartition
 
@@ -29,10 +29,14 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
     v8+ clients may ask for the authorized operations of each topic (and, v8-10, of
     the cluster); without an authorizer all operations applicable to the resource,
     as Kafka's KafkaApis answers. Topics named by an unknown topic id get none.
+
+    Before this broker received the controller's view it answers `not_ready`.
     """
     s = ctx.services
     store = s.topics
     cache = store.cache
+    if not cache.ready:
+        return not_ready(ctx, request)
     requested = request.topics
     allow_create = ctx.version < 4 or request.allow_auto_topic_creation
     topic_ops = OPERATIONS_NOT_REQUESTED
@@ -104,6 +108,47 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
         controller_id=cache.controller_id if cache.controller_id is not None else -1,
         topics=topics,
         cluster_authorized_operations=cluster_ops,
+    )
+
+
+def not_ready(ctx: RequestContext, request: Struct) -> Any:
+    """The answer of a broker with no view of the cluster yet (see
+    `kt.broker.handlers.readiness`): one every client takes as "ask again" and from
+    which none learns anything, rather than an empty cluster.
+
+    - No brokers. The Java client ignores an answer without brokers ("the startup
+      phase of a broker", NetworkClient), and so do kafka-python and aiokafka.
+      librdkafka (2.10+) decommissions every broker it learned that an answer does
+      not list, closing its connections and failing the requests in flight there, so
+      listing only ourselves would be worse than listing nobody.
+    - v7+ (librdkafka 2.x, the Java client, kafka-python): no topics either.
+      librdkafka retries an answer with neither brokers nor topics and applies
+      nothing of it ("No brokers or topics in metadata: should retry", since 0.9.2);
+      given topics, it would apply them (and the broker list).
+    - v0-6 (kafkajs; librdkafka before 2.10 and older Java clients): each named topic
+      with LEADER_NOT_AVAILABLE and no partitions. kafkajs throws on the first topic
+      error before it reads the brokers and retries LEADER_NOT_AVAILABLE, whereas an
+      answer without topic errors replaces its broker list (by nothing: it would
+      disconnect from every broker). librdkafka ignores a topic answered
+      LEADER_NOT_AVAILABLE with no partitions ("temporary error"), and before 2.10
+      leaves its brokers alone when none are listed.
+
+    Never UNKNOWN_TOPIC_OR_PARTITION, and never auto-creation: this broker cannot
+    know whether the topic exists."""
+    topics: list[dict[str, Any]] = []
+    if ctx.version < 7 and request.topics:  # v0's empty list asks for every topic
+        topics = [
+            {"error_code": NOT_READY_TOPIC, "name": t.name, "is_internal": False,
+             "partitions": [], "topic_authorized_operations": OPERATIONS_NOT_REQUESTED}
+            for t in request.topics
+        ]  # fmt: skip
+    return apis.METADATA.response(
+        throttle_time_ms=0,
+        brokers=[],
+        cluster_id=ctx.services.node.cluster_id,
+        controller_id=-1,
+        topics=topics,
+        cluster_authorized_operations=OPERATIONS_NOT_REQUESTED,
     )
 
 

@@ -30,6 +30,7 @@ from kt.broker.errors import (
     error_code_for,
 )
 from kt.broker.handlers import DeferredResponse, RequestContext, handles
+from kt.broker.handlers.readiness import unknown_partition
 from kt.broker.metadata_store import INTERNAL_TOPICS
 from kt.broker.replica_manager import replication_errors
 from kt.broker.transactions.verification import VerificationGuard
@@ -187,7 +188,8 @@ def _request_problem(
     # records are checked, all with a null error message.
     info = ctx.services.topics.topics.get(topic)
     if info is None or not 0 <= index < info.partitions:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        # (Not known yet, on a broker that just started: a retriable error instead.)
+        return unknown_partition(ctx)
     problem = records_problem(records, version)
     if problem is not None:
         return problem

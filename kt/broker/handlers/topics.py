@@ -16,6 +16,7 @@ from typing import Any
 
 from kt.broker.errors import TopicError
 from kt.broker.handlers import RequestContext, handles
+from kt.broker.handlers.readiness import not_ready_message, ready
 from kt.broker.topic_configs import describe_topic
 from kt.protocol import ErrorCode, Struct, apis
 
@@ -183,6 +184,11 @@ async def delete_topics(ctx: RequestContext, request: Struct) -> Any:
             continue
         if name is None and ids[tid] > 1:
             respond(None, tid, ErrorCode.INVALID_REQUEST, "Duplicate topic id.")
+            continue
+        if not ready(ctx):
+            # No view of the cluster yet: the topic may well exist (admin clients
+            # look for the controller again and retry).
+            respond(name, tid, ErrorCode.NOT_CONTROLLER, not_ready_message(ctx))
             continue
         if name is None:
             info = s.topics.by_id(tid.bytes)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kt.broker.groups.offsets_log import CONSUMER_OFFSETS
 from kt.broker.handlers import RequestContext, handles
+from kt.broker.metadata_store import CONSUMER_OFFSETS
 from kt.broker.transactions.coordinator import TransactionCoordinator
 from kt.protocol import ErrorCode, Struct, apis
 
@@ -49,7 +49,9 @@ async def _add_one(
     if verify_only:
         return coord.verify_partitions(tid, pid, epoch, wanted)
     cache = ctx.services.topics.cache
-    missing = {tp for tp in wanted if cache.partition(*tp) is None}
+    # Before this broker has the controller's view nothing is missing: the
+    # coordinator answers (NOT_COORDINATOR, as it owns no transactions yet).
+    missing = {tp for tp in wanted if cache.partition(*tp) is None} if cache.ready else set()
     if missing:
         return {tp: E.UNKNOWN_TOPIC_OR_PARTITION if tp in missing else E.OPERATION_NOT_ATTEMPTED
                 for tp in wanted}  # fmt: skip

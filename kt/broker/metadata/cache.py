@@ -11,6 +11,15 @@ errors that a stale view produces).
 An update replaces the live-broker list as a whole and the states of the
 partitions it names; a partition whose leader is `LEADER_DURING_DELETE` (-2) is
 being deleted and leaves the cache (Kafka's LeaderAndIsr.LeaderDuringDelete).
+
+Until the first update the cache is not `ready`: a broker that just started (a
+restart waits for its previous ZooKeeper session to expire before it registers,
+and only then does the controller send it the cluster) knows no brokers and no
+topics, and an empty cache must not be mistaken for an empty cluster. Handlers
+answer clients with retriable errors meanwhile (`kt.broker.handlers.readiness`,
+docs/design/restart-metadata.md). The controller's first UpdateMetadata to a
+broker that joins, and every one after a controller failover, names every
+partition, so one update is a complete view.
 """
 
 from __future__ import annotations
@@ -86,6 +95,7 @@ class MetadataCache:
         # Fetch v13+ resolves its topics by id).
         self._by_id: dict[bytes, str] = {}
         self._by_id_version = -1
+        self._ready = False
 
     # --- updates -----------------------------------------------------------
 
@@ -103,6 +113,7 @@ class MetadataCache:
         self.controller_id = controller_id
         self.controller_epoch = max(self.controller_epoch, controller_epoch)
         self.version += 1
+        self._ready = True
         self._brokers = {b.broker_id: b for b in brokers}
         deleted: list[tuple[str, int]] = []
         for topic, topic_id, index, view in partitions:
@@ -120,6 +131,13 @@ class MetadataCache:
                 t.topic_id = topic_id
             t.partitions[index] = view
         return deleted
+
+    @property
+    def ready(self) -> bool:
+        """True once an UpdateMetadata was applied: from then on a topic the cache
+        lacks is one the controller does not know (not merely one not heard of yet).
+        It stays true for the process's life; a later view may be stale, never empty."""
+        return self._ready
 
     # --- brokers -----------------------------------------------------------
 

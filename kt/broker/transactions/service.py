@@ -13,9 +13,10 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from kt.broker.groups.offsets_log import partition_for
+from kt.broker.metadata_store import TRANSACTION_STATE
 from kt.broker.transactions.coordinator import TransactionCoordinator, TxnSettings
 from kt.broker.transactions.sender import BrokerMarkerSender
-from kt.broker.transactions.state_log import TRANSACTION_STATE, TransactionLogStore
+from kt.broker.transactions.state_log import TransactionLogStore
 from kt.broker.transactions.state_manager import TransactionStateManager
 from kt.broker.transactions.verifier import TxnVerifier
 

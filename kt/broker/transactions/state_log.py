@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from kt.broker.groups.offsets_log import LogRecordStore, MemoryRecordStore, Record, RecordStore
+from kt.broker.metadata_store import TRANSACTION_STATE
 from kt.broker.transactions.metadata import TransactionMetadata, TxnState, TxnTransit
 from kt.protocol.coordinator_records import (
     TransactionLogRecord,
@@ -29,7 +30,6 @@ from kt.storage.checkpoint import TopicPartition
 
 log = logging.getLogger("kt.broker.transactions")
 
-TRANSACTION_STATE = "__transaction_state"
 SEGMENT_BYTES = 100 * 1024 * 1024
 
 

@@ -2,23 +2,24 @@
 
 Screens never talk to the network for cluster state: the app samples in a
 worker and calls `refresh_view()` on the active screen with each snapshot;
-a screen coming back to the front redraws from the history at once.
+a screen coming back to the front redraws from the history at once. Screens do not
+import the app: they read it as a `DashboardHost` and ask it for things with the
+messages of `kt.tui.host`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from textual.app import ComposeResult
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer
 
+from kt.tui.host import DashboardHost
 from kt.tui.model import ClusterSnapshot, History
 from kt.tui.widgets.nav import NavBar
 from kt.tui.widgets.status import StatusBar
-
-if TYPE_CHECKING:
-    from kt.tui.app import KtApp
 
 
 class DashboardScreen(Screen[None]):
@@ -30,9 +31,13 @@ class DashboardScreen(Screen[None]):
     MODE = "overview"
 
     @property
-    def kt(self) -> KtApp:
-        """The app, typed."""
-        return cast("KtApp", self.app)
+    def kt(self) -> DashboardHost:
+        """The app, as far as screens read it."""
+        return cast("DashboardHost", self.app)
+
+    def ask(self, request: Message) -> None:
+        """Ask the app for something (one of kt.tui.host's messages)."""
+        self.app.post_message(request)
 
     @property
     def history(self) -> History:

@@ -15,6 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
+from kt.tui.host import OpenReassignments, OpenTransactions
 from kt.tui.model import BrokerInfo, PartitionInfo
 from kt.tui.screens.base import DashboardScreen, fill_table
 from kt.tui.widgets.format import counts_line, ids, num, plain, tone
@@ -32,10 +33,10 @@ class BrokersScreen(DashboardScreen):
     ]
 
     def action_reassignments(self) -> None:
-        self.kt.open_reassignments()
+        self.ask(OpenReassignments())
 
     def action_transactions(self) -> None:
-        self.kt.open_transactions()
+        self.ask(OpenTransactions())
 
     def body(self) -> ComposeResult:
         yield Static(id="brokers-summary")

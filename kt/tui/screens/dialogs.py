@@ -17,7 +17,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
-from kt.tools.reassign_plan import PlanError, check_plan, parse_plan
+from kt.admin.reassign_plan import PlanError, check_plan, parse_plan
 from kt.tui.widgets.format import plain
 
 

@@ -10,6 +10,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.widgets import DataTable, Label, Sparkline, Static
 
+from kt.tui.host import ResetOffsets
 from kt.tui.screens.base import DashboardScreen, fill_table
 from kt.tui.widgets.format import human_count, human_duration, num, plain, tone
 
@@ -104,4 +105,4 @@ class GroupDetailScreen(DashboardScreen):
         fill_table(self.query_one("#lags", DataTable), lag_rows)
 
     def action_reset_offsets(self) -> None:
-        self.kt.start_reset_offsets(self.group_id)
+        self.ask(ResetOffsets(self.group_id))

@@ -9,6 +9,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Input
 
+from kt.tui.host import ResetOffsets
 from kt.tui.screens.base import DashboardScreen, fill_table, selected_key
 from kt.tui.screens.topics import filter_matches
 from kt.tui.widgets.format import human_count, human_duration, num, plain, spark_text, tone
@@ -117,4 +118,4 @@ class GroupsScreen(DashboardScreen):
     def action_reset_offsets(self) -> None:
         gid = self.selected_group()
         if gid is not None:
-            self.kt.start_reset_offsets(gid)
+            self.ask(ResetOffsets(gid))

@@ -3,7 +3,9 @@ the list cannot go stale."""
 
 from __future__ import annotations
 
-from textual.app import ComposeResult
+from typing import Any
+
+from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
@@ -55,7 +57,6 @@ class HelpScreen(DashboardScreen):
             yield Static(id="help-text")
 
     def refresh_view(self) -> None:
-        from kt.tui.app import KtApp
         from kt.tui.screens.brokers import BrokersScreen
         from kt.tui.screens.group_detail import GroupDetailScreen
         from kt.tui.screens.groups import GroupsScreen
@@ -65,8 +66,9 @@ class HelpScreen(DashboardScreen):
         from kt.tui.screens.topics import TopicsScreen
         from kt.tui.screens.transactions import TransactionsScreen
 
-        sections: list[tuple[str, type[Screen[None]] | type[KtApp]]] = [
-            ("Everywhere", KtApp),
+        # the app's own bindings, read from the running app (screens never import it)
+        sections: list[tuple[str, type[Screen[None]] | type[App[Any]]]] = [
+            ("Everywhere", type(self.app)),
             ("Topics", TopicsScreen),
             ("Topic detail", TopicDetailScreen),
             ("Consumer groups", GroupsScreen),

@@ -23,7 +23,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
-from kt.tools.reassignment import ReplicaProgress, eta_text
+from kt.admin.reassignment import ReplicaProgress, eta_text
+from kt.tui.host import CancelReassignments, ElectPreferredLeaders, StartReassignment
 from kt.tui.model import BrokerThrottle, ClusterSnapshot, PartitionInfo, ReassignmentInfo
 from kt.tui.screens.base import DashboardScreen, fill_table, selected_key
 from kt.tui.widgets.format import human_bytes, ids, num, plain, tone
@@ -275,17 +276,17 @@ class ReassignmentsScreen(DashboardScreen):
         return topic, int(partition)
 
     def action_execute(self) -> None:
-        self.kt.start_reassignment()
+        self.ask(StartReassignment())
 
     def action_cancel(self) -> None:
         tp = self._selected("reassignments")
         if tp is None:
             self.notify("No reassignment selected (none in progress)", severity="warning")
             return
-        self.kt.start_cancel_reassignments([tp])
+        self.ask(CancelReassignments([tp]))
 
     def action_cancel_all(self) -> None:
-        self.kt.start_cancel_reassignments(None)
+        self.ask(CancelReassignments(None))
 
     def action_elect(self) -> None:
         # the partition under the cursor of the focused table, else of the list of
@@ -296,7 +297,7 @@ class ReassignmentsScreen(DashboardScreen):
         if tp is None:
             self.notify("No partition selected", severity="warning")
             return
-        self.kt.start_elect_preferred_leaders([tp])
+        self.ask(ElectPreferredLeaders([tp]))
 
     def action_elect_all(self) -> None:
-        self.kt.start_elect_preferred_leaders(None)
+        self.ask(ElectPreferredLeaders(None))

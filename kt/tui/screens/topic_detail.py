@@ -13,6 +13,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
+from kt.tui.host import AddPartitions, AlterConfig, DeleteTopic, OpenMessages, WatchTopic
 from kt.tui.model import LONG_TRANSACTION_MS, ClusterSnapshot, OpenTransaction, TransactionInfo
 from kt.tui.screens.base import DashboardScreen, fill_table, selected_key
 from kt.tui.widgets.format import (
@@ -97,18 +98,18 @@ class TopicDetailScreen(DashboardScreen):
         yield txns
 
     def on_mount(self) -> None:
-        self.kt.watch_topic(self.topic)
+        self.ask(WatchTopic(self.topic))
         self.query_one("#partitions", DataTable).focus()
 
     def on_screen_resume(self) -> None:
         # Textual calls DashboardScreen's handler too (it dispatches along the MRO)
-        self.kt.watch_topic(self.topic)
+        self.ask(WatchTopic(self.topic))
 
     def on_screen_suspend(self) -> None:
-        self.kt.watch_topic(None)
+        self.ask(WatchTopic(None))
 
     def on_unmount(self) -> None:
-        self.kt.watch_topic(None)
+        self.ask(WatchTopic(None))
 
     def refresh_view(self) -> None:
         snap = self.snapshot
@@ -239,16 +240,16 @@ class TopicDetailScreen(DashboardScreen):
         return int(key) if key is not None else 0
 
     def action_messages(self) -> None:
-        self.kt.open_messages(self.topic, self.selected_partition())
+        self.ask(OpenMessages(self.topic, self.selected_partition()))
 
     def action_add_partitions(self) -> None:
-        self.kt.start_add_partitions(self.topic)
+        self.ask(AddPartitions(self.topic))
 
     def action_alter_config(self) -> None:
-        self.kt.start_alter_config(self.topic)
+        self.ask(AlterConfig(self.topic))
 
     def action_delete(self) -> None:
-        self.kt.start_delete_topic(self.topic)
+        self.ask(DeleteTopic(self.topic))
 
 
 def _old(o: OpenTransaction, txn: TransactionInfo | None, now_ms: int) -> bool:

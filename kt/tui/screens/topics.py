@@ -13,6 +13,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Input
 from textual.widgets.data_table import ColumnKey
 
+from kt.tui.host import AddPartitions, AlterConfig, CreateTopic, DeleteTopic
 from kt.tui.model import TopicInfo
 from kt.tui.screens.base import DashboardScreen, fill_table, selected_key
 from kt.tui.widgets.format import human_bytes, human_count, num, plain, tone
@@ -177,19 +178,19 @@ class TopicsScreen(DashboardScreen):
     # --- actions -------------------------------------------------------------------------
 
     def action_create(self) -> None:
-        self.kt.start_create_topic()
+        self.ask(CreateTopic())
 
     def action_delete(self) -> None:
         name = self.selected_topic()
         if name:
-            self.kt.start_delete_topic(name)
+            self.ask(DeleteTopic(name))
 
     def action_add_partitions(self) -> None:
         name = self.selected_topic()
         if name:
-            self.kt.start_add_partitions(name)
+            self.ask(AddPartitions(name))
 
     def action_alter_config(self) -> None:
         name = self.selected_topic()
         if name:
-            self.kt.start_alter_config(name)
+            self.ask(AlterConfig(name))

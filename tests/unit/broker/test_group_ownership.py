@@ -12,20 +12,23 @@ from typing import Any, cast
 import pytest
 from replication_helpers import new_partition, state
 
-from kt.broker.errors import AppendError, NotLeaderOrFollowerError
+from kt.broker.errors import (
+    AppendError,
+    KafkaStorageError,
+    NotLeaderOrFollowerError,
+    is_storage_failure,
+)
 from kt.broker.groups import CoordinatorSettings, GroupCoordinator, GroupState
 from kt.broker.groups.coordinator import JoinRequest, JoinResult
 from kt.broker.groups.group import OffsetEntry
-from kt.broker.groups.offsets_log import (
-    CONSUMER_OFFSETS,
-    LogRecordStore,
-    MemoryRecordStore,
-    partition_for,
-)
+from kt.broker.groups.offsets_log import LogRecordStore, MemoryRecordStore, partition_for
+from kt.broker.metadata_store import CONSUMER_OFFSETS
 from kt.broker.partition import Partition
 from kt.broker.purgatory import DelayedOperationPurgatory, DelayedProduce
 from kt.protocol import ErrorCode as E
 from kt.storage.checkpoint import TopicPartition
+from kt.storage.errors import StorageError
+from kt.storage.log import AppendResult
 
 PARTITIONS = 5
 GID = "grp"
@@ -295,6 +298,23 @@ class FakeReplicaManager:
 
     def get(self, tp: TopicPartition) -> Partition | None:
         return self.part if tp == self.part.tp else None
+
+    def append_records(
+        self, topic: str, index: int, records: bytes, *, now_ms: int, acks: int, **kw: Any
+    ) -> AppendResult:
+        # As ReplicaManager.append_records: refusals first, a failed log offline.
+        part = self.part
+        if part.offline:
+            raise KafkaStorageError(str(part.tp))
+        refusal = part.check_enough_replicas_for_append(acks)
+        if refusal is not None:
+            raise refusal
+        try:
+            return part.append_records(records, now_ms=now_ms, origin=kw["origin"])
+        except (StorageError, OSError) as exc:
+            if is_storage_failure(exc):
+                self.on_storage_error(part, exc)
+            raise
 
     def __iter__(self) -> Any:
         return iter([self.part])

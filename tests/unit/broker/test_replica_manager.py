@@ -13,6 +13,7 @@ import pytest
 from kt.broker import errors
 from kt.broker.errors import error_code_for
 from kt.broker.log_manager import LogManager
+from kt.broker.metadata.cache import LiveBroker, PartitionView
 from kt.broker.replica_manager import ReplicaManager
 from kt.protocol import ErrorCode
 from kt.storage import errors as storage_errors
@@ -37,6 +38,12 @@ def rm(tmp_path: Path) -> Iterator[ReplicaManager]:
     for p in range(2):
         tp = TopicPartition("t", p)
         manager.create_partition(tp, TID, logs.create(tp, TID, {}))
+    # The controller's view, as a running broker has it: "t" with the two partitions.
+    view = PartitionView(leader=1, leader_epoch=0, isr=(1,), replicas=(1,))
+    manager.metadata_cache.update(
+        controller_id=1, controller_epoch=1, brokers=[LiveBroker(1, ())],
+        partitions=[("t", TID, p, view) for p in range(2)],
+    )  # fmt: skip
     yield manager
     manager.close()
     logs.shutdown()
@@ -91,6 +98,47 @@ def test_get_partition_or_error(rm: ReplicaManager) -> None:
     part.offline = True
     with pytest.raises(errors.KafkaStorageError, match="offline log directory"):
         rm.get_partition_or_error("t", 0, require_leader=False)
+
+
+def test_a_partition_not_hosted_here_is_unknown_only_when_the_cluster_lacks_it(
+    rm: ReplicaManager,
+) -> None:
+    # The controller's view names "u"-0 (led by broker 2): not hosted here, so
+    # NOT_LEADER_OR_FOLLOWER (clients refresh their metadata), as Kafka answers.
+    view = PartitionView(leader=2, leader_epoch=0, isr=(2,), replicas=(2,))
+    rm.metadata_cache.update(controller_id=1, controller_epoch=1,
+                             brokers=[LiveBroker(1, ()), LiveBroker(2, ())],
+                             partitions=[("u", TID, 0, view)])  # fmt: skip
+    with pytest.raises(errors.NotLeaderOrFollowerError, match="not hosted on broker 1"):
+        rm.get_partition_or_error("u", 0)
+    with pytest.raises(errors.UnknownTopicOrPartitionError):
+        rm.get_partition_or_error("u", 1)
+
+
+def test_before_any_view_of_the_cluster_nothing_is_unknown(tmp_path: Path) -> None:
+    # A broker just started: no UpdateMetadata yet, so it cannot tell a partition
+    # that does not exist from one it has not heard of.
+    logs = LogManager([tmp_path / "a"], 1, LogConfig(), halt=_halt)
+    logs.lock_and_validate(None)
+    logs.load_logs({}, 1)
+    manager = ReplicaManager(1, logs)
+    try:
+        assert not manager.metadata_cache.ready
+        for call in (
+            lambda: manager.get_partition_or_error("t", 0),
+            lambda: manager.append_records("t", 0, _batch(b"a"), now_ms=1000),
+            lambda: manager.delete_records("t", 0, 0),
+            lambda: manager.fetch_offset_for_timestamp("t", 0, -1),
+        ):
+            with pytest.raises(errors.NotLeaderOrFollowerError, match="no metadata yet"):
+                call()
+        manager.update_metadata(1, 1, 0, [LiveBroker(1, ())], [])
+        assert manager.metadata_cache.ready
+        with pytest.raises(errors.UnknownTopicOrPartitionError):
+            manager.get_partition_or_error("t", 0)
+    finally:
+        manager.close()
+        logs.shutdown()
 
 
 def test_leader_epoch_check(rm: ReplicaManager) -> None:

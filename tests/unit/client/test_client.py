@@ -319,6 +319,47 @@ def test_leader_not_available_is_waited_out() -> None:
     run(go)
 
 
+def test_a_metadata_answer_without_brokers_is_asked_again() -> None:
+    # A broker that has no view of its cluster yet (one just started) names no brokers
+    # and no topics: the client asks again instead of calling the topic unknown.
+    async def go(b: FakeBroker) -> None:
+        starting = [2]
+
+        async def metadata(h: RequestHeader, body: Any) -> Any:
+            if starting[0]:
+                starting[0] -= 1
+                return apis.METADATA.response(brokers=[], controller_id=-1, topics=[])
+            return await b._metadata(h, body)
+
+        async with KafkaClient(b.bootstrap, retry_backoff=0.01) as c:
+            b.handlers[apis.METADATA.key] = metadata
+            info = await c.topic("t", refresh=True)
+            assert sorted(info.partitions) == [0, 1]
+            assert c.metadata.brokers[1].port == b.port
+            assert starting == [0]
+
+    run(go)
+
+
+def test_describe_cluster_asks_a_starting_broker_again() -> None:
+    async def go(b: FakeBroker) -> None:
+        b.versions[apis.DESCRIBE_CLUSTER.key] = (0, 1)
+        answers = [ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.NONE]
+
+        async def describe(h: RequestHeader, body: Any) -> Any:
+            code = answers.pop(0)
+            brokers = [] if code else [{"broker_id": 1, "host": "127.0.0.1", "port": b.port}]
+            return apis.DESCRIBE_CLUSTER.response(error_code=code, cluster_id="fake",
+                                                  controller_id=1, brokers=brokers)  # fmt: skip
+
+        b.handlers[apis.DESCRIBE_CLUSTER.key] = describe
+        async with KafkaClient(b.bootstrap, retry_backoff=0.01) as c:
+            got = await c.describe_cluster()
+            assert [n.node_id for n in got.brokers] == [1] and answers == []
+
+    run(go)
+
+
 def test_non_retriable_errors_fail_at_once() -> None:
     async def go(b: FakeBroker) -> None:
         calls = 0

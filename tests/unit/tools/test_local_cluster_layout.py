@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -9,7 +11,9 @@ from click.testing import CliRunner
 
 from kt.cli import cli
 from kt.tools import local_cluster
+from kt.tools.cluster_logs import LogSource, ended_on_its_own, follow_logs, tail_lines
 from kt.tools.local_cluster import ClusterError, LocalCluster, check_java
+from kt.tools.local_cluster_cmd import down_hints
 
 
 def test_create_gives_ids_ports_racks_and_dirs(tmp_path: Path) -> None:
@@ -80,3 +84,110 @@ def test_missing_jar(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(local_cluster, "ZOOKEEPER_JAR", tmp_path / "nope.jar")
     with pytest.raises(ClusterError, match=r"nope\.jar not found: scripts/setup installs it"):
         check_java()
+
+
+def test_ports_racks_and_overrides_are_kept_for_the_next_up(tmp_path: Path) -> None:
+    """A re-created cluster gets each process's recorded port back while it is free;
+    one that another process holds moves to a free port, said in `notes`."""
+    first = LocalCluster.create(tmp_path, 3, racks=["x", "y"], overrides={"num.partitions": "2"})
+    assert first.zookeeper is not None
+    first.zookeeper.port = local_cluster.free_port()
+    first.save()
+    before = LocalCluster.load(tmp_path)
+    assert before.racks == ["x", "y"] and before.user_overrides == {"num.partitions": "2"}
+    again = LocalCluster.create(tmp_path, 3, previous=before)
+    assert [b.port for b in again.brokers] == [b.port for b in first.brokers]
+    assert again.zookeeper_address == first.zookeeper_address and again.notes == []
+
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("127.0.0.1", first.broker(2).port))
+        holder.listen()
+        moved = LocalCluster.create(tmp_path, 4, previous=before)
+    ports = [b.port for b in moved.brokers]
+    assert ports[0] == first.broker(1).port and ports[2] == first.broker(3).port
+    assert ports[1] != first.broker(2).port and len(set(ports)) == 4
+    assert moved.zookeeper is not None and moved.zookeeper.port not in ports
+    assert moved.notes == [
+        f"broker 2's port 127.0.0.1:{first.broker(2).port} is taken by another process: "
+        f"broker 2 listens on 127.0.0.1:{ports[1]} now"
+    ]
+    # an explicit --port-base wins over the recorded ports
+    based = LocalCluster.create(tmp_path, 2, port_base=19092, previous=before)
+    assert [b.port for b in based.brokers] == [19092, 19093]
+
+
+def test_status_hints_say_how_to_start_what_is_down(tmp_path: Path) -> None:
+    c = LocalCluster.create(tmp_path, 2)
+    c.save()  # pids 0: nothing runs
+    assert down_hints(c, tmp_path) == [
+        f"nothing runs: start the cluster with: kt cluster up --dir {tmp_path}"
+    ]
+    assert [p["state"] for p in c.status()] == ["stopped"] * 3
+    r = CliRunner().invoke(cli, ["cluster", "status", "--dir", str(tmp_path)])
+    assert (
+        r.exit_code == 1
+        and r.stderr
+        == f"kt: nothing runs: start the cluster with: kt cluster up --dir {tmp_path}\n"
+    )
+
+
+def test_log_tail_and_follow(tmp_path: Path) -> None:
+    log = tmp_path / "broker.log"
+    log.write_bytes(b"one\ntwo\nthree\npart")
+    assert tail_lines(log, None) == (["one", "two", "three"], 14)
+    assert tail_lines(log, 2) == (["two", "three"], 14)
+    assert tail_lines(log, 0) == ([], 14)
+    assert tail_lines(tmp_path / "none.log", 5) == ([], 0)
+
+    later = tmp_path / "later.log"  # a log that appears while following
+    sources = [LogSource("b1", log), LogSource("b2", later)]
+    got: list[tuple[str, str]] = []
+    steps = iter(range(10))
+
+    def until() -> bool:
+        step = next(steps)
+        if step == 1:
+            with open(log, "ab") as f:
+                f.write(b"ial\nfour\n")
+            later.write_text("hello\n")
+        if step == 3:
+            log.write_text("rotated\n")  # shorter than what was read: read again
+        return step >= 5
+
+    follow_logs(sources, {log: 14}, lambda s, line: got.append((s.name, line)), until=until)
+    assert got == [("b1", "partial"), ("b1", "four"), ("b2", "hello"), ("b1", "rotated")]
+
+
+def test_a_process_that_ended_on_its_own_is_told_apart(tmp_path: Path) -> None:
+    """kt cluster marks what it does in a process's log: a log whose last mark is a
+    start belongs to a process that ended by itself, and its last line is shown."""
+    log = tmp_path / "broker.log"
+    assert ended_on_its_own(log) is None  # no log at all
+    local_cluster.log_marker(log, "starting broker 1 on 127.0.0.1:1")
+    assert ended_on_its_own(log) == "(nothing after its start)"
+    with open(log, "a") as f:
+        f.write("INFO started\nkt: error: log directory /x is not writable\n\n")
+    assert ended_on_its_own(log) == "kt: error: log directory /x is not writable"
+    local_cluster.log_marker(log, "killing broker 1 (pid 7, SIGKILL)")
+    assert ended_on_its_own(log) is None  # kt cluster killed it
+    assert (
+        log.read_text()
+        .splitlines()[-1]
+        .endswith(" --- kt cluster: killing broker 1 (pid 7, SIGKILL) ---")
+    )
+
+    c = LocalCluster.create(tmp_path / "c", 2)
+    c.save()
+    local_cluster.log_marker(c.broker(2).log_path, "starting broker 2 on 127.0.0.1:1")
+    with open(c.broker(2).log_path, "a") as f:
+        f.write("Traceback ...\nMemoryError\n")
+    assert c.zookeeper is not None
+    c.zookeeper.pid, c.zookeeper.start_time = os.getpid(), None  # "running"
+    c.broker(1).pid = os.getpid()
+    w = f" --dir {tmp_path / 'c'}"
+    assert down_hints(c, tmp_path / "c") == [
+        "broker 2 exited, not stopped by kt cluster; its last log line: MemoryError",
+        f"broker 2 is down (its log: kt cluster logs --broker 2{w}); "
+        f"start it with: kt cluster start --broker 2{w}",
+    ]

@@ -14,19 +14,7 @@ from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kt.cli import cli
-from kt.client import LogDirInfo, LogDirPartition, PartitionReassignment
-from kt.cluster.assignment import BrokerMetadata
-from kt.protocol import ErrorCode
-from kt.tools.reassign_cmd import (
-    list_line,
-    move_line,
-    move_statuses,
-    progress_line,
-    verify_line,
-    verify_statuses,
-)
-from kt.tools.reassign_plan import (
+from kt.admin.reassign_plan import (
     PlanError,
     check_plan,
     format_plan,
@@ -38,7 +26,12 @@ from kt.tools.reassign_plan import (
     parse_topics,
     throttle_lists,
 )
-from kt.tools.reassignment import ReplicaProgress, with_rates
+from kt.admin.reassignment import ReplicaProgress, move_statuses, verify_statuses, with_rates
+from kt.cli import cli
+from kt.client import LogDirInfo, LogDirPartition, PartitionReassignment
+from kt.cluster.assignment import BrokerMetadata
+from kt.protocol import ErrorCode
+from kt.tools.reassign_cmd import list_line, move_line, progress_line, verify_line
 
 
 def test_plan_format_is_kafkas_single_line_sorted_with_log_dirs():
@@ -200,7 +193,7 @@ def test_finished_replicas_are_reported_completed_or_cancelled():
     new replica's size when the broker holds it, cancelled (0 bytes) when not."""
     from types import SimpleNamespace as NS
 
-    from kt.tools.reassignment import sample_finished
+    from kt.admin.reassignment import sample_finished
 
     class FakeClient:
         metadata = NS(brokers={1: None, 2: None, 3: None})

@@ -9,6 +9,9 @@
   reassignment ends: completed or cancelled (`sample_finished`).
 - Throttles: Kafka's `--execute --throttle` (the topics' throttled-replica lists, both
   rates on every broker involved) and their removal.
+- Status: Kafka's `--verify` view of a plan, each partition's reassignment and each
+  replica's move between log directories (`plan_state`); the CLI prints Kafka's lines
+  for it and its `--clear-throttles-when-done` wait polls it.
 """
 
 from __future__ import annotations
@@ -16,8 +19,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from kt.client import OP_DELETE, OP_SET, RESOURCE_BROKER, RESOURCE_TOPIC, KafkaClient
-from kt.tools.reassign_plan import Plan, throttle_lists
+from kt.admin.reassign_plan import Plan, throttle_lists
+from kt.client import (
+    OP_DELETE,
+    OP_SET,
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    KafkaClient,
+    LogDirInfo,
+    PartitionReassignment,
+)
+from kt.protocol.errors import ErrorCode
 
 TopicPartition = tuple[str, int]
 
@@ -184,3 +196,115 @@ async def clear_throttles(c: KafkaClient, topics: Sequence[str]) -> list[int]:
     for t in topics:
         await c.incremental_alter_configs(RESOURCE_TOPIC, t, [(k, OP_DELETE, None) for k in LISTS])
     return brokers
+
+
+# --- the status of a plan: Kafka's --verify ---------------------------------------
+
+Replica = tuple[str, int, int]
+#: (topic, partition, broker) -> the log directory the plan moves it to
+LogDirMoves = dict[Replica, str]
+
+
+def replica_name(r: Replica) -> str:
+    """Kafka's TopicPartitionReplica.toString: `topic-partition-broker`."""
+    return f"{r[0]}-{r[1]}-{r[2]}"
+
+
+async def current_assignment(c: KafkaClient, topics: list[str] | None = None) -> Plan:
+    """The replicas of every partition of `topics` (None: of every topic), as a plan."""
+    infos = await (c.describe_topics(topics) if topics is not None else c.list_topics())
+    return {(t, p): list(info.replicas) for t, ti in infos.items()
+            for p, info in ti.partitions.items()}  # fmt: skip
+
+
+@dataclass
+class Status:
+    """One partition's --verify status."""
+
+    partition: str
+    status: str  # completed | in_progress | mismatch
+    replicas: list[int]
+    target: list[int]
+
+
+def verify_statuses(
+    plan: Plan, current: Plan, running: dict[tuple[str, int], PartitionReassignment]
+) -> list[Status]:
+    """Kafka's verify: in progress while listed, else completed when the replicas are
+    the target, else a mismatch."""
+    out = []
+    for tp, target in sorted(plan.items()):
+        replicas = current.get(tp, [])
+        if tp in running:
+            state = "in_progress"
+        elif replicas == target:
+            state = "completed"
+        else:
+            state = "mismatch"
+        out.append(Status(f"{tp[0]}-{tp[1]}", state, replicas, target))
+    return out
+
+
+@dataclass
+class MoveStatus:
+    """One replica's move between log dirs, for --verify (Kafka's LogDirMoveState)."""
+
+    replica: str
+    # completed | in_progress | elsewhere (moving to another dir) | cancelled
+    # (not moving, in another dir) | missing (not on the broker) | offline
+    status: str
+    target: str
+    current: str | None
+    future: str | None
+
+    @property
+    def done(self) -> bool:
+        """Kafka: only an active move is not done."""
+        return self.status not in ("in_progress", "elsewhere")
+
+
+def move_statuses(moves: LogDirMoves, dirs: list[LogDirInfo]) -> list[MoveStatus]:
+    """Kafka's findLogDirMoveStates from the brokers' DescribeLogDirs."""
+    current: dict[Replica, str] = {}
+    future: dict[Replica, str] = {}
+    offline: set[int] = set()
+    for d in dirs:
+        if d.error != ErrorCode.NONE:
+            offline.add(d.broker)
+        for p in d.partitions:
+            (future if p.is_future else current)[(p.topic, p.partition, d.broker)] = d.path
+    out = []
+    for r in sorted(moves, key=lambda r: (r[2], r[0], r[1])):
+        target, cur, fut = moves[r], current.get(r), future.get(r)
+        if cur is None:
+            state = "offline" if r[2] in offline else "missing"
+        elif fut is None:
+            state = "completed" if cur == target else "cancelled"
+        else:
+            state = "in_progress" if fut == target else "elsewhere"
+        out.append(MoveStatus(replica_name(r), state, target, cur, fut))
+    return out
+
+
+async def sample_moves(c: KafkaClient, moves: LogDirMoves) -> list[MoveStatus]:
+    """The state of each replica move of a plan."""
+    if not moves:
+        return []
+    brokers = sorted({b for _, _, b in moves} & set(c.metadata.brokers))
+    topics: dict[str, set[int]] = {}
+    for t, p, _ in moves:
+        topics.setdefault(t, set()).add(p)
+    dirs = await c.describe_log_dirs(brokers, {t: sorted(ps) for t, ps in topics.items()})
+    return move_statuses(moves, dirs)
+
+
+async def plan_state(
+    c: KafkaClient, plan: Plan, moves: LogDirMoves
+) -> tuple[list[Status], list[MoveStatus]]:
+    """--verify's view of the plan: each partition's status, each log-dir move's."""
+    topics = sorted({t for t, _ in plan})
+    running = await c.list_partition_reassignments(
+        {t: sorted(p for tt, p in plan if tt == t) for t in topics}
+    )
+    statuses = verify_statuses(plan, await current_assignment(c, topics), running)
+    return statuses, await sample_moves(c, moves)

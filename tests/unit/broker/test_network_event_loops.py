@@ -1,0 +1,157 @@
+"""The broker's network layer on any asyncio event loop (issue 19, §3).
+
+With uvloop installed, `kt broker start` ran on it and reset every connection:
+`connection_made` asserted `isinstance(transport, asyncio.Transport)`, which uvloop's
+transports are not. Transports are now checked for the methods used; and uvloop has
+no `loop.sendfile` (it raises NotImplementedError), so fetched records are copied
+in chunks there. Each test runs on asyncio's loop and, when installed, uvloop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kt.broker import network
+from kt.broker.dispatcher import RequestDispatcher
+from kt.broker.network import NetworkServer, _Connection
+from kt.broker.services import HandlerServices
+from kt.protocol.headers import RequestHeader
+from kt.protocol.regions import ExternalRecords
+
+
+def _uvloop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
+    uvloop = pytest.importorskip("uvloop")
+    return uvloop.new_event_loop  # type: ignore[no-any-return]
+
+
+LOOPS = {
+    "asyncio": lambda: asyncio.new_event_loop,
+    "uvloop": _uvloop_factory,
+}
+
+
+@pytest.fixture(params=sorted(LOOPS))
+def run(request: pytest.FixtureRequest) -> Callable[[Any], Any]:
+    factory = LOOPS[request.param]()
+
+    def runner(coro: Any) -> Any:
+        with asyncio.Runner(loop_factory=factory) as r:
+            return r.run(coro)
+
+    return runner
+
+
+class DuckTransport:
+    """A stream transport that is no asyncio.Transport (as uvloop's are not)."""
+
+    def __init__(self) -> None:
+        self.closed = False
+        self.written = bytearray()
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+    def pause_reading(self) -> None: ...
+    def resume_reading(self) -> None: ...
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def abort(self) -> None:
+        self.closed = True
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 40000) if name == "peername" else default
+
+
+class Half:
+    """Not a stream transport: it cannot write."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_transport_is_accepted_by_what_it_can_do(run: Callable[[Any], Any]) -> None:
+    async def go() -> None:
+        server = NetworkServer(RequestDispatcher(HandlerServices.only(), {}), 1 << 20, 60_000)
+        conn = _Connection(server)
+        t = DuckTransport()
+        assert not isinstance(t, asyncio.Transport)
+        conn.connection_made(t)  # type: ignore[arg-type]
+        assert conn.admitted and conn.task is not None and conn in server.connections
+        assert conn.host == "127.0.0.1"
+        conn.eof_received()
+        await conn.task
+        assert t.closed  # the processor closed it at the end of the stream
+        conn.connection_lost(None)
+
+        half = Half()
+        other = _Connection(server)
+        other.connection_made(half)  # type: ignore[arg-type]
+        assert half.closed and other.closed and not other.admitted and other.task is None
+
+    run(go())
+
+
+def test_records_are_copied_on_a_loop_without_sendfile(
+    run: Callable[[Any], Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Large enough for the sendfile path (COPY_RECORDS_MAX) and several copy chunks.
+    data = os.urandom(3 * network._COPY_CHUNK + 12345)
+    path = tmp_path / "segment.log"
+    path.write_bytes(b"x" * 100 + data)
+    fd = os.open(path, os.O_RDONLY)
+    parts = [b"head", ExternalRecords(len(data), (fd, 100)), b"tail"]
+    monkeypatch.setattr("kt.protocol.headers.encode_response_parts", lambda *a: parts)
+
+    async def go() -> tuple[bytes, bool]:
+        loop = asyncio.get_running_loop()
+        if type(loop).sendfile is asyncio.AbstractEventLoop.sendfile:
+            pass  # uvloop: no sendfile of its own, the real case
+        else:
+
+            async def no_sendfile(*args: object, **kwargs: object) -> int:
+                raise NotImplementedError
+
+            monkeypatch.setattr(loop, "sendfile", no_sendfile)
+        server = NetworkServer(RequestDispatcher(HandlerServices.only(), {}), 1 << 20, 60_000)
+        a, b = socket.socketpair()
+        transport, conn = await loop.create_connection(lambda: _Connection(server), sock=a)
+        b.setblocking(True)
+
+        def drain_b() -> bytes:
+            got = bytearray()
+            while chunk := b.recv(65536):
+                got += chunk
+            return bytes(got)
+
+        reader = loop.run_in_executor(None, drain_b)
+        header = RequestHeader(1, 12, 7, "t")
+        await server._send(conn, header, object())
+        await server._send(conn, header, object())  # the second knows: no sendfile
+        transport.close()
+        got = await reader
+        b.close()
+        await server.stop()
+        return got, server.native_sendfile
+
+    try:
+        got, native = run(go())
+    finally:
+        os.close(fd)
+    frame = b"head" + data + b"tail"
+    assert got == frame + frame
+    assert native is False
