@@ -15,6 +15,8 @@ from pathlib import Path
 from kt.broker import dynamic_config as dyn
 from kt.broker.connection_quotas import ConfigValueError, parse_overrides
 from kt.broker.security import support
+from kt.broker.security.broker_security import check_listener_security
+from kt.broker.security.listener_security import SecurityConfigError
 from kt.broker.security.listeners import ListenerConfigError, Listeners, resolve_listeners
 from kt.storage.errors import CorruptCheckpointError
 from kt.storage.log_config import LONG_MAX, LogConfig
@@ -282,6 +284,10 @@ def load_config(
     refusal = support.unsupported(props, given, resolved)
     if refusal is not None:
         raise ConfigError(refusal)
+    try:
+        check_listener_security(props, resolved.listeners)
+    except SecurityConfigError as exc:
+        raise ConfigError(str(exc)) from None
     log_props = log_properties(props)
     try:
         log_config = LogConfig.from_properties(log_props)

@@ -264,7 +264,11 @@ def _coordinator_of(ctx: RequestContext, topic: str, key: str) -> dict[str, Any]
     leader = cache.broker(view.leader) if view is not None and view.leader >= 0 else None
     ep = None
     if leader is not None:
-        ep = leader.endpoint_for(ctx.services.node.listener_name)
+        ep = (
+            leader.endpoint(ctx.listener)
+            if ctx.listener
+            else leader.endpoint_for(ctx.services.node.listener_name)
+        )
     if leader is None or ep is None:
         return _not_available()
     return {"node_id": leader.broker_id, "host": ep.host, "port": ep.port}

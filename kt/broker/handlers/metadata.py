@@ -156,7 +156,12 @@ def live_brokers(ctx: RequestContext) -> list[dict[str, Any]]:
     """The live brokers as clients see them: each one's endpoint on our listener."""
     out = []
     for b in ctx.services.topics.cache.alive_brokers():
-        ep = b.endpoint_for(ctx.services.node.listener_name)
+        # the listener the client came in on (Kafka omits brokers without it)
+        ep = (
+            b.endpoint(ctx.listener)
+            if ctx.listener
+            else b.endpoint_for(ctx.services.node.listener_name)
+        )
         if ep is not None:
             out.append({"node_id": b.broker_id, "host": ep.host, "port": ep.port,
                         "rack": b.rack})  # fmt: skip

@@ -3,9 +3,10 @@
 A broker that silently ignores a security setting is worse than one that refuses to
 start: a `SASL_SSL` listener served in plaintext, or an `authorizer.class.name` that
 authorizes nothing, looks secured and is not. So any setting asking for security
-the broker does not implement yet is a start-up error naming the setting.
-`IMPLEMENTED_PROTOCOLS` grows as the network layer learns TLS and SASL; the key
-checks shrink with it.
+the broker does not implement yet is a start-up error naming the setting: today
+authorization (`authorizer.class.name`, `super.users`, ...) and TLS/SASL on the
+connections between the brokers of a ZooKeeper cluster. TLS and SASL settings that
+cannot work (a missing keystore, GSSAPI) are refused by `listener_security`.
 """
 
 from __future__ import annotations
@@ -15,18 +16,15 @@ from collections.abc import Mapping
 from kt.broker.security.listeners import LISTENER_PREFIX, Listeners
 
 #: Security protocols a listener may use today.
-IMPLEMENTED_PROTOCOLS: frozenset[str] = frozenset({"PLAINTEXT"})
+IMPLEMENTED_PROTOCOLS: frozenset[str] = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT",
+                                                    "SASL_SSL"})  # fmt: skip
+#: Security protocols the broker's own connections to other brokers speak today.
+INTER_BROKER_PROTOCOLS: frozenset[str] = frozenset({"PLAINTEXT"})
 
-#: Key prefixes whose settings only matter to TLS, SASL or authorization.
-_SECURITY_PREFIXES = ("ssl.", "sasl.", "authorizer.")
-#: Single keys that ask for authentication or authorization.
-_SECURITY_KEYS = frozenset({
-    "super.users", "allow.everyone.if.no.acl.found", "principal.builder.class",
-    "connections.max.reauth.ms", "connection.failed.authentication.delay.ms",
-    "delegation.token.secret.key", "delegation.token.master.key",
-})  # fmt: skip
-#: Per-listener keys that are not security settings (the listener's own socket).
-_PLAIN_LISTENER_KEYS = ("max.connections", "max.connection.creation.rate")
+#: Key prefixes whose settings ask for what is not implemented yet (authorization).
+_SECURITY_PREFIXES = ("authorizer.", "delegation.token.")
+#: Single keys that ask for authorization (not implemented yet).
+_SECURITY_KEYS = frozenset({"super.users", "allow.everyone.if.no.acl.found"})
 
 
 def unsupported(
@@ -41,10 +39,13 @@ def unsupported(
                 f"listeners: {ep} uses security protocol {ep.protocol}, which kt's broker "
                 "does not implement yet (it would serve plaintext there); use PLAINTEXT"
             )
-    if listeners.inter_broker_protocol not in IMPLEMENTED_PROTOCOLS:
+    clustered = bool(props.get("zookeeper.connect", "").strip())
+    if clustered and listeners.inter_broker_protocol not in INTER_BROKER_PROTOCOLS:
+        # the single node makes no connections to other brokers; a cluster member does
         return (
             f"the inter-broker listener {listeners.inter_broker_listener} uses "
-            f"{listeners.inter_broker_protocol}, which kt's broker does not implement yet"
+            f"{listeners.inter_broker_protocol}: kt's brokers reach each other over "
+            "PLAINTEXT only so far; set inter.broker.listener.name to a PLAINTEXT listener"
         )
     authorizer = props.get("authorizer.class.name", "").strip()
     if authorizer:
@@ -64,6 +65,5 @@ def unsupported(
 def _is_security_key(key: str) -> bool:
     if key.startswith(LISTENER_PREFIX):
         # listener.name.<l>.<key>: what matters is the key after the listener
-        rest = key[len(LISTENER_PREFIX) :].partition(".")[2]
-        return not rest.startswith(_PLAIN_LISTENER_KEYS)
+        key = key[len(LISTENER_PREFIX) :].partition(".")[2]
     return key.startswith(_SECURITY_PREFIXES) or key in _SECURITY_KEYS

@@ -149,24 +149,30 @@ def _load(tmp_path: Path, **overrides: str) -> None:
 @pytest.mark.parametrize(
     ("overrides", "named"),
     [
-        ({"listeners": "SASL_SSL://127.0.0.1:9094", "security.inter.broker.protocol": "SASL_SSL"},
-         "SASL_SSL://127.0.0.1:9094 uses security protocol SASL_SSL"),
-        # Kafka's own rule comes first: the inter-broker listener must exist
+        # Kafka's own rule: the inter-broker listener must exist
         ({"listeners": "SASL_SSL://127.0.0.1:9094"}, "inter.broker.listener.name must be"),
-        ({"listeners": "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093"}, "SSL://127.0.0.1:9093"),
-        ({"listeners": "C://127.0.0.1:9092", "listener.security.protocol.map": "C:SASL_PLAINTEXT",
-          "inter.broker.listener.name": "C"},
-         "C://127.0.0.1:9092 uses security protocol SASL_PLAINTEXT"),
         ({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"},
          "authorizer.class.name"),
-        ({"ssl.keystore.location": "/k.p12"}, "ssl.keystore.location"),
-        ({"sasl.enabled.mechanisms": "PLAIN"}, "sasl.enabled.mechanisms"),
         ({"super.users": "User:admin"}, "super.users"),
         ({"allow.everyone.if.no.acl.found": "true"}, "allow.everyone.if.no.acl.found"),
-        ({"listener.name.plaintext.plain.sasl.jaas.config": "x"},
-         "listener.name.plaintext.plain.sasl.jaas.config"),
-        ({"listener.name.plaintext.ssl.client.auth": "required"},
-         "listener.name.plaintext.ssl.client.auth"),
+        ({"listener.name.plaintext.super.users": "User:x"},
+         "listener.name.plaintext.super.users"),
+        ({"delegation.token.secret.key": "k"}, "delegation.token.secret.key"),
+        # a ZooKeeper cluster's brokers reach each other in plaintext only so far
+        ({"listeners": "SSL://127.0.0.1:9093", "security.inter.broker.protocol": "SSL",
+          "zookeeper.connect": "127.0.0.1:2181", "ssl.keystore.type": "PEM",
+          "ssl.keystore.location": "/k.pem"},
+         "the inter-broker listener SSL uses SSL"),
+        # security that cannot work is refused, naming the key
+        ({"listeners": "SSL://127.0.0.1:9093", "security.inter.broker.protocol": "SSL"},
+         "has no keystore"),
+        ({"listeners": "SASL_PLAINTEXT://127.0.0.1:9093",
+          "security.inter.broker.protocol": "SASL_PLAINTEXT"},
+         "sasl.enabled.mechanisms (listener SASL_PLAINTEXT): GSSAPI is not implemented"),
+        ({"listeners": "SASL_PLAINTEXT://127.0.0.1:9093",
+          "security.inter.broker.protocol": "SASL_PLAINTEXT",
+          "sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.inter.broker.protocol": "PLAIN"},
+         "listener.name.sasl_plaintext.plain.sasl.jaas.config is not set"),
         ({"principal.builder.class": "x.Y"}, "principal.builder.class"),
     ],
 )  # fmt: skip
