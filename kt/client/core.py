@@ -284,6 +284,8 @@ class BrokerConnection:
         self._reauth_lock = asyncio.Lock()
         #: the SASL session lifetime the broker announced, ms (0: none)
         self.session_lifetime_ms = 0
+        #: KIP-368 re-authentications done on this connection
+        self.reauthentications = 0
         #: bytes received on this connection so far (to recognise a TLS answer)
         self._received = 0
         self._first_bytes = b""
@@ -331,6 +333,13 @@ class BrokerConnection:
                 await self._authenticate(reauth=False)
         except KafkaConnectionError as exc:
             await self.close()
+            if self._tls_closed_without_client_certificate(exc):
+                raise KafkaConnectionError(
+                    f"{self.address}: TLS: the broker closed the connection after the handshake "
+                    "without answering: it requires a client certificate (mutual TLS): set "
+                    "ssl.certificate.location and ssl.key.location, or ssl.keystore.location",
+                    fatal=True,
+                ) from None
             if exc.fatal or self._received or not self._plaintext_eof():
                 raise
             # Closed before any answer: a TLS listener does that to a plaintext
@@ -346,6 +355,19 @@ class BrokerConnection:
         except BaseException:
             await self.close()
             raise
+
+    def _tls_closed_without_client_certificate(self, exc: KafkaConnectionError) -> bool:
+        # With TLS 1.3 the client's handshake ends before the broker checks for a
+        # client certificate; a broker that requires one then drops the connection,
+        # with an alert (reported as such) or a bare reset/close (this case).
+        reason = self._closed_reason or ""
+        return (
+            self.security.uses_tls
+            and not self.security.client_certificate
+            and not exc.fatal
+            and not self._received
+            and reason.startswith(("connection lost", "connection closed by the broker"))
+        )
 
     def _plaintext_eof(self) -> bool:
         # closed or reset before any byte came back, on a plaintext connection
@@ -415,6 +437,7 @@ class BrokerConnection:
                 except KafkaConnectionError as exc:
                     self._fail_all(str(exc).split(": ", 1)[-1])
                     raise
+                self.reauthentications += 1
 
     async def reauthenticate(self) -> None:
         """Re-authenticate now (what happens by itself before the session ends)."""

@@ -392,6 +392,8 @@ class SecurityConfig:
     trust_source: str = "the system's CA certificates"
     #: GSSAPI: service, principal, keytab
     kerberos: KerberosLogin | None = None
+    #: whether TLS presents a client certificate (mutual TLS)
+    client_certificate: bool = False
 
     @property
     def uses_tls(self) -> bool:
@@ -444,6 +446,14 @@ class SecurityConfig:
         cfg = cls(protocol=protocol)
         if cfg.uses_tls:
             cfg.ssl_context, cfg.check_hostname, cfg.trust_source = _tls_context(p)
+            cfg.client_certificate = any(
+                p.get(k)
+                for k in (
+                    "ssl.certificate.location",
+                    "ssl.keystore.location",
+                    "ssl.keystore.certificate.chain",
+                )
+            )
         if cfg.uses_sasl:
             _sasl_settings(cfg, p)
         return cfg
