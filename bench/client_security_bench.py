@@ -4,12 +4,11 @@ and the TUI's refresh time over both.
 Run by hand (not a test):  .venv/bin/python bench/client_security_bench.py
 [--records 200000] [--size 200] [--rounds 3] [--json]
 
-Setup: one plaintext `kt broker`, and Debian's stunnel4 terminating TLS (TLS 1.3,
-an ECDSA P-256 certificate made here) in front of it on another port; the broker
-advertises whichever address the run uses, so every connection of a run goes the
-same way. (When kt's broker has its own SSL/SASL_SSL listeners, this bench is the
-place to add them; until then TLS is stunnel's, which puts a relay hop into the
-TLS path that PLAINTEXT does not have: the TLS figures are a pessimistic bound.)
+Setup, one transport at a time, each with a fresh `kt broker`: PLAINTEXT; TLS by
+Debian's stunnel4 in front of a plaintext listener (TLS 1.3, an ECDSA P-256
+certificate made here; a relay hop PLAINTEXT does not have); and kt's own SASL_SSL
+listener with PLAIN (Confluent-Cloud style). The broker advertises the address the
+run uses, so every connection of a run goes the same way.
 
 For each transport and round: `kt produce` of --records records of --size bytes
 from a file (wall time of the whole command, so start-up is included and is
@@ -71,20 +70,42 @@ def main() -> None:
     one.write_bytes(line)
     results: dict[str, dict[str, float]] = {}
     broker = stunnel = None
+    ca = str(pki / "ca.pem")
+    keystore = tmp / "server-keystore.pem"
+    keystore.write_text((pki / "server.key").read_text() + (pki / "server.pem").read_text())
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+            'username="admin" password="admin-secret" user_bench="bench-secret";')  # fmt: skip
     try:
-        for mode in ("PLAINTEXT", "SSL"):
-            port = broker_port if mode == "PLAINTEXT" else tls_port
-            host = "127.0.0.1" if mode == "PLAINTEXT" else "localhost"
-            broker = BrokerProcess(tmp / f"data-{mode}", broker_port, overrides={
-                "advertised.listeners": f"PLAINTEXT://{host}:{port}",
-                "num.partitions": "1"}).start()  # fmt: skip
-            if mode == "SSL":
+        for mode in ("PLAINTEXT", "SSL via stunnel", "SASL_SSL"):
+            overrides = {"num.partitions": "1"}
+            host, port = "127.0.0.1", broker_port
+            props: dict[str, str] = {}
+            if mode == "SSL via stunnel":
+                host, port = "localhost", tls_port
+                overrides["advertised.listeners"] = f"PLAINTEXT://localhost:{tls_port}"
+                props = {"security.protocol": "SSL", "ssl.ca.location": ca}
+            elif mode == "SASL_SSL":
+                host, port = "localhost", tls_port
+                overrides.update({
+                    "listeners": f"PLAINTEXT://127.0.0.1:{broker_port},"
+                                 f"SASL_SSL://localhost:{tls_port}",
+                    "sasl.enabled.mechanisms": "PLAIN",
+                    "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas,
+                    "ssl.keystore.type": "PEM",
+                    "ssl.keystore.location": str(keystore),
+                })  # fmt: skip
+                props = {"security.protocol": "SASL_SSL", "ssl.ca.location": ca,
+                         "sasl.mechanism": "PLAIN", "sasl.username": "bench",
+                         "sasl.password": "bench-secret"}  # fmt: skip
+            broker = BrokerProcess(tmp / f"data-{len(results)}", broker_port,
+                                   overrides=overrides).start(timeout=60)  # fmt: skip
+            if mode == "SSL via stunnel":
                 stunnel = Stunnel(tmp, broker_port, {
                     "main": (tls_port, pki / "server.pem", pki / "server.key", False)},
                     pki / "ca.pem").start()  # fmt: skip
             conn = ["-b", f"{host}:{port}"]
-            if mode == "SSL":
-                conn += ["-X", "security.protocol=SSL", "-X", f"ssl.ca.location={pki / 'ca.pem'}"]
+            for k, v in props.items():
+                conn += ["-X", f"{k}={v}"]
             startup = statistics.median(
                 run(["produce", f"warm-{i}", *conn], one) for i in range(3))  # fmt: skip
             produce, consume = [], []
@@ -93,9 +114,7 @@ def main() -> None:
                 produce.append(run(["produce", topic, "-p", "0", *conn], data))
                 consume.append(run(["consume", topic, "-p", "0", "-o", "beginning", "-e",
                                     "-c", str(a.records), *conn]))  # fmt: skip
-            sec = SecurityConfig.from_properties(
-                {"security.protocol": mode, "ssl.ca.location": str(pki / "ca.pem")}
-                if mode == "SSL" else {})  # fmt: skip
+            sec = SecurityConfig.from_properties(props)
             sampler = ClusterSampler(f"{host}:{port}", request_timeout=30, security=sec,
                                      isolate=False)  # fmt: skip
 
@@ -137,15 +156,17 @@ def main() -> None:
         return
     print(f"{a.records} records x {a.size} B, median of {a.rounds} rounds (whole commands)")
     print(
-        f"{'':10} {'startup s':>10} {'produce MB/s':>13} {'consume MB/s':>13} "
+        f"{'':16} {'startup s':>10} {'produce MB/s':>13} {'consume MB/s':>13} "
         f"{'TUI refresh ms':>15}"
     )
     for mode, r in results.items():
-        print(f"{mode:10} {r['startup_s']:10.2f} {r['produce_MBps']:13.1f} "
+        print(f"{mode:16} {r['startup_s']:10.2f} {r['produce_MBps']:13.1f} "
               f"{r['consume_MBps']:13.1f} {r['tui_refresh_ms_median']:15.1f}")  # fmt: skip
-    p, s = results["PLAINTEXT"], results["SSL"]
-    print(f"SSL/PLAINTEXT: produce {s['produce_MBps'] / p['produce_MBps']:.2f}, "
-          f"consume {s['consume_MBps'] / p['consume_MBps']:.2f}")  # fmt: skip
+    p = results["PLAINTEXT"]
+    for mode in ("SSL via stunnel", "SASL_SSL"):
+        s = results[mode]
+        print(f"{mode}/PLAINTEXT: produce {s['produce_MBps'] / p['produce_MBps']:.2f}, "
+              f"consume {s['consume_MBps'] / p['consume_MBps']:.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":
