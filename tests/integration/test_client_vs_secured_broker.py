@@ -220,3 +220,35 @@ def test_reauthenticates_on_a_long_lived_connection(broker: dict[str, Any]) -> N
 
     reauths, requests = asyncio.run(go())
     assert reauths >= 2 and requests > 10
+
+
+def test_tui_sampler_and_spark_source_over_sasl_ssl(broker: dict[str, Any]) -> None:
+    from kt.client import SecurityConfig
+    from kt.spark.live_kafka import read_client
+    from kt.spark.live_options import parse_read_options
+    from kt.tui.sampler import ClusterSampler
+
+    port, pki = broker["ports"]["SASL_SSL"], broker["pki"]
+    props = {"security.protocol": "SASL_SSL", "ssl.ca.location": str(pki / "ca.pem"),
+             "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice",
+             "sasl.password": "alice-secret"}  # fmt: skip
+    sampler = ClusterSampler(f"localhost:{port}", request_timeout=30, isolate=False,
+                             security=SecurityConfig.from_properties(props))  # fmt: skip
+
+    async def go() -> Any:
+        try:
+            return await sampler.sample()
+        finally:
+            await sampler.close()
+
+    snap = asyncio.run(go())
+    assert snap.error is None and len(snap.brokers) == 1, snap.error
+    opts = {"kafka.bootstrap.servers": f"localhost:{port}", "subscribe": "msk-alice",
+            **{f"kafka.{k}": v for k, v in props.items()}}  # fmt: skip
+    with read_client(parse_read_options(opts, streaming=False)) as sc:
+        assert sc.client.metadata.brokers
+
+
+def test_tui_refuses_a_bad_security_setting_before_starting() -> None:
+    r = kt("tui", "-X", "security.protocol=SASL_SSL")
+    assert r.returncode == 2 and "needs sasl.mechanism" in r.stderr, r.stderr
