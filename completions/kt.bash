@@ -6,11 +6,11 @@
 _kt_node() {
     case $1 in
         'kt')
-            _kt_subs='analyze broker checkpoint cluster compaction configs consume dump-log-segments dump-segment export group index leader-election log-dirs produce profile reassign-partitions replica topic transactions tui'
+            _kt_subs='analyze broker checkpoint cluster compaction configs consume dump-log-segments dump-segment export group index leader-election log-dirs metadata produce profile reassign-partitions replica topic transactions tui'
             _kt_opts='-V --version -h --help'
             ;;
         'kt analyze')
-            _kt_subs='anomalies keys topics'
+            _kt_subs='anomalies keys metadata topics'
             _kt_opts='-h --help'
             ;;
         'kt analyze anomalies')
@@ -20,6 +20,10 @@ _kt_node() {
         'kt analyze keys')
             _kt_subs=''
             _kt_opts='--json --to --format --mode --master --conf --topic --topic-regex --start-offset --end-offset --start-time --end-time --max-bytes-per-partition --key --key-hex --key-regex --decode -h --help'
+            ;;
+        'kt analyze metadata')
+            _kt_subs=''
+            _kt_opts='--json --to --format --mode --master --conf --topic --topic-regex --start-offset --end-offset --start-time --end-time --max-bytes-per-partition --report -h --help'
             ;;
         'kt analyze topics')
             _kt_subs=''
@@ -107,7 +111,7 @@ _kt_node() {
             ;;
         'kt dump-log-segments')
             _kt_subs=''
-            _kt_opts='--files --deep-iteration --print-data-log --skip-record-metadata --verify-index-only --index-sanity-check --max-bytes --max-message-size --offsets-decoder --transaction-log-decoder --decode --json --start-offset --end-offset --start-time --end-time --resync -h --help'
+            _kt_opts='--files --deep-iteration --print-data-log --skip-record-metadata --verify-index-only --index-sanity-check --max-bytes --max-message-size --offsets-decoder --transaction-log-decoder --cluster-metadata-decoder --decode --json --start-offset --end-offset --start-time --end-time --resync -h --help'
             ;;
         'kt export')
             _kt_subs=''
@@ -160,6 +164,18 @@ _kt_node() {
         'kt log-dirs inspect')
             _kt_subs=''
             _kt_opts='--verify-indexes --json -h --help'
+            ;;
+        'kt metadata')
+            _kt_subs='shell timeline'
+            _kt_opts='-h --help'
+            ;;
+        'kt metadata shell')
+            _kt_subs=''
+            _kt_opts='--snapshot -s --as-of -h --help'
+            ;;
+        'kt metadata timeline')
+            _kt_subs=''
+            _kt_opts='--topic --partition --broker --since --until --kind --summary --json -h --help'
             ;;
         'kt produce')
             _kt_subs=''
@@ -273,6 +289,7 @@ _kt_child() {
         'kt/index') _kt_next='kt index' ;;
         'kt/leader-election') _kt_next='kt leader-election' ;;
         'kt/log-dirs') _kt_next='kt log-dirs' ;;
+        'kt/metadata') _kt_next='kt metadata' ;;
         'kt/produce') _kt_next='kt produce' ;;
         'kt/profile') _kt_next='kt profile' ;;
         'kt/reassign-partitions') _kt_next='kt reassign-partitions' ;;
@@ -283,6 +300,7 @@ _kt_child() {
         'kt/dump-segment') _kt_next='kt dump-log-segments' ;;
         'kt analyze/anomalies') _kt_next='kt analyze anomalies' ;;
         'kt analyze/keys') _kt_next='kt analyze keys' ;;
+        'kt analyze/metadata') _kt_next='kt analyze metadata' ;;
         'kt analyze/topics') _kt_next='kt analyze topics' ;;
         'kt broker/start') _kt_next='kt broker start' ;;
         'kt checkpoint/edit') _kt_next='kt checkpoint edit' ;;
@@ -306,6 +324,8 @@ _kt_child() {
         'kt index/verify') _kt_next='kt index verify' ;;
         'kt log-dirs/describe') _kt_next='kt log-dirs describe' ;;
         'kt log-dirs/inspect') _kt_next='kt log-dirs inspect' ;;
+        'kt metadata/shell') _kt_next='kt metadata shell' ;;
+        'kt metadata/timeline') _kt_next='kt metadata timeline' ;;
         'kt profile/create') _kt_next='kt profile create' ;;
         'kt profile/delete') _kt_next='kt profile delete' ;;
         'kt profile/list') _kt_next='kt profile list' ;;
@@ -361,6 +381,19 @@ _kt_option() {
         'kt analyze keys/--key-hex') _kt_nargs=1 ;;
         'kt analyze keys/--key-regex') _kt_nargs=1 ;;
         'kt analyze keys/--decode') _kt_nargs=1 _kt_kind=choice _kt_words=$'utf8\nhex\nbase64' ;;
+        'kt analyze metadata/--to') _kt_nargs=1 _kt_kind=dir ;;
+        'kt analyze metadata/--format') _kt_nargs=1 _kt_kind=choice _kt_words=$'parquet\njson\ncsv' ;;
+        'kt analyze metadata/--mode') _kt_nargs=1 _kt_kind=choice _kt_words=$'error\noverwrite\nappend' ;;
+        'kt analyze metadata/--master') _kt_nargs=1 ;;
+        'kt analyze metadata/--conf') _kt_nargs=1 ;;
+        'kt analyze metadata/--topic') _kt_nargs=1 ;;
+        'kt analyze metadata/--topic-regex') _kt_nargs=1 ;;
+        'kt analyze metadata/--start-offset') _kt_nargs=1 ;;
+        'kt analyze metadata/--end-offset') _kt_nargs=1 ;;
+        'kt analyze metadata/--start-time') _kt_nargs=1 ;;
+        'kt analyze metadata/--end-time') _kt_nargs=1 ;;
+        'kt analyze metadata/--max-bytes-per-partition') _kt_nargs=1 ;;
+        'kt analyze metadata/--report') _kt_nargs=1 _kt_kind=choice _kt_words=$'leaders\noffline\nunavailable\nevents' ;;
         'kt analyze topics/--to') _kt_nargs=1 _kt_kind=dir ;;
         'kt analyze topics/--format') _kt_nargs=1 _kt_kind=choice _kt_words=$'parquet\njson\ncsv' ;;
         'kt analyze topics/--mode') _kt_nargs=1 _kt_kind=choice _kt_words=$'error\noverwrite\nappend' ;;
@@ -520,6 +553,14 @@ _kt_option() {
         'kt log-dirs describe/--timeout') _kt_nargs=1 ;;
         'kt log-dirs describe/--broker-list') _kt_nargs=1 ;;
         'kt log-dirs describe/--topic-list') _kt_nargs=1 ;;
+        'kt metadata shell/--snapshot'|'kt metadata shell/-s') _kt_nargs=1 _kt_kind=file ;;
+        'kt metadata shell/--as-of') _kt_nargs=1 ;;
+        'kt metadata timeline/--topic') _kt_nargs=1 ;;
+        'kt metadata timeline/--partition') _kt_nargs=1 ;;
+        'kt metadata timeline/--broker') _kt_nargs=1 ;;
+        'kt metadata timeline/--since') _kt_nargs=1 ;;
+        'kt metadata timeline/--until') _kt_nargs=1 ;;
+        'kt metadata timeline/--kind') _kt_nargs=1 ;;
         'kt produce/--bootstrap-server'|'kt produce/-b') _kt_nargs=1 ;;
         'kt produce/--command-config') _kt_nargs=1 _kt_kind=file ;;
         'kt produce/-F') _kt_nargs=1 _kt_kind=file ;;
@@ -659,6 +700,7 @@ _kt_argument() {
         'kt index rebuild/'*) _kt_kind=file ;;
         'kt index verify/'*) _kt_kind=file ;;
         'kt log-dirs inspect/0') _kt_kind=file ;;
+        'kt metadata timeline/'*) _kt_kind=file ;;
         'kt replica diff/'*) _kt_kind=file ;;
     esac
 }

@@ -31,6 +31,8 @@ function __kt_child --argument-names path word
             echo 'kt leader-election'
         case 'kt/log-dirs'
             echo 'kt log-dirs'
+        case 'kt/metadata'
+            echo 'kt metadata'
         case 'kt/produce'
             echo 'kt produce'
         case 'kt/profile'
@@ -51,6 +53,8 @@ function __kt_child --argument-names path word
             echo 'kt analyze anomalies'
         case 'kt analyze/keys'
             echo 'kt analyze keys'
+        case 'kt analyze/metadata'
+            echo 'kt analyze metadata'
         case 'kt analyze/topics'
             echo 'kt analyze topics'
         case 'kt broker/start'
@@ -97,6 +101,10 @@ function __kt_child --argument-names path word
             echo 'kt log-dirs describe'
         case 'kt log-dirs/inspect'
             echo 'kt log-dirs inspect'
+        case 'kt metadata/shell'
+            echo 'kt metadata shell'
+        case 'kt metadata/timeline'
+            echo 'kt metadata timeline'
         case 'kt profile/create'
             echo 'kt profile create'
         case 'kt profile/delete'
@@ -194,6 +202,32 @@ function __kt_nargs --argument-names path option
         case 'kt analyze keys/--key-regex'
             echo 1
         case 'kt analyze keys/--decode'
+            echo 1
+        case 'kt analyze metadata/--to'
+            echo 1
+        case 'kt analyze metadata/--format'
+            echo 1
+        case 'kt analyze metadata/--mode'
+            echo 1
+        case 'kt analyze metadata/--master'
+            echo 1
+        case 'kt analyze metadata/--conf'
+            echo 1
+        case 'kt analyze metadata/--topic'
+            echo 1
+        case 'kt analyze metadata/--topic-regex'
+            echo 1
+        case 'kt analyze metadata/--start-offset'
+            echo 1
+        case 'kt analyze metadata/--end-offset'
+            echo 1
+        case 'kt analyze metadata/--start-time'
+            echo 1
+        case 'kt analyze metadata/--end-time'
+            echo 1
+        case 'kt analyze metadata/--max-bytes-per-partition'
+            echo 1
+        case 'kt analyze metadata/--report'
             echo 1
         case 'kt analyze topics/--to'
             echo 1
@@ -513,6 +547,22 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt log-dirs describe/--topic-list'
             echo 1
+        case 'kt metadata shell/--snapshot' 'kt metadata shell/-s'
+            echo 1
+        case 'kt metadata shell/--as-of'
+            echo 1
+        case 'kt metadata timeline/--topic'
+            echo 1
+        case 'kt metadata timeline/--partition'
+            echo 1
+        case 'kt metadata timeline/--broker'
+            echo 1
+        case 'kt metadata timeline/--since'
+            echo 1
+        case 'kt metadata timeline/--until'
+            echo 1
+        case 'kt metadata timeline/--kind'
+            echo 1
         case 'kt produce/--bootstrap-server' 'kt produce/-b'
             echo 1
         case 'kt produce/--command-config'
@@ -814,6 +864,7 @@ complete -c kt -n "__kt_is 'kt'" -a 'group' -d 'List, describe, delete consumer 
 complete -c kt -n "__kt_is 'kt'" -a 'index' -d 'Check and repair offset, time and transaction indexes (.index, .timeindex, .txnindex).'
 complete -c kt -n "__kt_is 'kt'" -a 'leader-election' -d 'Run preferred or unclean leader elections through the controller, like kafka-leader-election.sh.'
 complete -c kt -n "__kt_is 'kt'" -a 'log-dirs' -d 'Describe brokers\' log directories (like kafka-log-dirs.sh), or inspect one offline.'
+complete -c kt -n "__kt_is 'kt'" -a 'metadata' -d 'KRaft metadata forensics: browse the cluster as of any offset, tell its history.'
 complete -c kt -n "__kt_is 'kt'" -a 'produce' -d 'Write records to TOPIC: one per line of stdin (or of --file), like kcat -P.'
 complete -c kt -n "__kt_is 'kt'" -a 'profile' -d 'Keep named clusters: bootstrap servers plus TLS/SASL settings.'
 complete -c kt -n "__kt_is 'kt'" -a 'reassign-partitions' -d 'Move partition replicas between brokers (like kafka-reassign-partitions.sh).'
@@ -825,6 +876,7 @@ complete -c kt -n "__kt_is 'kt'" -s 'V' -l 'version' -d 'Show the version and ex
 complete -c kt -n "__kt_is 'kt'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt analyze'" -a 'anomalies' -d 'Everything suspicious in the segments.'
 complete -c kt -n "__kt_is 'kt analyze'" -a 'keys' -d 'The history of one key: its records across all partitions and segments.'
+complete -c kt -n "__kt_is 'kt analyze'" -a 'metadata' -d 'KRaft metadata logs of many clusters: leader churn and unavailability.'
 complete -c kt -n "__kt_is 'kt analyze'" -a 'topics' -d 'Statistics per topic and partition.'
 complete -c kt -n "__kt_is 'kt analyze'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt analyze anomalies'" -l 'json' -d 'NDJSON, one object per row.'
@@ -861,6 +913,21 @@ complete -c kt -n "__kt_is 'kt analyze keys'" -l 'key-hex' -x -d 'The key as hex
 complete -c kt -n "__kt_is 'kt analyze keys'" -l 'key-regex' -x -d 'Keys matching this regex (on the key as UTF-8).'
 complete -c kt -n "__kt_is 'kt analyze keys'" -l 'decode' -x -a 'utf8 hex base64' -d 'How keys, values and header values are shown (utf8 escapes invalid bytes).'
 complete -c kt -n "__kt_is 'kt analyze keys'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -l 'json' -d 'NDJSON, one object per row.'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -l 'to' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Write the result as a dataset in DIR instead of printing it.'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -l 'format' -x -a 'parquet json csv' -d 'The format of --to.'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -l 'mode' -x -a 'error overwrite append' -d 'When --to exists: fail, replace it, or add to it.'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -l 'master' -x -d 'Spark master URL: local[N], spark://host:port, yarn, ...'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -l 'conf' -x -d 'A Spark configuration property (repeatable).'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -l 'topic' -x -d 'Only topics matching these globs (a,b*).'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -l 'topic-regex' -x -d 'Only topics matching this regex.'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -l 'start-offset' -x -d 'First offset (inclusive).'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -l 'end-offset' -x -d 'Last offset (exclusive).'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -l 'start-time' -x -d 'Earliest timestamp, ms or ISO-8601 (inclusive).'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -l 'end-time' -x -d 'Latest timestamp, ms or ISO-8601 (exclusive).'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -l 'max-bytes-per-partition' -x -d 'Split segments larger than this into several Spark tasks (default 128 MiB).'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -l 'report' -x -a 'leaders offline unavailable events' -d 'leaders: leaderships gained/lost and fencings per cluster, hour and broker...'
+complete -c kt -n "__kt_is 'kt analyze metadata'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt analyze topics'" -l 'json' -d 'NDJSON, one object per row.'
 complete -c kt -n "__kt_is 'kt analyze topics'" -l 'to' -x -a '(__fish_complete_directories (commandline -ct))' -d 'Write the result as a dataset in DIR instead of printing it.'
 complete -c kt -n "__kt_is 'kt analyze topics'" -l 'format' -x -a 'parquet json csv' -d 'The format of --to.'
@@ -1024,6 +1091,7 @@ complete -c kt -n "__kt_is 'kt dump-log-segments'" -l 'max-bytes' -x -d 'Read at
 complete -c kt -n "__kt_is 'kt dump-log-segments'" -l 'max-message-size' -x -d 'Largest batch expected when checking index entries against the log.'
 complete -c kt -n "__kt_is 'kt dump-log-segments'" -l 'offsets-decoder' -d 'Decode keys and values as __consumer_offsets records (implies --print-data-log).'
 complete -c kt -n "__kt_is 'kt dump-log-segments'" -l 'transaction-log-decoder' -d 'Decode keys and values as __transaction_state records (implies...'
+complete -c kt -n "__kt_is 'kt dump-log-segments'" -l 'cluster-metadata-decoder' -d 'Decode records as KRaft metadata records (__cluster_metadata-0 logs...'
 complete -c kt -n "__kt_is 'kt dump-log-segments'" -l 'decode' -x -a 'utf8 hex base64 json' -d 'How to render keys, values and header values: utf8 (invalid bytes: U+FFFD in...'
 complete -c kt -n "__kt_is 'kt dump-log-segments'" -l 'json' -d 'NDJSON output: one object per batch, record, index entry, damage or problem...'
 complete -c kt -n "__kt_is 'kt dump-log-segments'" -l 'start-offset' -x -d 'Show records from this offset on; seeks with the segment\'s .index.'
@@ -1151,6 +1219,22 @@ complete -c kt -n "__kt_is 'kt log-dirs inspect'" -l 'verify-indexes' -d 'Also c
 complete -c kt -n "__kt_is 'kt log-dirs inspect'" -l 'json' -d 'One JSON document.'
 complete -c kt -n "__kt_is 'kt log-dirs inspect'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt log-dirs inspect'" -F
+complete -c kt -n "__kt_is 'kt metadata'" -a 'shell' -d 'Browse the cluster\'s metadata image like kafka-metadata-shell.sh.'
+complete -c kt -n "__kt_is 'kt metadata'" -a 'timeline' -d 'Tell what the cluster did, in order, from its metadata log.'
+complete -c kt -n "__kt_is 'kt metadata'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt metadata shell'" -l 'snapshot' -s 's' -r -F -d 'What to read (repeatable): a metadata log dir or __cluster_metadata-0 (the...'
+complete -c kt -n "__kt_is 'kt metadata shell'" -l 'as-of' -x -d 'Replay only up to this offset (inclusive) or ISO-8601 time, e.g. 1200 or...'
+complete -c kt -n "__kt_is 'kt metadata shell'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt metadata timeline'" -l 'topic' -x -d 'Only events of this topic (repeatable).'
+complete -c kt -n "__kt_is 'kt metadata timeline'" -l 'partition' -x -d 'Only events of this partition number (repeatable; with --topic: of that topic).'
+complete -c kt -n "__kt_is 'kt metadata timeline'" -l 'broker' -x -d 'Only events about or involving this broker or controller (repeatable): its...'
+complete -c kt -n "__kt_is 'kt metadata timeline'" -l 'since' -x -d 'Only events at or after this offset or ISO-8601 time.'
+complete -c kt -n "__kt_is 'kt metadata timeline'" -l 'until' -x -d 'Only events at or before this offset or ISO-8601 time.'
+complete -c kt -n "__kt_is 'kt metadata timeline'" -l 'kind' -x -d 'Only these kinds of events (repeatable, comma-separated), e.g....'
+complete -c kt -n "__kt_is 'kt metadata timeline'" -l 'summary' -d 'Per-partition and per-broker accounts instead of the events.'
+complete -c kt -n "__kt_is 'kt metadata timeline'" -l 'json' -d 'NDJSON: one object per event (or the summary object).'
+complete -c kt -n "__kt_is 'kt metadata timeline'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt metadata timeline'" -F
 complete -c kt -n "__kt_is 'kt produce'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
 complete -c kt -n "__kt_is 'kt produce'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
 complete -c kt -n "__kt_is 'kt produce'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'

@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "index": "kt.tools.index_cmd:index",
     "leader-election": "kt.tools.leader_election_cmd:leader_election",
     "log-dirs": "kt.tools.log_dirs_cmd:log_dirs",
+    "metadata": "kt.tools.metadata_cmd:metadata",
     "produce": "kt.tools.produce_cmd:produce",
     "profile": "kt.tools.profile_cmd:profile",
     "reassign-partitions": "kt.tools.reassign_cmd:reassign_partitions",

@@ -74,3 +74,61 @@ def load_spec(name: str) -> dict[str, Any]:
             text = re.sub(r'(?m)(["\]\}\d,])\s*//.*$', r"\1", text)
             return json.loads(text)  # type: ignore[no-any-return]
     raise FileNotFoundError(f"{name}.json in none of {[str(d) for d in dirs]}")
+
+
+# --- KRaft's metadata record specs (and quorum-state), a sibling directory -------
+
+METADATA_SPECS_ENV = "KT_KAFKA_METADATA_SPECS"
+DEFAULT_METADATA_SPECS = REPO_ROOT.parent / "shared" / "reference" / "kafka-metadata-specs"
+# In a Kafka checkout: metadata/src/main/resources/common/metadata, and
+# raft/src/main/resources/common/message for QuorumStateData.
+CHECKOUT_METADATA = Path("metadata", "src", "main", "resources", "common", "metadata")
+METADATA_SKIP_REASON = (
+    f"Kafka's metadata record specs not found: set {METADATA_SPECS_ENV} to a directory "
+    f"laid out like kafka-metadata-specs or a Kafka checkout's {CHECKOUT_METADATA.as_posix()}"
+    f" (default: {DEFAULT_METADATA_SPECS}, absent)"
+)
+
+
+def metadata_spec_dirs() -> list[Path] | None:
+    """The directories holding the metadata record specs, or None when there are none."""
+    configured = os.environ.get(METADATA_SPECS_ENV)
+    if configured:
+        root = Path(configured).expanduser()
+        if not root.is_dir():
+            pytest.fail(f"{METADATA_SPECS_ENV}={configured} is not a directory")
+    elif DEFAULT_METADATA_SPECS.is_dir():
+        root = DEFAULT_METADATA_SPECS
+    else:
+        return None
+    if (root / CHECKOUT_METADATA).is_dir():
+        return [root / CHECKOUT_METADATA, root / "raft" / CHECKOUT_MESSAGES]
+    resolved = root.resolve()
+    if resolved.parts[-len(CHECKOUT_METADATA.parts) :] == CHECKOUT_METADATA.parts:
+        checkout = resolved.parents[len(CHECKOUT_METADATA.parts) - 1]
+        return [resolved, checkout / "raft" / CHECKOUT_MESSAGES]
+    return [root]
+
+
+def load_metadata_spec(file_name: str) -> dict[str, Any]:
+    """Load one metadata spec by file name (e.g. "TopicRecord"); skips when none exist."""
+    dirs = metadata_spec_dirs()
+    if dirs is None:
+        pytest.skip(METADATA_SKIP_REASON)
+    for directory in dirs:
+        path = directory / f"{file_name}.json"
+        if path.is_file():
+            text = "\n".join(
+                re.sub(r"^\s*//.*$", "", line) for line in path.read_text().splitlines()
+            )
+            text = re.sub(r'(?m)(["\]\}\d,])\s*//.*$', r"\1", text)
+            return json.loads(text)  # type: ignore[no-any-return]
+    raise FileNotFoundError(f"{file_name}.json in none of {[str(d) for d in dirs]}")
+
+
+def metadata_spec_names() -> list[str]:
+    """The file names (without .json) of every metadata record spec found, or []."""
+    dirs = metadata_spec_dirs()
+    if dirs is None:
+        return []
+    return sorted(p.stem for p in dirs[0].glob("*Record.json") if p.is_file())

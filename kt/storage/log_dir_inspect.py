@@ -48,6 +48,8 @@ from kt.storage.log_files import (
     parse_segment_file_name,
 )
 from kt.storage.meta_properties import MetaProperties, read_meta_properties
+from kt.storage.metadata_dir import MetadataDirReport, inspect_metadata_dir
+from kt.storage.metadata_log import BOOTSTRAP_FILE
 from kt.storage.partition_metadata import read_partition_metadata
 
 __all__ = [
@@ -68,6 +70,7 @@ _LOG_DIR_FILES = frozenset(
         CLEAN_SHUTDOWN_FILE_NAME,
         *OFFSET_CHECKPOINT_FILES,
         "kt-cluster-metadata.json",
+        BOOTSTRAP_FILE,  # KRaft's metadata log dir
     }
 )
 _PARTITION_FILES = frozenset({LEADER_EPOCH_CHECKPOINT_FILE, PARTITION_METADATA_FILE})
@@ -173,6 +176,8 @@ class LogDirReport:
     stray_files: list[str] = field(default_factory=list)
     problems: list[Finding] = field(default_factory=list)
     warnings: list[Finding] = field(default_factory=list)
+    # KRaft's metadata (__cluster_metadata-0, bootstrap.checkpoint) when the dir holds it.
+    kraft: MetadataDirReport | None = None
 
     @property
     def healthy(self) -> bool:
@@ -217,6 +222,12 @@ def inspect_log_dir(path: Path, *, verify_indexes: bool = False) -> LogDirReport
         )
     for name in OFFSET_CHECKPOINT_FILES:
         report.checkpoints[name] = _read_dir_checkpoint(path / name, report)
+    report.kraft = inspect_metadata_dir(path, verify=verify_indexes)
+    if report.kraft is not None:
+        for mf in report.kraft.findings:
+            (report.problems if mf.problem else report.warnings).append(
+                Finding(mf.path, mf.message)
+            )
     found: set[TopicPartition] = set()
     for child in sorted(path.iterdir(), key=lambda p: p.name):
         if child.is_dir():

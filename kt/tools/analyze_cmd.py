@@ -299,3 +299,78 @@ def _key_record(r: dict[str, Any], decode: str) -> dict[str, Any]:
         {"key": h["key"], "value": render_bytes(h["value"], decode)} for h in r["headers"] or []
     ]
     return r
+
+
+@analyze.command()
+@_common
+@click.option(
+    "--report",
+    type=click.Choice(["leaders", "offline", "unavailable", "events"]),
+    default="leaders",
+    show_default=True,
+    help="leaders: leaderships gained/lost and fencings per cluster, hour and broker; "
+    "offline: every interval a partition had no leader; unavailable: unavailable "
+    "partition-seconds per cluster and hour; events: every timeline event.",
+)
+def metadata(spark_args: SparkArgs, output: OutputArgs, report: str) -> None:
+    """KRaft metadata logs of many clusters: leader churn and unavailability.
+
+    PATHS are KRaft metadata log dirs (or their __cluster_metadata-0), one or more per
+    cluster; each is replayed in Spark tasks by the same code as `kt metadata
+    timeline`, so the events are the ones it tells. Clusters are named by the
+    cluster.id of the meta.properties beside __cluster_metadata-0. --start-time/
+    --end-time and --start-offset/--end-offset limit the events counted (the logs are
+    still replayed whole, since every event depends on what came before).
+
+    \b
+    Examples:
+      kt analyze metadata /data/cluster-a/meta /data/cluster-b/meta
+      kt analyze metadata --report unavailable --json /data/*/meta
+      kt analyze metadata --report offline --start-time 2026-01-30T03:00Z /data/a/meta
+      kt analyze metadata --report events --to /tmp/events --format parquet /data/*/meta
+    """
+    from kt.spark.metadata_jobs import COLUMNS, analyze_metadata
+
+    if spark_args.topic is not None or spark_args.topic_regex is not None:
+        usage_error("--topic/--topic-regex do not apply: the metadata job reads __cluster_metadata")
+    scan = make_scan(spark_args)
+
+    def job(spark: Any, scan: Scan) -> list[dict[str, Any]] | None:
+        rows = analyze_metadata(spark, scan, report)
+        if output.to is None:
+            return rows
+        output.write(spark.createDataFrame(rows, schema=_metadata_schema(COLUMNS[report])))
+        return None
+
+    rows = run_job(spark_args, scan, f"kt analyze metadata ({report})", job)
+    if rows is not None:
+        output.show(rows, COLUMNS[report])
+
+
+def _metadata_schema(columns: list[str]) -> Any:
+    from pyspark.sql.types import (
+        BooleanType,
+        DoubleType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+    )
+
+    ints = {"partition", "broker", "leader", "previous_leader", "epoch", "partitions_offline",
+            "leaderships_gained", "leaderships_lost", "fenced"}  # fmt: skip
+    longs = {"offset", "timestamp", "start", "end", "start_offset", "end_offset"}
+    types: dict[str, Any] = {"seconds": DoubleType(), "partition_seconds": DoubleType(),
+                             "still_offline": BooleanType()}  # fmt: skip
+    return StructType(
+        [
+            StructField(
+                c,
+                types.get(
+                    c, IntegerType() if c in ints else LongType() if c in longs else StringType()
+                ),
+            )
+            for c in columns
+        ]
+    )

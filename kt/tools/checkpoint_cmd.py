@@ -41,10 +41,12 @@ from kt.storage.log_files import (
     classify_path,
     is_log_dir_locked,
 )
+from kt.storage.quorum_state import QUORUM_STATE_FILE, QuorumState, parse_quorum_state
 from kt.tools import console
 
 OFFSET = "offset"
 EPOCH = "leader-epoch"
+QUORUM = "quorum-state"
 GENERIC_OFFSET_KIND = "offset-checkpoint"
 
 
@@ -65,6 +67,8 @@ def _kind_from_name(name: str) -> tuple[str, str] | None:
         return name, OFFSET
     if name == LEADER_EPOCH_CHECKPOINT_FILE:
         return name, EPOCH
+    if name == QUORUM_STATE_FILE:
+        return name, QUORUM
     return None
 
 
@@ -125,11 +129,13 @@ CHECKPOINT_HELP = """Show and edit checkpoint files of a Kafka log directory.
 Offset checkpoints (one per log directory): recovery-point-offset-checkpoint,
 replication-offset-checkpoint, log-start-offset-checkpoint,
 cleaner-offset-checkpoint. Leader-epoch checkpoints: <partition dir>/leader-epoch-checkpoint.
+KRaft's __cluster_metadata-0/quorum-state (data versions 0 and 1): show only.
 
 \b
 Examples:
   kt checkpoint show /var/kafka-logs/recovery-point-offset-checkpoint
   kt checkpoint show --json /var/kafka-logs/orders-0/leader-epoch-checkpoint
+  kt checkpoint show /var/kraft/metadata/__cluster_metadata-0/quorum-state
   kt checkpoint edit /var/kafka-logs/log-start-offset-checkpoint --set orders:0=1500 --dry-run
 """
 
@@ -163,6 +169,13 @@ def show(file: Path, as_json: bool) -> None:
       kt checkpoint show /var/kafka-logs/orders-0/leader-epoch-checkpoint --json
     """
     target = _load(file)
+    if target.fmt == QUORUM:
+        try:
+            state = parse_quorum_state(target.data, str(file))
+        except StorageError as exc:
+            console.fail(str(exc))
+        _show_quorum_state(file, state, as_json)
+        return
     try:
         entries = _parse(target)
     except StorageError as exc:
@@ -197,6 +210,33 @@ def show(file: Path, as_json: bool) -> None:
         count = console.plural(len(epochs), "entry", "entries")
         title = f"{file} ({target.kind}, version 0, {count})"
         console.render_table(["epoch", "start_offset"], epochs, title=title)
+
+
+def _show_quorum_state(file: Path, state: QuorumState, as_json: bool) -> None:
+    """KRaft's quorum-state: the fields, and what they mean for someone on call."""
+    fields = state.as_json()
+    if as_json:
+        console.emit_json(
+            {"file": str(file), "kind": QUORUM, "version": state.data_version, "state": fields}
+        )
+        return
+    rows: list[tuple[str, str]] = []
+    for name, value in fields.items():
+        if name == "data_version":
+            continue
+        if name == "currentVoters":
+            text = "null" if value is None else ",".join(str(v["voterId"]) for v in value)
+        elif name == "leaderId" and value < 0:
+            text = f"{value} (no leader known)"
+        elif name == "votedId" and value < 0:
+            text = f"{value} (not voted in this epoch)"
+        else:
+            text = str(value)
+        rows.append((name, text))
+    for name, value in state.extra.items():
+        rows.append((f"{name} (unknown field)", str(value)))
+    title = f"{file} ({QUORUM}, data version {state.data_version})"
+    console.render_table(["field", "value"], rows, title=title)
 
 
 def _parse_int(text: str, what: str, spec: str, opt: str) -> int:
@@ -308,6 +348,10 @@ def edit(
     if not (sets or deletes or truncate_from is not None):
         console.usage_error("nothing to do: give --set, --delete or --truncate-from")
     target = _load(file)
+    if target.fmt == QUORUM:
+        console.usage_error(
+            f"{file}: quorum-state is the Raft replica's own vote and epoch; kt only shows it"
+        )
     if target.fmt == OFFSET and truncate_from is not None:
         console.usage_error("--truncate-from applies to leader-epoch checkpoints only")
 

@@ -27,9 +27,14 @@ JSON output schema (NDJSON: one object per line; every object has "type" and
    "key":S|null,"key_encoding":E|null,"value":S|null,"value_encoding":E|null,
    "headers":[{"key":S,"value":S|null,"value_encoding":E|null}],
    "key_size":N,"value_size":N,"sequence":N,"batch_base_offset":N,
-   "control"?:{"type":"COMMIT|ABORT|...","type_id":N,"coordinator_epoch"?:N},
+   "control"?:{"type":"COMMIT|ABORT|...","type_id":N,"coordinator_epoch"?:N,
+               "data"?:{...}},
    "crc"?:N,"crc_valid"?:B}
-      # control: records of control batches only; crc/crc_valid: legacy only.
+      # control: records of control batches only; data: a KRaft control record
+      # (LEADER_CHANGE, SNAPSHOT_HEADER/FOOTER, KRAFT_VERSION, KRAFT_VOTERS) as
+      # Kafka's JSON; crc/crc_valid: legacy only. With --cluster-metadata-decoder
+      # the value is {"type":T,"version":V,"data":{...}} (encoding "json") as Kafka
+      # prints it, or Kafka's "Error at <offset>, skipping. ..." (encoding "text").
       # E is how key/value/header values are rendered: "utf8" (a string),
       # "hex", "base64", "json" (an embedded JSON value) or "text" (a decoder's
       # text); invalid UTF-8 under --decode utf8/json falls back to "hex".
@@ -80,6 +85,10 @@ Examples:
       --files 00000000000000000000.log,00000000000000000000.index
   kt dump-segment --verify-index-only --files 00000000000000000000.index
   kt dump-segment --offsets-decoder --files __consumer_offsets-16/00000000000000000000.log
+  kt dump-log-segments --cluster-metadata-decoder \\
+      --files __cluster_metadata-0/00000000000000000000.log
+  kt dump-log-segments --cluster-metadata-decoder --skip-record-metadata \\
+      --files __cluster_metadata-0/00000000000000004929-0000000001.checkpoint
   kt dump-segment --json --deep-iteration --start-offset 1000 --end-offset 1099 \\
       --files t-0/00000000000000000000.log | jq .value
   kt dump-segment --resync --files damaged/00000000000000000000.log
@@ -230,6 +239,13 @@ def _check_paths(files: list[str]) -> None:
     help="Decode keys and values as __transaction_state records (implies --print-data-log).",
 )
 @click.option(
+    "--cluster-metadata-decoder",
+    is_flag=True,
+    help="Decode records as KRaft metadata records (__cluster_metadata-0 logs, snapshots, "
+    "bootstrap.checkpoint), as Kafka prints them (implies --print-data-log). Secrets "
+    '(SCRAM keys, password configs) print as "[redacted]".',
+)
+@click.option(
     "--decode",
     type=click.Choice(DECODE_CHOICES),
     default="utf8",
@@ -285,6 +301,7 @@ def dump_log_segments(
     max_message_size: int,
     offsets_decoder: bool,
     transaction_log_decoder: bool,
+    cluster_metadata_decoder: bool,
     decode: str,
     as_json: bool,
     start_offset: int | None,
@@ -300,15 +317,20 @@ def dump_log_segments(
     leader-epoch-checkpoint files, checks indexes against their log, and
     reports damage. Text output matches Apache Kafka's tool line for line.
     """
-    if offsets_decoder and transaction_log_decoder:
-        usage_error("--offsets-decoder and --transaction-log-decoder exclude each other")
+    if offsets_decoder + transaction_log_decoder + cluster_metadata_decoder > 1:
+        usage_error(
+            "--offsets-decoder, --transaction-log-decoder and --cluster-metadata-decoder "
+            "exclude each other"
+        )
     if start_offset is not None and end_offset is not None and end_offset < start_offset:
         usage_error(f"--end-offset {end_offset} is before --start-offset {start_offset}")
     t0 = parse_time(start_time, "--start-time") if start_time is not None else None
     t1 = parse_time(end_time, "--end-time") if end_time is not None else None
     if t0 is not None and t1 is not None and t1 < t0:
         usage_error("--end-time is before --start-time")
-    print_data = print_data_log or offsets_decoder or transaction_log_decoder
+    print_data = (
+        print_data_log or offsets_decoder or transaction_log_decoder or cluster_metadata_decoder
+    )
     opts = DumpOptions(
         deep=deep_iteration or print_data,
         print_data=print_data,
@@ -319,6 +341,7 @@ def dump_log_segments(
         max_message_size=max_message_size,
         offsets_decoder=offsets_decoder,
         transaction_log_decoder=transaction_log_decoder,
+        cluster_metadata_decoder=cluster_metadata_decoder,
         decode=decode,
         json=as_json,
         resync=resync,

@@ -58,6 +58,7 @@ class DumpOptions:
     max_message_size: int = 5 * 1024 * 1024
     offsets_decoder: bool = False
     transaction_log_decoder: bool = False
+    cluster_metadata_decoder: bool = False
     decode: str = "utf8"
     json: bool = False
     resync: bool = False

@@ -25,6 +25,8 @@ from kt.storage import legacy as legacy_format
 from kt.storage import record_batch as v2
 from kt.storage.errors import CorruptIndexError, CorruptRecordError, StorageError
 from kt.storage.file_records import Damage, FileRecords, LogBatch
+from kt.storage.metadata_codec import decode_control, kafka_json
+from kt.storage.metadata_schema import CONTROL_RECORDS
 from kt.tools.console import warn
 from kt.tools.dump_log_context import INT_MAX, DumpContext, jbool, jopt, jstr
 from kt.tools.dump_log_decoders import json_renderer, text_renderer
@@ -55,7 +57,12 @@ def control_description(key: bytes | None, value: bytes | None) -> tuple[str, di
             f" endTxnMarker: {name} coordinatorEpoch: {epoch}",
             {"type": name, "type_id": type_id, "coordinator_epoch": epoch},
         )
-    # Kafka prints KRaft snapshot/voter control records as JSON; kt prints their type.
+    if type_id in CONTROL_RECORDS:
+        # KRaft's control records, as Kafka prints them: a label and the record's JSON.
+        schema, label = CONTROL_RECORDS[type_id]
+        _schema, data = decode_control(type_id, value)
+        text = kafka_json(schema, 0, data)
+        return f" {label} {text}", {"type": name, "type_id": type_id, "data": json.loads(text)}
     return f" controlType: {name}({type_id})", {"type": name, "type_id": type_id}
 
 
@@ -77,8 +84,20 @@ class LogDumper:
             from kt.tools.dump_log_coordinator import record_parser
 
             self._key_parser = record_parser(self.opts.offsets_decoder, self.opts.json)
+        elif self.opts.cluster_metadata_decoder:
+            from kt.tools.dump_log_metadata import metadata_parser
+
+            self._key_parser = metadata_parser(self.opts.json, self._metadata_error)
         self.text = text_renderer(self.opts.decode)
         self.jrender = json_renderer(self.opts.decode)
+
+    def _metadata_error(self, offset: int, message: str) -> None:
+        self.ctx.report(
+            self.path,
+            "record_decode_error",
+            f"metadata record at offset {offset} does not decode: {message}",
+            offset=offset,
+        )
 
     # --- header lines ---
     def _print_header(self) -> None:
@@ -360,7 +379,11 @@ class LogDumper:
             return control_description(k, val)[0]
         except CorruptRecordError as exc:
             self._control_failed(b, off, exc)
-            return ""
+            try:
+                type_id = v2.parse_control_key(k)[1]
+            except CorruptRecordError:
+                return ""
+            return f" controlType: {v2.control_type_name(type_id)}({type_id})"
 
     def _control_failed(self, b: LogBatch, off: int, exc: CorruptRecordError) -> None:
         self.ctx.report(
@@ -464,10 +487,16 @@ class LogDumper:
         return lines
 
     def _json_kv(
-        self, off: int, k: bytes | None, val: bytes | None, hdrs: list[tuple[str, bytes | None]]
+        self,
+        off: int,
+        k: bytes | None,
+        val: bytes | None,
+        hdrs: list[tuple[str, bytes | None]],
+        control: bool = False,
     ) -> str:
         """The key, value and headers part of a JSON record object."""
-        parser = self._key_parser
+        # Decoders read data records; a control record's key and value are raw bytes.
+        parser = None if control else self._key_parser
         if parser is not None:
             pk, pv = parser(off, k, val)
             kj, ke = ("null", "null") if pk is None else pk
@@ -544,7 +573,7 @@ class LogDumper:
                 extra = self._control_json(b, off, k, val) if control else ""
                 append(
                     f'{{"type":"record","file":{f},"offset":{off},"timestamp":{ts},'
-                    f"{kv(off, k, val, hdrs)},"
+                    f"{kv(off, k, val, hdrs, control)},"
                     f'"key_size":{-1 if k is None else len(k)},'
                     f'"value_size":{-1 if val is None else len(val)},'
                     f'"sequence":{seq},"batch_base_offset":{base}{extra}}}'

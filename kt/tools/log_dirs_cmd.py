@@ -3,6 +3,7 @@ wire; `kt log-dirs inspect`: one log directory read offline, with a health verdi
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -205,11 +206,76 @@ def _report_json(rep: LogDirReport) -> dict[str, Any]:
             }
             for p in rep.partitions
         ],
+        "kraft_metadata": _kraft_json(rep),
         "leftover_dirs": rep.leftover_dirs,
         "stray_files": rep.stray_files,
         "problems": findings(rep.problems),
         "warnings": findings(rep.warnings),
     }
+
+
+def _kraft_json(rep: LogDirReport) -> dict[str, Any] | None:
+    k = rep.kraft
+    if k is None:
+        return None
+    return {
+        "partition_dir": k.partition_dir,
+        "segments": k.segments,
+        "size": k.size,
+        "log_start_offset": k.log_start_offset,
+        "log_end_offset": k.log_end_offset,
+        "last_batch_epoch": k.last_batch_epoch,
+        "last_batch_timestamp": k.last_batch_timestamp,
+        "snapshots": [
+            {"file": s.file, "end_offset": s.end_offset, "epoch": s.epoch, "size": s.size,
+             "records": s.records, "error": s.error}
+            for s in k.snapshots
+        ],
+        "quorum_state": None if k.quorum_state is None else k.quorum_state.as_json(),
+        "quorum_state_error": k.quorum_state_error,
+        "bootstrap_metadata_version": k.bootstrap_metadata_version,
+    }  # fmt: skip
+
+
+def _render_kraft(rep: LogDirReport) -> None:
+    k = rep.kraft
+    if k is None:
+        return
+    click.echo("  KRaft metadata:")
+    if k.bootstrap_metadata_version is not None:
+        click.echo(f"    bootstrap.checkpoint: metadata.version {k.bootstrap_metadata_version}")
+    if k.partition_dir is None:
+        click.echo("    __cluster_metadata-0: absent")
+        return
+    last = ""
+    if k.last_batch_timestamp is not None and k.last_batch_timestamp >= 0:
+        when = datetime.fromtimestamp(k.last_batch_timestamp / 1000, UTC)
+        stamp = when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        last = f", last batch {stamp} epoch {k.last_batch_epoch}"
+    click.echo(
+        f"    log: {plural(k.segments, 'segment')}, {plural(k.size, 'byte')}, offsets "
+        f"{_opt(k.log_start_offset)}..{_opt(k.log_end_offset)} (end, exclusive){last}"
+    )
+    for s in k.snapshots:
+        extra = "" if s.records is None else f", {plural(s.records, 'record')}"
+        bad = f", INVALID: {s.error}" if s.error else ""
+        click.echo(
+            f"    snapshot {Path(s.file).name}: end offset {s.end_offset}, epoch {s.epoch}, "
+            f"{plural(s.size, 'byte')}{extra}{bad}"
+        )
+    q = k.quorum_state
+    if q is not None:
+        voters = ""
+        if q.current_voters is not None:
+            voters = f", voters {','.join(map(str, q.current_voters))}"
+        leader = str(q.leader_id) if q.has_leader else "none known"
+        voted = str(q.voted_id) if q.has_voted else "none"
+        click.echo(
+            f"    quorum-state (v{q.data_version}): leader {leader}, epoch {q.leader_epoch}, "
+            f"voted for {voted}{voters}"
+        )
+    elif k.quorum_state_error is not None:
+        click.echo(f"    quorum-state: corrupt ({k.quorum_state_error})")
 
 
 def _opt(value: int | None) -> str:
@@ -241,6 +307,7 @@ def _render(rep: LogDirReport) -> None:
             else plural(len(c.entries), "entry", "entries")
         )
         click.echo(f"  {name}: {state}")
+    _render_kraft(rep)
     rows = []
     for p in rep.partitions:
         ck = p.checkpoints

@@ -313,8 +313,13 @@ def test_control_batches(tmp_path: Path) -> None:
     abort = build_end_txn_marker(
         commit=False, producer_id=5, producer_epoch=1, coordinator_epoch=3, base_offset=2
     )
+    # A KRaft LeaderChange control record: version 0, leader 1, no voters.
     leader_change = build_batch(
-        [RecordSpec(struct.pack(">hh", 0, 2), b"\x00\x00", timestamp=0)],
+        [
+            RecordSpec(
+                struct.pack(">hh", 0, 2), b"\x00\x00\x00\x00\x00\x01\x01\x01\x00", timestamp=0
+            )
+        ],
         base_offset=3,
         is_control=True,
     )
@@ -327,7 +332,9 @@ def test_control_batches(tmp_path: Path) -> None:
         "endTxnMarker: COMMIT coordinatorEpoch: 3"
     )
     assert r[2].endswith("endTxnMarker: ABORT coordinatorEpoch: 3")
-    assert r[3].endswith("headerKeys: [] controlType: LEADER_CHANGE(2)")
+    assert r[3].endswith(
+        'headerKeys: [] LeaderChange: {"version":0,"leaderId":1,"voters":[],"grantingVoters":[]}'
+    )
     assert "isTransactional: true isControl: true" in batch_lines(out)[1]
     code, out, _ = run("--json", "--deep-iteration", "--files", log)
     objs = [json.loads(x) for x in out.splitlines()]

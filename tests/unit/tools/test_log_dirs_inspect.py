@@ -83,7 +83,7 @@ def test_json_schema(kafka3_dir: Path) -> None:
     assert set(doc) == {
         "log_dir", "healthy", "locked", "clean_shutdown", "meta_properties",
         "meta_properties_error", "checkpoints", "partitions", "leftover_dirs",
-        "stray_files", "problems", "warnings",
+        "stray_files", "problems", "warnings", "kraft_metadata",
     }  # fmt: skip
     assert set(doc["checkpoints"]) == {
         "recovery-point-offset-checkpoint", "replication-offset-checkpoint",

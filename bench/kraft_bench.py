@@ -1,0 +1,186 @@
+"""KRaft metadata decoding benchmark: `--cluster-metadata-decoder` against
+`--deep-iteration --print-data-log` on the same bytes, in the same run.
+
+Run by hand (not a test):  .venv/bin/python bench/kraft_bench.py [--records 200000]
+
+Two metadata logs are generated with kt's own metadata writer (cached under
+bench/out/):
+
+- churn: every record distinct (leader and ISR changes with growing epochs,
+  broker registration changes, configs, partition records with directories),
+  the worst case for the decoder's cache of identical record values;
+- steady: what an idle-ish KRaft cluster writes: mostly NoOpRecords (one every
+  500 ms by default since Kafka 3.7) with a few broker and partition changes.
+
+Each command runs as its own process with stdout to /dev/null, interleaved, the
+best of --repeat runs kept; the row gives records/s of each and their ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from kt.storage.metadata_log import MetadataBatchWriter  # noqa: E402
+
+KT = str(Path(sys.executable).with_name("kt"))
+OUT = ROOT / "bench" / "out"
+TOPIC_IDS = [
+    "x2Hj2kQ-SvSGmSg0wP3EYA",
+    "Lr4wgsBnRZGP7hjZcn3vzQ",
+    "Q1ZOSDkyUUxTQ1NCRlJFQQ",
+    "AAECAwQFBgcICQoLDA0ODw",
+]
+DIR = "MDEyMzQ1Njc4OTo7PD0-Pw"
+
+
+def churn(n: int, rng: random.Random) -> list[tuple[int, int, dict[str, object]]]:
+    """n distinct records: the decoder's cache never hits."""
+    out: list[tuple[int, int, dict[str, object]]] = []
+    for i in range(n):
+        r = rng.random()
+        tid = TOPIC_IDS[i % len(TOPIC_IDS)]
+        if r < 0.55:
+            isr = rng.sample([1, 2, 3, 4, 5], 3)
+            out.append((5, 2, {"PartitionId": i, "TopicId": tid, "Leader": isr[0], "Isr": isr}))
+        elif r < 0.75:
+            out.append(
+                (17, 2, {"BrokerId": i % 50, "BrokerEpoch": i, "Fenced": rng.choice([1, -1])})
+            )
+        elif r < 0.9:
+            out.append(
+                (
+                    3,
+                    2,
+                    {
+                        "PartitionId": i,
+                        "TopicId": tid,
+                        "Replicas": [1, 2, 3],
+                        "Isr": [1, 2, 3],
+                        "Leader": 1,
+                        "LeaderEpoch": i,
+                        "PartitionEpoch": i,
+                        "Directories": [DIR] * 3,
+                    },
+                )
+            )
+        else:
+            out.append(
+                (
+                    4,
+                    0,
+                    {
+                        "ResourceType": 2,
+                        "ResourceName": f"topic-{i}",
+                        "Name": "retention.ms",
+                        "Value": str(i),
+                    },
+                )
+            )
+    return out
+
+
+def steady(n: int, rng: random.Random) -> list[tuple[int, int, dict[str, object]]]:
+    """Mostly NoOpRecords, with a few changes in between."""
+    out: list[tuple[int, int, dict[str, object]]] = []
+    for i in range(n):
+        if rng.random() < 0.9:
+            out.append((20, 0, {}))
+        else:
+            out.append(
+                (
+                    5,
+                    1,
+                    {
+                        "PartitionId": i % 30,
+                        "TopicId": TOPIC_IDS[0],
+                        "Isr": rng.sample([1, 2, 3], 2),
+                    },
+                )
+            )
+    return out
+
+
+def generate(path: Path, records: list[tuple[int, int, dict[str, object]]]) -> None:
+    """Batches of 1 to 20 records, as a controller writes them."""
+    w = MetadataBatchWriter(0, 1)
+    ts = 1_769_742_000_000
+    i = 0
+    rng = random.Random(7)
+    while i < len(records):
+        k = rng.randint(1, 20)
+        w.records(records[i : i + k], ts + i * 50)
+        i += k
+    path.write_bytes(bytes(w.out))
+
+
+def count_records(path: Path) -> int:
+    """The records of a log file (for a given file's rate)."""
+    from kt.storage.metadata_log import read_entries
+
+    return sum(1 for _ in read_entries(path))
+
+
+def timed(cmd: list[str]) -> float:
+    start = time.perf_counter()
+    with open(os.devnull, "wb") as devnull:
+        subprocess.run(cmd, stdout=devnull, stderr=subprocess.DEVNULL, check=False)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument(
+        "--file",
+        type=Path,
+        action="append",
+        default=[],
+        help="Also time this metadata log (e.g. a copy of a real cluster's); repeatable.",
+    )
+    args = ap.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    print(
+        f"{'log':<8} {'records':>8} {'MiB':>6}  {'decoder rec/s':>14} "
+        f"{'print-data-log rec/s':>21}  {'ratio':>5}"
+    )
+    cases: list[tuple[str, Path, int]] = []
+    for name, make in (("churn", churn), ("steady", steady)):
+        path = OUT / f"kraft-{name}-{args.records}" / "00000000000000000000.log"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            generate(path, make(args.records, random.Random(1)))
+        cases.append((name, path, args.records))
+    for extra in args.file:
+        cases.append((extra.name[:8], extra, count_records(extra)))
+    for name, path, n in cases:
+        dec = [KT, "dump-log-segments", "--cluster-metadata-decoder", "--files", str(path)]
+        pdl = [
+            KT,
+            "dump-log-segments",
+            "--deep-iteration",
+            "--print-data-log",
+            "--files",
+            str(path),
+        ]
+        best_dec = best_pdl = float("inf")
+        for _ in range(args.repeat):
+            best_dec = min(best_dec, timed(dec))
+            best_pdl = min(best_pdl, timed(pdl))
+        print(
+            f"{name:<8} {n:>8} {path.stat().st_size / 2**20:>6.1f}  {n / best_dec:>14,.0f} "
+            f"{n / best_pdl:>21,.0f}  {best_pdl / best_dec:>5.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

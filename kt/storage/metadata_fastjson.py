@@ -1,0 +1,436 @@
+"""Fast rendering of metadata records straight from their bytes to Kafka's JSON.
+
+The dump of a metadata log prints one JSON payload per record, and a metadata log
+holds millions of small records, so the general codec (decode to a dict, then
+render) is too slow for the dump's hot loop. This module generates, once per
+record type and version, a Python function from the schema data that reads the
+bytes and builds the JSON text in one pass. It handles only well-formed records:
+on anything unexpected it raises `FastPathMiss` (or fails on the bytes), and the
+caller falls back to the general codec, which produces Kafka's exact error message.
+The tests check that both paths print the same text for every record type and
+version, and agree on arbitrary bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import struct
+from collections.abc import Callable
+
+from kt.storage.metadata_codec import is_sensitive_config, jackson_string, java_double
+from kt.storage.metadata_schema import METADATA_RECORDS, Field, MessageSchema, in_range
+
+
+class FastPathMiss(Exception):
+    """The record is not one the fast path renders; use the general codec."""
+
+
+def _uv(buf: bytes, pos: int) -> tuple[int, int]:
+    """An unsigned varint at pos (slow path of the generated code's inline fast case)."""
+    value = 0
+    shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise FastPathMiss
+
+
+def _str(buf: bytes, pos: int, n: int) -> str:
+    raw = buf[pos : pos + n]
+    if len(raw) != n:
+        raise FastPathMiss
+    if raw.isascii():
+        s = raw.decode("ascii")
+        if s.isprintable() and '"' not in s and "\\" not in s:
+            return f'"{s}"'
+        return jackson_string(s)
+    return jackson_string(raw.decode("utf-8"))
+
+
+def _bytes(buf: bytes, pos: int, n: int) -> str:
+    raw = buf[pos : pos + n]
+    if len(raw) != n:
+        raise FastPathMiss
+    return '"' + base64.b64encode(raw).decode("ascii") + '"'
+
+
+_UUID_CACHE: dict[bytes, str] = {}
+
+
+def _uuid(buf: bytes, pos: int) -> str:
+    raw = buf[pos : pos + 16]
+    text = _UUID_CACHE.get(raw)
+    if text is not None:
+        return text
+    if len(raw) != 16:
+        raise FastPathMiss
+    # A log names few topics and brokers, each many times: remember their ids' text.
+    if len(_UUID_CACHE) > 100_000:
+        _UUID_CACHE.clear()
+    text = _UUID_CACHE[raw] = '"' + base64.urlsafe_b64encode(raw).decode("ascii")[:22] + '"'
+    return text
+
+
+_INTS_CACHE: dict[bytes, str] = {}
+
+
+def _ints(buf: bytes, pos: int, n: int) -> str:
+    # Replica lists, ISRs and ELRs repeat endlessly in a metadata log: remember their text.
+    raw = buf[pos : pos + 4 * n]
+    text = _INTS_CACHE.get(raw)
+    if text is not None:
+        return text
+    if len(raw) != 4 * n:
+        raise FastPathMiss
+    if len(_INTS_CACHE) > 100_000:
+        _INTS_CACHE.clear()
+    text = _INTS_CACHE[raw] = "[" + ",".join(map(str, struct.unpack(f">{n}i", raw))) + "]"
+    return text
+
+
+def _uuidtext(raw: bytes) -> str:
+    text = _UUID_CACHE.get(raw)
+    if text is None:
+        if len(_UUID_CACHE) > 100_000:
+            _UUID_CACHE.clear()
+        text = _UUID_CACHE[raw] = '"' + base64.urlsafe_b64encode(raw).decode("ascii")[:22] + '"'
+    return text
+
+
+_GLOBALS: dict[str, object] = {
+    "_uuidtext": _uuidtext,
+    "_uv": _uv,
+    "_str": _str,
+    "_bytes": _bytes,
+    "_uuid": _uuid,
+    "_ints": _ints,
+    "_I8": struct.Struct(">b").unpack_from,
+    "_I16": struct.Struct(">h").unpack_from,
+    "_U16": struct.Struct(">H").unpack_from,
+    "_I32": struct.Struct(">i").unpack_from,
+    "_I64": struct.Struct(">q").unpack_from,
+    "_F64": struct.Struct(">d").unpack_from,
+    "_dbl": java_double,
+    "_sensitive": is_sensitive_config,
+    "Miss": FastPathMiss,
+}
+
+_FIXED = {
+    "int8": (1, "_I8"),
+    "int16": (2, "_I16"),
+    "uint16": (2, "_U16"),
+    "int32": (4, "_I32"),
+    "int64": (8, "_I64"),
+}
+
+
+class _Gen:
+    """Emits the source of one module of reader functions."""
+
+    # One counter for every generator: their functions share one namespace.
+    _names = itertools.count(1)
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def name(self, prefix: str) -> str:
+        return f"{prefix}{next(self._names)}"
+
+    def uvarint(self, out: list[str], ind: str, var: str) -> None:
+        out.append(f"{ind}{var} = buf[pos]")
+        out.append(f"{ind}if {var} < 128: pos += 1")
+        out.append(f"{ind}else: {var}, pos = _uv(buf, pos)")
+
+    def value(
+        self, out: list[str], ind: str, f: Field, t: str, version: int, var: str, nullable: bool
+    ) -> None:
+        """Code reading one value of type t at pos into the JSON text `var`."""
+        if t in _FIXED:
+            size, fn = _FIXED[t]
+            out.append(f"{ind}{var} = str({fn}(buf, pos)[0]); pos += {size}")
+        elif t == "bool":
+            out.append(f"{ind}{var} = 'true' if buf[pos] else 'false'; pos += 1")
+        elif t == "float64":
+            out.append(f"{ind}{var} = _dbl(_F64(buf, pos)[0]); pos += 8")
+        elif t == "uuid":
+            out.append(f"{ind}{var} = _uuid(buf, pos); pos += 16")
+        elif t in ("string", "bytes"):
+            n = self.name("n")
+            self.uvarint(out, ind, n)
+            out.append(f"{ind}if {n} == 0:")
+            out.append(f"{ind}    {'' if nullable else 'raise Miss; '}{var} = 'null'")
+            out.append(f"{ind}else:")
+            fn = "_str" if t == "string" else "_bytes"
+            out.append(f"{ind}    {var} = {fn}(buf, pos, {n} - 1); pos += {n} - 1")
+        else:
+            fn = self.struct(f.fields, version)
+            out.append(f"{ind}{var}, pos = {fn}(buf, pos)")
+
+    def field(self, out: list[str], ind: str, f: Field, version: int, var: str) -> None:
+        nullable = in_range(version, f.nullable)
+        if not f.is_array:
+            self.value(out, ind, f, f.type, version, var, nullable)
+            return
+        n = self.name("n")
+        self.uvarint(out, ind, n)
+        out.append(f"{ind}if {n} == 0:")
+        out.append(f"{ind}    {'' if nullable else 'raise Miss; '}{var} = 'null'")
+        if f.element == "int32":
+            out.append(f"{ind}else:")
+            out.append(f"{ind}    {var} = _ints(buf, pos, {n} - 1); pos += 4 * ({n} - 1)")
+            return
+        items = self.name("items")
+        item = self.name("it")
+        out.append(f"{ind}else:")
+        out.append(f"{ind}    {items} = []")
+        out.append(f"{ind}    for _ in range({n} - 1):")
+        self.value(out, ind + "        ", f, f.element, version, item, False)
+        out.append(f"{ind}        {items}.append({item})")
+        out.append(f"{ind}    {var} = '[' + ','.join({items}) + ']'")
+
+    def struct(
+        self,
+        fields: tuple[Field, ...],
+        version: int,
+        redact: Callable[[Field], str | None] | None = None,
+        top: bool = False,
+    ) -> str:
+        """Emit a reader function for a struct; return its name.
+
+        For a record (`top`) whose tagged fields all come after its other fields, the
+        text of the tagged section is cached by its bytes: leader/ISR changes repeat
+        the same few tagged sections for different partitions.
+
+        Runs of fixed-size fields are read with one precompiled Struct; the JSON is one
+        f-string when the record carries no tagged fields (the common case), else the
+        fields in schema order with the tagged ones that are present and not default.
+        """
+        fn = self.name("_s")
+        out = [f"def {fn}(buf, pos):"]
+        ind = "    "
+        order: list[tuple[Field, str, bool]] = []  # field, var, tagged
+        tagged: list[tuple[Field, str]] = []
+        run: list[tuple[Field, str]] = []
+        inits: list[str] = []  # tagged fields start unset (None), after any cache hit
+
+        def flush() -> None:
+            if not run:
+                return
+            fmt = ">" + "".join(_STRUCT_CODES[f.type] for f, _ in run)
+            packer = self.name("_P")
+            _GLOBALS[packer] = struct.Struct(fmt).unpack_from
+            size = struct.calcsize(fmt)
+            names = ", ".join(v for _, v in run)
+            out.append(f"{ind}{names}, = {packer}(buf, pos); pos += {size}")
+            for f, v in run:
+                if f.type == "uuid":
+                    out.append(f"{ind}{v} = _uuidtext({v})")
+                elif f.type == "bool":
+                    out.append(f"{ind}{v} = 'true' if {v} else 'false'")
+                elif f.type == "float64":
+                    out.append(f"{ind}{v} = _dbl({v})")
+            run.clear()
+
+        for f in fields:
+            if not in_range(version, f.versions):
+                continue
+            var = self.name("v")
+            if f.tag is not None and in_range(version, f.tagged):
+                inits.append(f"{ind}{var} = None")
+                tagged.append((f, var))
+                order.append((f, var, True))
+                continue
+            special = redact(f) if redact else None
+            if not f.is_array and f.type in _STRUCT_CODES and special is None:
+                run.append((f, var))
+                order.append((f, var, False))
+                continue
+            flush()
+            self.field(out, ind, f, version, var)
+            if special is not None:
+                out.append(f"{ind}{special.format(var=var)}")
+            order.append((f, var, False))
+        flush()
+        plain = ",".join(f'"{f.json_name}":{{{v}}}' for f, v, t in order if not t)
+        flags = [t for _, _, t in order]
+        tail_mode = top and bool(tagged) and bool(plain) and flags == sorted(flags)
+        cache = ""
+        if tail_mode:
+            cache = self.name("_TAIL")
+            _GLOBALS[cache] = {}
+            out.append(f"{ind}tail = buf[pos:]")
+            out.append(f"{ind}hit = {cache}.get(tail)")
+            out.append(f"{ind}if hit is not None:")
+            out.append(f"{ind}    return f'{{{{{plain}{{hit}}}}}}', len(buf)")
+        out.extend(inits)
+        count = self.name("c")
+        self.uvarint(out, ind, count)
+        out.append(f"{ind}if {count} == 0:")
+        out.append(f"{ind}    return f'{{{{{plain}}}}}', pos")
+        out.append(f"{ind}for _ in range({count}):")
+        tag, size = self.name("tag"), self.name("sz")
+        self.uvarint(out, ind + "    ", tag)
+        self.uvarint(out, ind + "    ", size)
+        out.append(f"{ind}    stop = pos + {size}")
+        first = True
+        for f, var in tagged:
+            kw = "if" if first else "elif"
+            first = False
+            out.append(f"{ind}    {kw} {tag} == {f.tag}:")
+            self.field(out, ind + "        ", f, version, var)
+            out.append(f"{ind}        if pos != stop: raise Miss")
+        out.append(f"{ind}    pos = stop")
+        if tail_mode:
+            out.append(f"{ind}tparts = []")
+            for f, var in tagged:
+                default = _default_json(f)
+                out.append(f"{ind}if {var} is not None and {var} != {default!r}:")
+                out.append(f"{ind}    tparts.append(f'\"{f.json_name}\":{{{var}}}')")
+            out.append(f"{ind}ttext = (',' + ','.join(tparts)) if tparts else ''")
+            out.append(f"{ind}if pos == len(buf):")
+            out.append(f"{ind}    if len({cache}) > 50000: {cache}.clear()")
+            out.append(f"{ind}    {cache}[tail] = ttext")
+            out.append(f"{ind}return f'{{{{{plain}{{ttext}}}}}}', pos")
+            self.lines.extend(out)
+            self.lines.append("")
+            return fn
+        # Tagged fields only when read and not at their default, all in schema order.
+        out.append(f"{ind}out = []")
+        for f, var, is_tagged in order:
+            if is_tagged:
+                default = _default_json(f)
+                out.append(f"{ind}if {var} is not None and {var} != {default!r}:")
+                out.append(f"{ind}    out.append(f'\"{f.json_name}\":{{{var}}}')")
+            else:
+                out.append(f"{ind}out.append(f'\"{f.json_name}\":{{{var}}}')")
+        out.append(f"{ind}return '{{' + ','.join(out) + '}}', pos")
+        self.lines.extend(out)
+        self.lines.append("")
+        return fn
+
+
+_STRUCT_CODES = {
+    "int8": "b",
+    "int16": "h",
+    "uint16": "H",
+    "int32": "i",
+    "int64": "q",
+    "uuid": "16s",
+    "bool": "?",
+    "float64": "d",
+}
+
+
+def _default_json(f: Field) -> str:
+    """The JSON text of a field's default value (what Kafka leaves out when tagged)."""
+    d = f.default
+    if d == "null":
+        return "null"
+    if f.is_array:
+        return "[]"
+    t = f.type
+    if t in _FIXED:
+        return str(int(d, 0)) if d else "0"
+    if t == "bool":
+        return "true" if d == "true" else "false"
+    if t == "string":
+        return jackson_string(d or "")
+    if t == "float64":
+        return java_double(float(d) if d else 0.0)
+    if t == "uuid":
+        return '"AAAAAAAAAAAAAAAAAAAAAA"'
+    if t == "bytes":
+        return '""'
+    return "{}"
+
+
+def _redactor(schema: MessageSchema) -> Callable[[Field], str | None] | None:
+    if schema.api_key == 11:
+        secret = {"Salt", "StoredKey", "ServerKey"}
+        return lambda f: "{var} = '\"[redacted]\"'" if f.name in secret else None
+    if schema.api_key == 4:
+        # ConfigRecord: Name is read before Value; the name decides.
+        def config(f: Field) -> str | None:
+            if f.name == "Name":
+                return "_cfg_name = {var}"
+            if f.name == "Value":
+                return (
+                    "if {var} != 'null' and _sensitive(_cfg_name[1:-1]): {var} = '\"[redacted]\"'"
+                )
+            return None
+
+        return config
+    return None
+
+
+Reader = Callable[[bytes, int], tuple[str, int]]
+
+
+def _build(code: int) -> tuple[Reader, str] | None:
+    """Generate the reader of one (apiKey << 8 | version), None when there is none.
+
+    Readers are made on first use: a dump meets a handful of record types, and
+    generating all of them would cost every run the time of the others.
+    """
+    key, version = code >> 8, code & 0xFF
+    schema = METADATA_RECORDS.get(key)
+    if schema is None or not in_range(version, schema.valid):
+        return None
+    gen = _Gen()
+    fn = gen.struct(schema.fields, version, _redactor(schema), top=True)
+    exec(compile("\n".join(gen.lines), f"<kt metadata reader {key}v{version}>", "exec"), _GLOBALS)
+    prefix = f'{{"type":"{schema.type_name}","version":{version},"data":'
+    return _GLOBALS[fn], prefix  # type: ignore[return-value]
+
+
+class _Table(dict[int, "tuple[Reader, str] | None"]):
+    """Readers by code, generated on first lookup."""
+
+    def __missing__(self, code: int) -> tuple[Reader, str] | None:
+        entry = self[code] = _build(code) if code < 0x10000 else None
+        return entry
+
+
+_TABLE = _Table()
+_ERRORS = (FastPathMiss, struct.error, IndexError, KeyError, UnicodeDecodeError, ValueError)
+
+
+# Small records (NoOp, EndTransaction, fencing) repeat byte for byte: their text is
+# remembered, bounded. Longer ones rarely repeat whole and are not worth the insert.
+_SHORT: dict[bytes, str] = {}
+_SHORT_MAX = 24
+
+
+def fast_kafka_json(value: bytes | None) -> str | None:
+    """Kafka's payload JSON for a well-formed record value (secrets redacted), else None."""
+    if value is None:
+        return None
+    short = len(value) <= _SHORT_MAX
+    if short:
+        text = _SHORT.get(value)
+        if text is not None:
+            return text
+    try:
+        if value[0] != 1:
+            return None
+        # One-byte apiKey and version (< 128): any longer varint makes a code no entry has.
+        entry = _TABLE[(value[1] << 8) | value[2]]
+        if entry is None:
+            return None
+        body, pos = entry[0](value, 3)
+    except _ERRORS:
+        return None
+    if pos != len(value):
+        return None
+    text = entry[1] + body + "}"
+    if short:
+        if len(_SHORT) >= 10_000:
+            _SHORT.clear()
+        _SHORT[bytes(value)] = text
+    return text

@@ -1,0 +1,257 @@
+"""`kt dump-log-segments --cluster-metadata-decoder`: Kafka's lines on logs and snapshots."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from kraft_fixtures import UUIDS, leader_change, partition, pchange, register
+
+from kt.storage.metadata_log import MetadataBatchWriter, build_snapshot
+from kt.tools.dump_log import dump_log_segments
+
+REPO = Path(__file__).resolve().parents[3]
+GOLDEN = REPO / "tests" / "golden" / "kraft-metadata.dump.txt"
+TS = 1769791434545
+
+
+def run(*args: str | os.PathLike[str]) -> tuple[int, str, str]:
+    result = CliRunner().invoke(dump_log_segments, [str(a) for a in args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    assert "Traceback" not in result.stdout + result.stderr
+    return result.exit_code, result.stdout, result.stderr
+
+
+def write_log(d: Path) -> Path:
+    meta = d / "__cluster_metadata-0"
+    meta.mkdir(parents=True, exist_ok=True)
+    w = MetadataBatchWriter(0, 1)
+    w.control([leader_change(1)], TS)
+    w.records(
+        [
+            (23, 0, {"Name": "Bootstrap records"}),
+            (12, 0, {"Name": "metadata.version", "FeatureLevel": 21}),
+            (24, 0, {}),
+        ],
+        TS,
+    )
+    w.records([register(1, 11, UUIDS["b1"]), (8, 0, {"Id": 1, "Epoch": 11})], TS + 100)
+    w.records(
+        [
+            (2, 0, {"Name": "orders", "TopicId": UUIDS["orders"]}),
+            partition("orders", 0, [1], 1),
+            pchange("orders", 0, Leader=-1, Isr=[1]),
+        ],
+        TS + 200,
+    )
+    w.raw([b"\x01\x63\x00", b"\x01\x14\x00\x00"], TS + 300)  # an unknown apiKey; a NoOp
+    path = meta / "00000000000000000000.log"
+    path.write_bytes(bytes(w.out))
+    return path
+
+
+def test_golden_log_text(tmp_path: Path) -> None:
+    log = write_log(tmp_path)
+    code, out, err = run("--cluster-metadata-decoder", "--files", log)
+    assert code == 1  # the undecodable record is a problem found
+    assert "metadata record at offset 9 does not decode" in err
+    text = out.replace(str(tmp_path), "TMP")
+    if os.environ.get("KT_UPDATE_GOLDEN"):
+        GOLDEN.write_text(text)
+    assert text == GOLDEN.read_text()
+
+
+def test_kafkas_line_format(tmp_path: Path) -> None:
+    log = write_log(tmp_path)
+    _, out, _ = run("--cluster-metadata-decoder", "--files", log)
+    lines = out.splitlines()
+    assert lines[0] == f"Dumping {log}"
+    assert lines[1] == "Log starting offset: 0"
+    assert lines[2] == (
+        "baseOffset: 0 lastOffset: 0 count: 1 baseSequence: -1 lastSequence: -1 producerId: -1 "
+        "producerEpoch: -1 partitionLeaderEpoch: 1 isTransactional: false isControl: true "
+        f"deleteHorizonMs: OptionalLong.empty position: 0 CreateTime: {TS} size: 106 magic: 2 "
+        f"compresscodec: none crc: {lines[2].split('crc: ')[1].split()[0]} isvalid: true"
+    )
+    assert lines[3] == (
+        f"| offset: 0 CreateTime: {TS} keySize: 4 valueSize: 34 sequence: -1 headerKeys: [] "
+        'LeaderChange: {"version":0,"leaderId":1,"voters":[{"voterId":1},{"voterId":2},'
+        '{"voterId":3}],"grantingVoters":[{"voterId":1},{"voterId":2}]}'
+    )
+    assert lines[5] == (
+        f"| offset: 1 CreateTime: {TS} keySize: -1 valueSize: 24 sequence: -1 headerKeys: [] "
+        'payload: {"type":"BEGIN_TRANSACTION_RECORD","version":0,'
+        '"data":{"name":"Bootstrap records"}}'
+    )
+    assert (
+        '"data":{"partitionId":0,"topicId":"x2Hj2kQ-SvSGmSg0wP3EYA","isr":[1],"leader":-1}}' in out
+    )
+    assert (
+        "payload: Error at 9, skipping. org.apache.kafka.common.errors."
+        "UnsupportedVersionException: Unknown metadata id 99" in out
+    )
+    # The dump goes on past it.
+    assert lines[-1].endswith('payload: {"type":"NO_OP_RECORD","version":0,"data":{}}')
+
+
+def test_skip_record_metadata(tmp_path: Path) -> None:
+    log = write_log(tmp_path)
+    _, out, _ = run("--cluster-metadata-decoder", "--skip-record-metadata", "--files", log)
+    lines = out.splitlines()
+    assert lines[3] == ""  # a control record: no metadata, no payload
+    assert lines[5] == (
+        ' payload: {"type":"BEGIN_TRANSACTION_RECORD","version":0,'
+        '"data":{"name":"Bootstrap records"}}'
+    )
+
+
+def test_snapshot_and_bootstrap_headers(tmp_path: Path) -> None:
+    meta = tmp_path / "__cluster_metadata-0"
+    meta.mkdir()
+    snap = meta / "00000000000000004929-0000000001.checkpoint"
+    snap.write_bytes(
+        build_snapshot(
+            [(12, 0, {"Name": "metadata.version", "FeatureLevel": 21})],
+            last_contained_timestamp=TS,
+            timestamp=TS,
+            epoch=1,
+        )
+    )
+    boot = tmp_path / "bootstrap.checkpoint"
+    boot.write_bytes(build_snapshot([(12, 0, {"Name": "metadata.version", "FeatureLevel": 20})]))
+    voters = {
+        "Version": 0,
+        "Voters": [
+            {
+                "VoterId": 1,
+                "VoterDirectoryId": UUIDS["b2"],
+                "Endpoints": [{"Name": "CONTROLLER", "Host": "c1", "Port": 9093}],
+                "KRaftVersionFeature": {"MinSupportedVersion": 0, "MaxSupportedVersion": 1},
+            }
+        ],
+    }
+    dyn = meta / "00000000000000000100-0000000002.checkpoint"
+    dyn.write_bytes(build_snapshot([], voters=voters))
+    code, out, err = run("--cluster-metadata-decoder", "--files", f"{snap},{boot},{dyn}")
+    assert (code, err) == (0, "")
+    assert "Snapshot end offset: 4929, epoch: 1\n" in out
+    assert "KRaft bootstrap snapshot\n" in out
+    assert f' SnapshotHeader {{"version":0,"lastContainedLogTimestamp":{TS}}}' in out
+    assert ' SnapshotFooter {"version":0}' in out
+    assert ' KRaftVersion {"version":0,"kRaftVersion":1}' in out
+    assert (
+        ' KRaftVoters {"version":0,"voters":[{"voterId":1,"voterDirectoryId":'
+        '"AAECAwQFBgcICQoLDA0ODw","endpoints":[{"name":"CONTROLLER","host":"c1","port":9093}],'
+        '"kRaftVersionFeature":{"minSupportedVersion":0,"maxSupportedVersion":1}}]}'
+    ) in out
+    assert '"data":{"name":"metadata.version","featureLevel":20}' in out
+
+
+def test_json_carries_the_decoded_record(tmp_path: Path) -> None:
+    log = write_log(tmp_path)
+    code, out, _ = run("--cluster-metadata-decoder", "--json", "--files", log)
+    assert code == 1
+    objs = [json.loads(x) for x in out.splitlines()]
+    recs = {o["offset"]: o for o in objs if o["type"] == "record"}
+    assert recs[1]["value"] == {
+        "type": "BEGIN_TRANSACTION_RECORD",
+        "version": 0,
+        "data": {"name": "Bootstrap records"},
+    }
+    assert recs[1]["value_encoding"] == "json"
+    assert recs[0]["control"]["type"] == "LEADER_CHANGE"
+    assert recs[0]["control"]["data"]["leaderId"] == 1
+    assert recs[9]["value_encoding"] == "text"
+    assert recs[9]["value"].startswith("Error at 9, skipping.")
+    problems = [o for o in objs if o["type"] == "problem"]
+    assert [p["offset"] for p in problems] == [9]
+
+
+def test_scram_secrets_are_never_printed(tmp_path: Path) -> None:
+    w = MetadataBatchWriter(0, 1)
+    w.records(
+        [
+            (
+                11,
+                0,
+                {
+                    "Name": "alice",
+                    "Mechanism": 1,
+                    "Salt": b"salt-bytes",
+                    "StoredKey": b"stored-key",
+                    "ServerKey": b"server-key",
+                    "Iterations": 4096,
+                },
+            )
+        ],
+        TS,
+    )
+    log = tmp_path / "00000000000000000000.log"
+    log.write_bytes(bytes(w.out))
+    for extra in ([], ["--json"]):
+        _, out, _ = run("--cluster-metadata-decoder", *extra, "--files", log)
+        assert "[redacted]" in out and "alice" in out
+        for secret in (b"salt-bytes", b"stored-key", b"server-key"):
+            import base64
+
+            assert base64.b64encode(secret).decode() not in out
+
+
+def test_damaged_batch_is_reported_and_the_rest_dumped(tmp_path: Path) -> None:
+    log = write_log(tmp_path)
+    data = bytearray(log.read_bytes())
+    data[106 + 70] ^= 0xFF  # a byte inside the second batch's records: its CRC fails
+    log.write_bytes(bytes(data))
+    code, out, err = run("--cluster-metadata-decoder", "--files", log)
+    assert code == 1
+    assert "isvalid: false" in out
+    assert "fails its CRC check" in err
+    assert '"type":"NO_OP_RECORD"' in out
+
+
+@pytest.mark.parametrize("other", ["--offsets-decoder", "--transaction-log-decoder"])
+def test_decoders_exclude_each_other(tmp_path: Path, other: str) -> None:
+    log = write_log(tmp_path)
+    code, _, err = run("--cluster-metadata-decoder", other, "--files", log)
+    assert code == 2 and "exclude each other" in err
+
+
+def test_every_type_and_version_round_trips_through_a_log_file(tmp_path: Path) -> None:
+    from kraft_fixtures import sample_data
+
+    from kt.storage.metadata_codec import decode_metadata_record, encode_metadata_record
+    from kt.storage.metadata_schema import METADATA_RECORDS
+
+    written = []
+    w = MetadataBatchWriter(0, 3)
+    for key, schema in sorted(METADATA_RECORDS.items()):
+        for version in range(schema.valid[0], (schema.valid[1] or 0) + 1):
+            data = sample_data(schema, version)
+            written.append(decode_metadata_record(encode_metadata_record(key, version, data)))
+            w.records([(key, version, data)], TS + len(written))
+    meta = tmp_path / "__cluster_metadata-0"
+    meta.mkdir()
+    log = meta / "00000000000000000000.log"
+    log.write_bytes(bytes(w.out))
+    code, out, err = run("--cluster-metadata-decoder", "--json", "--files", log)
+    assert (code, err) == (0, "")
+    values = [json.loads(x)["value"] for x in out.splitlines() if '"type":"record"' in x]
+    assert len(values) == len(written) == 36  # 27 record types, 36 type-versions
+    for rec, value in zip(written, values, strict=True):
+        assert value == json.loads(rec.kafka_json())
+        assert (value["type"], value["version"]) == (rec.type_name, rec.version)
+
+
+def test_shell_reads_bootstrap_checkpoint(tmp_path: Path) -> None:
+    from kt.cli import cli
+
+    boot = tmp_path / "bootstrap.checkpoint"
+    boot.write_bytes(build_snapshot([(12, 0, {"Name": "metadata.version", "FeatureLevel": 20})]))
+    r = CliRunner().invoke(
+        cli, ["metadata", "shell", "-s", str(boot), "cat", "/image/features/metadata.version"]
+    )
+    assert (r.exit_code, r.stdout) == (0, "20\n")
