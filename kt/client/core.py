@@ -431,10 +431,11 @@ class BrokerConnection:
         wait meanwhile, since the broker takes nothing else during the exchange."""
         async with self._reauth_lock:
             if self._reauth_at is not None and time.monotonic() >= self._reauth_at:
-                self._reauth_at = None
                 try:
+                    # sets the next _reauth_at from the new session's lifetime
                     await self._authenticate(reauth=True)
                 except KafkaConnectionError as exc:
+                    self._reauth_at = None
                     self._fail_all(str(exc).split(": ", 1)[-1])
                     raise
                 self.reauthentications += 1
@@ -620,10 +621,11 @@ class BrokerConnection:
         expect_response: bool = True,
         sasl: bool = False,
     ) -> Any:
-        if (
-            not sasl
-            and self._reauth_at is not None
-            and (self._reauth_lock.locked() or time.monotonic() >= self._reauth_at)
+        # While a re-authentication runs, other requests wait: the broker takes
+        # nothing but its SASL requests until it ends (it would close the connection).
+        if not sasl and (
+            self._reauth_lock.locked()
+            or (self._reauth_at is not None and time.monotonic() >= self._reauth_at)
         ):
             await self._maybe_reauthenticate()
         if self._closed_reason is not None or self._writer is None:
