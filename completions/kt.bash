@@ -6,8 +6,16 @@
 _kt_node() {
     case $1 in
         'kt')
-            _kt_subs='analyze broker checkpoint cluster compaction configs consume dump-log-segments dump-segment export group index leader-election log-dirs metadata produce profile reassign-partitions replica topic transactions tui'
+            _kt_subs='acl analyze broker checkpoint cluster compaction configs consume dump-log-segments dump-segment export group index leader-election log-dirs metadata produce profile reassign-partitions replica topic transactions tui user'
             _kt_opts='-V --version -h --help'
+            ;;
+        'kt acl')
+            _kt_subs='check'
+            _kt_opts='--add --remove --list --topic --group --cluster --transactional-id --resource-pattern-type --allow-principal --deny-principal --allow-host --deny-host --operation --principal --producer --consumer --idempotent --force --json --verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout -h --help'
+            ;;
+        'kt acl check')
+            _kt_subs=''
+            _kt_opts='--principal --operation --topic --group --transactional-id --cluster --host --allow-everyone-if-no-acl-found --json --verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout -h --help'
             ;;
         'kt analyze')
             _kt_subs='anomalies keys metadata topics'
@@ -269,6 +277,26 @@ _kt_node() {
             _kt_subs=''
             _kt_opts='--verbose -v --bootstrap-server -b --command-config -F -X --profile --interval -i --timeout --theme --paused -h --help'
             ;;
+        'kt user')
+            _kt_subs='scram'
+            _kt_opts='-h --help'
+            ;;
+        'kt user scram')
+            _kt_subs='add delete describe'
+            _kt_opts='-h --help'
+            ;;
+        'kt user scram add')
+            _kt_subs=''
+            _kt_opts='--mechanism --iterations --password-file --verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout -h --help'
+            ;;
+        'kt user scram delete')
+            _kt_subs=''
+            _kt_opts='--mechanism --verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout -h --help'
+            ;;
+        'kt user scram describe')
+            _kt_subs=''
+            _kt_opts='--json --verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout -h --help'
+            ;;
         *) _kt_subs='' _kt_opts='' ;;
     esac
 }
@@ -276,6 +304,7 @@ _kt_node() {
 # _kt_child PATH WORD: the path of subcommand WORD of PATH (aliases resolved), or ''.
 _kt_child() {
     case "$1/$2" in
+        'kt/acl') _kt_next='kt acl' ;;
         'kt/analyze') _kt_next='kt analyze' ;;
         'kt/broker') _kt_next='kt broker' ;;
         'kt/checkpoint') _kt_next='kt checkpoint' ;;
@@ -297,7 +326,9 @@ _kt_child() {
         'kt/topic') _kt_next='kt topic' ;;
         'kt/transactions') _kt_next='kt transactions' ;;
         'kt/tui') _kt_next='kt tui' ;;
+        'kt/user') _kt_next='kt user' ;;
         'kt/dump-segment') _kt_next='kt dump-log-segments' ;;
+        'kt acl/check') _kt_next='kt acl check' ;;
         'kt analyze/anomalies') _kt_next='kt analyze anomalies' ;;
         'kt analyze/keys') _kt_next='kt analyze keys' ;;
         'kt analyze/metadata') _kt_next='kt analyze metadata' ;;
@@ -342,6 +373,10 @@ _kt_child() {
         'kt transactions/describe-producers') _kt_next='kt transactions describe-producers' ;;
         'kt transactions/find-hanging') _kt_next='kt transactions find-hanging' ;;
         'kt transactions/list') _kt_next='kt transactions list' ;;
+        'kt user/scram') _kt_next='kt user scram' ;;
+        'kt user scram/add') _kt_next='kt user scram add' ;;
+        'kt user scram/delete') _kt_next='kt user scram delete' ;;
+        'kt user scram/describe') _kt_next='kt user scram describe' ;;
         *) _kt_next='' ;;
     esac
 }
@@ -351,6 +386,34 @@ _kt_child() {
 _kt_option() {
     _kt_nargs=0 _kt_kind='' _kt_words=''
     case "$1/$2" in
+        'kt acl/--topic') _kt_nargs=1 ;;
+        'kt acl/--group') _kt_nargs=1 ;;
+        'kt acl/--transactional-id') _kt_nargs=1 ;;
+        'kt acl/--resource-pattern-type') _kt_nargs=1 _kt_kind=choice _kt_words=$'any\nliteral\nmatch\nprefixed' ;;
+        'kt acl/--allow-principal') _kt_nargs=1 ;;
+        'kt acl/--deny-principal') _kt_nargs=1 ;;
+        'kt acl/--allow-host') _kt_nargs=1 ;;
+        'kt acl/--deny-host') _kt_nargs=1 ;;
+        'kt acl/--operation') _kt_nargs=1 ;;
+        'kt acl/--principal') _kt_nargs=1 ;;
+        'kt acl/--bootstrap-server'|'kt acl/-b') _kt_nargs=1 ;;
+        'kt acl/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt acl/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt acl/-X') _kt_nargs=1 ;;
+        'kt acl/--profile') _kt_nargs=1 ;;
+        'kt acl/--timeout') _kt_nargs=1 ;;
+        'kt acl check/--principal') _kt_nargs=1 ;;
+        'kt acl check/--operation') _kt_nargs=1 ;;
+        'kt acl check/--topic') _kt_nargs=1 ;;
+        'kt acl check/--group') _kt_nargs=1 ;;
+        'kt acl check/--transactional-id') _kt_nargs=1 ;;
+        'kt acl check/--host') _kt_nargs=1 ;;
+        'kt acl check/--bootstrap-server'|'kt acl check/-b') _kt_nargs=1 ;;
+        'kt acl check/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt acl check/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt acl check/-X') _kt_nargs=1 ;;
+        'kt acl check/--profile') _kt_nargs=1 ;;
+        'kt acl check/--timeout') _kt_nargs=1 ;;
         'kt analyze anomalies/--to') _kt_nargs=1 _kt_kind=dir ;;
         'kt analyze anomalies/--format') _kt_nargs=1 _kt_kind=choice _kt_words=$'parquet\njson\ncsv' ;;
         'kt analyze anomalies/--mode') _kt_nargs=1 _kt_kind=choice _kt_words=$'error\noverwrite\nappend' ;;
@@ -687,6 +750,28 @@ _kt_option() {
         'kt tui/--interval'|'kt tui/-i') _kt_nargs=1 ;;
         'kt tui/--timeout') _kt_nargs=1 ;;
         'kt tui/--theme') _kt_nargs=1 ;;
+        'kt user scram add/--mechanism') _kt_nargs=1 _kt_kind=choice _kt_words=$'scram-sha-256\nscram-sha-512' ;;
+        'kt user scram add/--iterations') _kt_nargs=1 ;;
+        'kt user scram add/--password-file') _kt_nargs=1 _kt_kind=file ;;
+        'kt user scram add/--bootstrap-server'|'kt user scram add/-b') _kt_nargs=1 ;;
+        'kt user scram add/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt user scram add/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt user scram add/-X') _kt_nargs=1 ;;
+        'kt user scram add/--profile') _kt_nargs=1 ;;
+        'kt user scram add/--timeout') _kt_nargs=1 ;;
+        'kt user scram delete/--mechanism') _kt_nargs=1 _kt_kind=choice _kt_words=$'scram-sha-256\nscram-sha-512' ;;
+        'kt user scram delete/--bootstrap-server'|'kt user scram delete/-b') _kt_nargs=1 ;;
+        'kt user scram delete/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt user scram delete/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt user scram delete/-X') _kt_nargs=1 ;;
+        'kt user scram delete/--profile') _kt_nargs=1 ;;
+        'kt user scram delete/--timeout') _kt_nargs=1 ;;
+        'kt user scram describe/--bootstrap-server'|'kt user scram describe/-b') _kt_nargs=1 ;;
+        'kt user scram describe/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt user scram describe/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt user scram describe/-X') _kt_nargs=1 ;;
+        'kt user scram describe/--profile') _kt_nargs=1 ;;
+        'kt user scram describe/--timeout') _kt_nargs=1 ;;
     esac
 }
 

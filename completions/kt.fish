@@ -5,6 +5,8 @@
 # __kt_child PATH WORD: the path of subcommand WORD of PATH (aliases resolved).
 function __kt_child --argument-names path word
     switch "$path/$word"
+        case 'kt/acl'
+            echo 'kt acl'
         case 'kt/analyze'
             echo 'kt analyze'
         case 'kt/broker'
@@ -47,8 +49,12 @@ function __kt_child --argument-names path word
             echo 'kt transactions'
         case 'kt/tui'
             echo 'kt tui'
+        case 'kt/user'
+            echo 'kt user'
         case 'kt/dump-segment'
             echo 'kt dump-log-segments'
+        case 'kt acl/check'
+            echo 'kt acl check'
         case 'kt analyze/anomalies'
             echo 'kt analyze anomalies'
         case 'kt analyze/keys'
@@ -137,12 +143,76 @@ function __kt_child --argument-names path word
             echo 'kt transactions find-hanging'
         case 'kt transactions/list'
             echo 'kt transactions list'
+        case 'kt user/scram'
+            echo 'kt user scram'
+        case 'kt user scram/add'
+            echo 'kt user scram add'
+        case 'kt user scram/delete'
+            echo 'kt user scram delete'
+        case 'kt user scram/describe'
+            echo 'kt user scram describe'
     end
 end
 
 # __kt_nargs PATH OPTION: how many values OPTION of PATH takes.
 function __kt_nargs --argument-names path option
     switch "$path/$option"
+        case 'kt acl/--topic'
+            echo 1
+        case 'kt acl/--group'
+            echo 1
+        case 'kt acl/--transactional-id'
+            echo 1
+        case 'kt acl/--resource-pattern-type'
+            echo 1
+        case 'kt acl/--allow-principal'
+            echo 1
+        case 'kt acl/--deny-principal'
+            echo 1
+        case 'kt acl/--allow-host'
+            echo 1
+        case 'kt acl/--deny-host'
+            echo 1
+        case 'kt acl/--operation'
+            echo 1
+        case 'kt acl/--principal'
+            echo 1
+        case 'kt acl/--bootstrap-server' 'kt acl/-b'
+            echo 1
+        case 'kt acl/--command-config'
+            echo 1
+        case 'kt acl/-F'
+            echo 1
+        case 'kt acl/-X'
+            echo 1
+        case 'kt acl/--profile'
+            echo 1
+        case 'kt acl/--timeout'
+            echo 1
+        case 'kt acl check/--principal'
+            echo 1
+        case 'kt acl check/--operation'
+            echo 1
+        case 'kt acl check/--topic'
+            echo 1
+        case 'kt acl check/--group'
+            echo 1
+        case 'kt acl check/--transactional-id'
+            echo 1
+        case 'kt acl check/--host'
+            echo 1
+        case 'kt acl check/--bootstrap-server' 'kt acl check/-b'
+            echo 1
+        case 'kt acl check/--command-config'
+            echo 1
+        case 'kt acl check/-F'
+            echo 1
+        case 'kt acl check/-X'
+            echo 1
+        case 'kt acl check/--profile'
+            echo 1
+        case 'kt acl check/--timeout'
+            echo 1
         case 'kt analyze anomalies/--to'
             echo 1
         case 'kt analyze anomalies/--format'
@@ -815,6 +885,50 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt tui/--theme'
             echo 1
+        case 'kt user scram add/--mechanism'
+            echo 1
+        case 'kt user scram add/--iterations'
+            echo 1
+        case 'kt user scram add/--password-file'
+            echo 1
+        case 'kt user scram add/--bootstrap-server' 'kt user scram add/-b'
+            echo 1
+        case 'kt user scram add/--command-config'
+            echo 1
+        case 'kt user scram add/-F'
+            echo 1
+        case 'kt user scram add/-X'
+            echo 1
+        case 'kt user scram add/--profile'
+            echo 1
+        case 'kt user scram add/--timeout'
+            echo 1
+        case 'kt user scram delete/--mechanism'
+            echo 1
+        case 'kt user scram delete/--bootstrap-server' 'kt user scram delete/-b'
+            echo 1
+        case 'kt user scram delete/--command-config'
+            echo 1
+        case 'kt user scram delete/-F'
+            echo 1
+        case 'kt user scram delete/-X'
+            echo 1
+        case 'kt user scram delete/--profile'
+            echo 1
+        case 'kt user scram delete/--timeout'
+            echo 1
+        case 'kt user scram describe/--bootstrap-server' 'kt user scram describe/-b'
+            echo 1
+        case 'kt user scram describe/--command-config'
+            echo 1
+        case 'kt user scram describe/-F'
+            echo 1
+        case 'kt user scram describe/-X'
+            echo 1
+        case 'kt user scram describe/--profile'
+            echo 1
+        case 'kt user scram describe/--timeout'
+            echo 1
         case '*'
             echo 0
     end
@@ -850,6 +964,7 @@ function __kt_is --argument-names want
 end
 
 complete -c kt -f
+complete -c kt -n "__kt_is 'kt'" -a 'acl' -d 'Add, remove and list ACLs, like kafka-acls.sh.'
 complete -c kt -n "__kt_is 'kt'" -a 'analyze' -d 'Forensic analyses of log segments on Spark (needs `pip install \'kt[spark]\'`).'
 complete -c kt -n "__kt_is 'kt'" -a 'broker' -d 'Run a Kafka-compatible broker.'
 complete -c kt -n "__kt_is 'kt'" -a 'checkpoint' -d 'Show and edit checkpoint files of a Kafka log directory.'
@@ -872,8 +987,54 @@ complete -c kt -n "__kt_is 'kt'" -a 'replica' -d 'Offline forensics across the r
 complete -c kt -n "__kt_is 'kt'" -a 'topic' -d 'Create, list, describe, alter and delete topics (like kafka-topics.sh).'
 complete -c kt -n "__kt_is 'kt'" -a 'transactions' -d 'Inspect transactions and recover from hanging ones (like kafka-transactions.sh).'
 complete -c kt -n "__kt_is 'kt'" -a 'tui' -d 'Watch a cluster live in a terminal dashboard.'
+complete -c kt -n "__kt_is 'kt'" -a 'user' -d 'Users of a secured cluster: their SCRAM credentials.'
 complete -c kt -n "__kt_is 'kt'" -s 'V' -l 'version' -d 'Show the version and exit.'
 complete -c kt -n "__kt_is 'kt'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt acl'" -a 'check' -d 'Whether a principal may do an operation on one resource, and which ACL decides.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'add' -d 'Add ACLs.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'remove' -d 'Remove ACLs.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'list' -d 'List ACLs.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'topic' -x -d 'A topic (or *); repeatable.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'group' -x -d 'A group (or *); repeatable.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'cluster' -d 'The cluster resource (kafka-cluster).'
+complete -c kt -n "__kt_is 'kt acl'" -l 'transactional-id' -x -d 'A transactional id.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'resource-pattern-type' -x -a 'any literal match prefixed' -d 'literal, prefixed (add/remove/list), any or match (list/remove).'
+complete -c kt -n "__kt_is 'kt acl'" -l 'allow-principal' -x
+complete -c kt -n "__kt_is 'kt acl'" -l 'deny-principal' -x
+complete -c kt -n "__kt_is 'kt acl'" -l 'allow-host' -x -d 'Default * with a principal.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'deny-host' -x -d 'Default * with a principal.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'operation' -x -d 'Default All; repeatable.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'principal' -x -d '--list: only these.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'producer' -d 'WRITE, DESCRIBE, CREATE on the topics.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'consumer' -d 'READ, DESCRIBE on topics; READ on groups.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'idempotent' -d 'With --producer: IDEMPOTENT_WRITE.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'force' -d '--remove without asking.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'json' -d 'The resulting ACLs as JSON.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt acl'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt acl'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt acl'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
+complete -c kt -n "__kt_is 'kt acl'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt acl'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'principal' -x -d 'Who, e.g. User:alice.'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'operation' -x -d 'What, e.g. Read.'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'topic' -x
+complete -c kt -n "__kt_is 'kt acl check'" -l 'group' -x
+complete -c kt -n "__kt_is 'kt acl check'" -l 'transactional-id' -x
+complete -c kt -n "__kt_is 'kt acl check'" -l 'cluster'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'host' -x -d 'The client\'s IP address (* : ACLs for any host only).'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'allow-everyone-if-no-acl-found' -d 'Decide as a broker with allow.everyone.if.no.acl.found=true.'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'json' -d 'The verdict as JSON.'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt acl check'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt acl check'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt acl check'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt analyze'" -a 'anomalies' -d 'Everything suspicious in the segments.'
 complete -c kt -n "__kt_is 'kt analyze'" -a 'keys' -d 'The history of one key: its records across all partitions and segments.'
 complete -c kt -n "__kt_is 'kt analyze'" -a 'metadata' -d 'KRaft metadata logs of many clusters: leader churn and unavailability.'
@@ -1456,3 +1617,38 @@ complete -c kt -n "__kt_is 'kt tui'" -l 'timeout' -x -d 'Per-request timeout of 
 complete -c kt -n "__kt_is 'kt tui'" -l 'theme' -x -d 'Textual theme, e.g. textual-light, textual-dark, nord (the palette changes...'
 complete -c kt -n "__kt_is 'kt tui'" -l 'paused' -d 'Start with the periodic refresh paused.'
 complete -c kt -n "__kt_is 'kt tui'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt user'" -a 'scram' -d 'SCRAM-SHA-256/512 credentials (stored by the brokers as Kafka stores them).'
+complete -c kt -n "__kt_is 'kt user'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt user scram'" -a 'add' -d 'Create or replace a user\'s credential for a mechanism.'
+complete -c kt -n "__kt_is 'kt user scram'" -a 'delete' -d 'Remove a user\'s credential for a mechanism.'
+complete -c kt -n "__kt_is 'kt user scram'" -a 'describe' -d 'The mechanisms and iteration counts of users\' credentials (all users when none is named); never any secret.'
+complete -c kt -n "__kt_is 'kt user scram'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt user scram add'" -l 'mechanism' -x -a 'scram-sha-256 scram-sha-512' -d 'The SCRAM mechanism.'
+complete -c kt -n "__kt_is 'kt user scram add'" -l 'iterations' -x -d 'PBKDF2 iterations (4096 to 16384).'
+complete -c kt -n "__kt_is 'kt user scram add'" -l 'password-file' -r -F -d 'Read the password from this file (\'-\': stdin; default: a hidden prompt, or...'
+complete -c kt -n "__kt_is 'kt user scram add'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt user scram add'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt user scram add'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt user scram add'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt user scram add'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt user scram add'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
+complete -c kt -n "__kt_is 'kt user scram add'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt user scram add'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt user scram delete'" -l 'mechanism' -x -a 'scram-sha-256 scram-sha-512' -d 'The SCRAM mechanism.'
+complete -c kt -n "__kt_is 'kt user scram delete'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt user scram delete'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt user scram delete'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt user scram delete'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt user scram delete'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt user scram delete'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
+complete -c kt -n "__kt_is 'kt user scram delete'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt user scram delete'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt user scram describe'" -l 'json' -d 'One JSON document.'
+complete -c kt -n "__kt_is 'kt user scram describe'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt user scram describe'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt user scram describe'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt user scram describe'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt user scram describe'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt user scram describe'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
+complete -c kt -n "__kt_is 'kt user scram describe'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt user scram describe'" -s 'h' -l 'help' -d 'Show this message and exit.'

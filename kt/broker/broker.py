@@ -15,9 +15,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 from kt.broker import faults
+from kt.broker.cluster_services import build_cluster_services
 from kt.broker.config import BrokerConfig, Listener
 from kt.broker.controller.controller import KafkaController
 from kt.broker.controller.links import PeerLinks
@@ -26,18 +26,19 @@ from kt.broker.dispatcher import RequestDispatcher
 from kt.broker.fetch_sessions import FetchSessionCache
 from kt.broker.groups import CoordinatorSettings, GroupCoordinator
 from kt.broker.groups.offsets_log import LogRecordStore
-from kt.broker.log_cleaner import LogCleaner
+from kt.broker.log_cleaner import CleanerSettings, LogCleaner
+from kt.broker.log_maintenance import LogMaintenance
 from kt.broker.log_manager import LogManager
 from kt.broker.membership import ClusterMembership, MembershipError
 from kt.broker.metadata.cache import MetadataCache
 from kt.broker.metadata.store import CoordinationStore
 from kt.broker.metadata.topics import TopicsView
 from kt.broker.metadata_store import CONSUMER_OFFSETS, TRANSACTION_STATE
-from kt.broker.partition import Partition
 from kt.broker.producer_ids import ProducerIdManager
 from kt.broker.replica_manager import ReplicaManager
 from kt.broker.replication.alter_log_dirs import ReplicaAlterLogDirsManager
 from kt.broker.replication.quota import ReplicationThrottles
+from kt.broker.security.authorizer import make_authorizer
 from kt.broker.services import HandlerServices, NodeState
 from kt.broker.topic_admin import TopicAdmin
 from kt.broker.topic_config_sync import TopicConfigs
@@ -47,7 +48,7 @@ from kt.broker.transactions.service import TransactionService
 from kt.broker.transactions.state_log import TransactionLogStore
 from kt.storage.log_config import LONG_MAX, LogConfig
 from kt.storage.partition_metadata import random_uuid, uuid_from_str
-from kt.storage.retention import RetentionPlan, RetentionResult
+from kt.storage.retention import RetentionResult
 
 log = logging.getLogger("kt.broker")
 
@@ -62,8 +63,12 @@ class Broker:
         # Test-only I/O fault injection; does nothing unless its variable is set.
         faults.install_from_env()
         self.node = node = NodeState(config.node_id, config.listeners[0].name)
-        self.logs = logs = LogManager(config.log_dirs, config.node_id, config.log_config)
-        self.logs.failure_listener = self._dir_failure_from_any_thread
+        self.logs = logs = LogManager(
+            config.log_dirs,
+            config.node_id,
+            config.log_config,
+            failure_listener=self._dir_failure_from_any_thread,
+        )
         self._loop: asyncio.AbstractEventLoop | None = None
         # What the controller said; topics as the controller described them (plus
         # their configs).
@@ -93,8 +98,6 @@ class Broker:
             config.get_int("max.incremental.fetch.session.cache.slots")
         )
         self.started_ms = int(time.time() * 1000)
-        self._tasks: list[asyncio.Task[None]] = []
-        self._replication_tasks: list[asyncio.Task[None]] = []
         self._on_topic_deleted: list[Callable[[str], None]] = []
         # Listeners as bound (port 0 resolved), set by the server once listening.
         self.bound_listeners: list[Listener] = []
@@ -140,7 +143,7 @@ class Broker:
             resigned=txns.on_resignation,
             stopped=txns.on_stopped,
         )
-        self.log_cleaner = LogCleaner(config.props, rm, logs)
+        self.log_cleaner = LogCleaner(CleanerSettings.from_config(config), rm, logs)
         # Replication throttles (KIP-73): rates from dynamic broker configs, throttled
         # replicas from the topics' configs as this broker knows them.
         self.replication_throttles = ReplicationThrottles(
@@ -152,20 +155,35 @@ class Broker:
         # Moves between this broker's log directories (AlterReplicaLogDirs).
         self.log_dir_mover = ReplicaAlterLogDirsManager(rm, logs, self.alter_log_dirs_rate)
         rm.log_dir_mover = self.log_dir_mover
+        self.maintenance = LogMaintenance(config, logs, rm, self.log_dir_mover)
         # This broker as a member of its cluster (the single node: of its own).
-        self.membership = ClusterMembership(
+        cluster_services = build_cluster_services(
             store,
             config=config,
             node=node,
             replicas=rm,
             topics=topics,
             topic_configs=self.topic_configs,
-            producer_ids=self.producer_ids,
             throttles=self.replication_throttles,
             peers=peers,
             advertised_listeners=self.advertised_listeners,
             apply_dynamic_configs=self.reconfigure,
         )
+        self.membership = ClusterMembership(
+            store,
+            cluster_services,
+            config=config,
+            node=node,
+            replicas=rm,
+            topics=topics,
+            producer_ids=self.producer_ids,
+            advertised_listeners=self.advertised_listeners,
+        )
+        # The ACL authorizer when `authorizer.class.name` asks for one (its ACLs are
+        # loaded and followed by the server, kt.broker.security.broker_security).
+        self.authorizer = make_authorizer(config.props)
+        # Called after every change of the dynamic configs (the server's TLS reload).
+        self.reconfigure_hooks: list[Callable[[], None]] = []
         self.services = HandlerServices(
             node=node,
             config=config,
@@ -180,6 +198,7 @@ class Broker:
             topic_creation=creator,
             topic_configs=self.topic_configs,
             cluster=self.membership,
+            authorizer=self.authorizer,
         )
         # Answers every request, from the network and from the loopback links.
         self.dispatcher = RequestDispatcher(self.services)
@@ -317,6 +336,8 @@ class Broker:
             controller.settings.unclean_leader_election_default = unclean
         if changed:
             log.info("dynamic broker configs changed: %s", sorted(changed))
+        for hook in self.reconfigure_hooks:
+            hook()
 
     # --- topics ----------------------------------------------------------
 
@@ -330,193 +351,29 @@ class Broker:
         for callback in self._on_topic_deleted:
             callback(name)
 
-    # --- background tasks ------------------------------------------------
+    # --- log maintenance (kt.broker.log_maintenance) ---------------------
 
     def start_background_tasks(self) -> None:
-        """Periodic checkpoints (recovery points, log start offsets, high watermarks),
-        written from a worker thread so their fsyncs never stall the event loop."""
-        loop = asyncio.get_running_loop()
-        self._loop = loop
-        cfg = self.config
-        for interval_key, plan in (
-            ("log.flush.offset.checkpoint.interval.ms", self.logs.recovery_point_plan),
-            ("log.flush.start.offset.checkpoint.interval.ms", self.logs.log_start_offset_plan),
-            ("replica.high.watermark.checkpoint.interval.ms", self.logs.high_watermark_plan),
-        ):
-            self._tasks.append(
-                loop.create_task(
-                    _every_in_thread(cfg.get_int(interval_key) / 1000, plan, self.logs.write_plan)
-                )
-            )
-        self._tasks.append(loop.create_task(_every(1.0, self._flush_by_time)))
-        self._tasks.append(
-            loop.create_task(
-                _every_in_thread(1.0, self.logs.take_expired_deletions, self.logs.remove_dirs)
-            )
-        )
-        self._tasks.append(loop.create_task(_retention_schedule(self)))
-        # Moves between log dirs interrupted by the last stop resume.
-        self.log_dir_mover.start()
-
-    def _flush_by_time(self) -> None:
-        """Each second: fsync rolled segments (advancing recovery points), flush logs
-        past their flush.ms, and unlink segment files whose deletion delay expired."""
-        now = int(time.time() * 1000)
-        for part in self.replica_manager:
-            if part.offline:
-                continue
-            plog = part.log
-            try:
-                plog.flush_rolled()
-                if now - plog.last_flush_ms >= plog.config.flush_ms:
-                    plog.flush()
-                plog.delete_expired_files(now)
-            except OSError as exc:
-                self.replica_manager.on_storage_error(part, exc)
+        """Start the periodic log maintenance (and remember the loop, for failures
+        found off it)."""
+        self._loop = asyncio.get_running_loop()
+        self.maintenance.start_background_tasks()
 
     async def run_retention(self, now_ms: int | None = None) -> list[RetentionResult]:
-        """One retention pass over every partition (Kafka's LogManager.cleanupLogs):
-        see `PartitionLog.delete_old_segments` for the rules.
-
-        Per partition it claims the log (`try_begin_maintenance("retention")`; a log
-        the cleaner holds is skipped until the next pass), plans (the log start
-        offsets move, in memory), then — when any moved — writes the
-        log-start-offset checkpoint synchronously (from a worker thread, but before
-        going on), and only then renames the segments `.deleted`; producer snapshots
-        below the new log starts are deleted. A restart, even after kill -9, thus
-        never re-exposes deleted data.
-
-        Where kt differs from Kafka: Kafka's retention task skips compacted logs and
-        the cleaner threads run their deleteOldSegments; kt runs every log's here,
-        under the same per-partition claim the cleaner takes.
-        """
-        now = int(time.time() * 1000) if now_ms is None else now_ms
-        claimed: list[Partition] = []
-        plans: list[tuple[Partition, RetentionPlan]] = []
-        results: list[RetentionResult] = []
-        try:
-            for part in self.replica_manager:
-                if part.offline or not part.log.try_begin_maintenance("retention"):
-                    continue
-                claimed.append(part)
-                try:
-                    plan = part.log.plan_retention(now)
-                except OSError as exc:
-                    self.replica_manager.on_storage_error(part, exc)
-                    continue
-                if plan.future_timestamps:
-                    log.warning(
-                        "%s: time retention blocked by segments with future timestamps "
-                        "(base offset, largest timestamp): %s; now is %d",
-                        part.tp, plan.future_timestamps, now,
-                    )  # fmt: skip
-                if plan.rolled and part.producer_state is not None:
-                    # As on any roll: a snapshot at the new segment's base.
-                    part.producer_state.take_snapshot(part.log.log_end_offset)
-                if not plan.empty:
-                    plans.append((part, plan))
-            if any(plan.log_start_moved for _, plan in plans):
-                checkpoint = self.logs.log_start_offset_plan()
-                await asyncio.get_running_loop().run_in_executor(
-                    None, self.logs.write_plan, checkpoint
-                )
-            for part, plan in plans:
-                if (
-                    self.replica_manager.get(part.tp) is not part
-                    or part.offline
-                    or self.logs.get(part.tp) is not part.log
-                ):
-                    continue  # deleted or failed while the checkpoint was written
-                try:
-                    result = part.log.apply_retention(plan)
-                    psm = part.producer_state
-                    if psm is not None and result.deleted:
-                        psm.on_log_start_offset_incremented(result.log_start_offset)
-                        psm.delete_snapshots_below(result.log_start_offset)
-                except OSError as exc:
-                    self.replica_manager.on_storage_error(part, exc)
-                    continue
-                results.append(result)
-                log.info(
-                    "%s: retention deleted %d segments (%d bytes; %s), log start offset %d",
-                    part.tp, result.deleted_segments, result.deleted_bytes,
-                    ", ".join(sorted({d.reason.value for d in result.deleted})),
-                    result.log_start_offset,
-                )  # fmt: skip
-        finally:
-            for part in claimed:
-                part.log.end_maintenance("retention")
-        return results
+        """One retention pass over every partition (see LogMaintenance)."""
+        return await self.maintenance.run_retention(now_ms)
 
     def start_replication_tasks(self) -> None:
-        """Kafka's isr-expiration task: every replica.lag.time.max.ms / 2, led
-        partitions drop followers that stopped catching up."""
-        lag = self.config.get_int("replica.lag.time.max.ms")
-        rm = self.replica_manager
-        self._replication_tasks.append(
-            asyncio.get_running_loop().create_task(
-                _every(lag / 2000, lambda: rm.maybe_shrink_isrs(int(time.time() * 1000), lag))
-            )
-        )
+        """Start the ISR expiration task."""
+        self.maintenance.start_replication_tasks()
 
     async def stop_replication_tasks(self) -> None:
-        """Stop the replication tasks."""
-        for t in self._replication_tasks:
-            t.cancel()
-        for t in self._replication_tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
-        self._replication_tasks.clear()
+        """Stop the ISR expiration task."""
+        await self.maintenance.stop_replication_tasks()
 
     async def stop_background_tasks(self) -> None:
-        """Cancel the periodic tasks and the copiers of moves between log dirs
-        (their future logs stay, and resume at the next start)."""
-        await self.log_dir_mover.stop()
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
-        self._tasks.clear()
-
-
-async def _retention_schedule(broker: Broker) -> None:
-    """Retention passes: the first after log.initial.task.delay.ms, then every
-    log.retention.check.interval.ms (Kafka's kafka-log-retention task)."""
-    cfg = broker.config
-    await asyncio.sleep(cfg.get_int("log.initial.task.delay.ms") / 1000)
-    while True:
-        try:
-            await broker.run_retention()
-        except Exception:
-            log.exception("retention pass failed")
-        await asyncio.sleep(cfg.get_int("log.retention.check.interval.ms") / 1000)
-
-
-async def _every_in_thread(
-    seconds: float, collect: Callable[[], Any], write: Callable[[Any], None]
-) -> None:
-    """Every `seconds`: `collect()` on the loop, then `write(result)` in a thread."""
-    loop = asyncio.get_running_loop()
-    while True:
-        await asyncio.sleep(seconds)
-        try:
-            await loop.run_in_executor(None, write, collect())
-        except Exception:
-            log.exception("background task %s failed", getattr(write, "__name__", write))
-
-
-async def _every(seconds: float, job: Callable[[], None]) -> None:
-    while True:
-        await asyncio.sleep(seconds)
-        try:
-            job()
-        except Exception:
-            log.exception("background task %s failed", getattr(job, "__name__", job))
+        """Stop the periodic log maintenance."""
+        await self.maintenance.stop_background_tasks()
 
 
 def _once_per_topic(

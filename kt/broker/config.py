@@ -7,6 +7,7 @@ Kafka server.properties; `--override key=value` wins over both.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from pathlib import Path
 from kt.broker import dynamic_config as dyn
 from kt.broker.connection_quotas import ConfigValueError, parse_overrides
 from kt.broker.security import support
+from kt.broker.security.authorizer import make_authorizer
 from kt.broker.security.broker_security import check_listener_security
 from kt.broker.security.listener_security import SecurityConfigError
 from kt.broker.security.listeners import ListenerConfigError, Listeners, resolve_listeners
@@ -87,6 +89,23 @@ DEFAULTS: dict[str, str] = {
     "leader.imbalance.check.interval.seconds": "300",
 }
 
+#: Kafka's defaults of the settings kt reads that it does not list among its own
+#: defaults above (which is what DescribeConfigs reports as the broker's): with
+#: DEFAULTS, the one place a default lives. Services read every setting through
+#: `BrokerConfig.get_int` / `get_bool` / `get_float`, never with a default of their own.
+KAFKA_DEFAULTS: dict[str, str] = {
+    "offsets.retention.check.interval.ms": "600000",
+    "offset.metadata.max.bytes": "4096",
+    "offsets.commit.timeout.ms": "5000",
+    "offsets.topic.segment.bytes": str(100 * 1024 * 1024),
+    "transaction.state.log.segment.bytes": str(100 * 1024 * 1024),
+    "log.cleaner.enable": "true",
+    "log.cleaner.threads": "1",
+    "log.cleaner.dedupe.buffer.size": str(128 * 1024 * 1024),
+    "log.cleaner.io.buffer.load.factor": "0.9",
+    "log.cleaner.backoff.ms": "15000",
+}
+
 # Keys a broker accepts but kt does not act on yet are still validated as known, so a
 # typo does not pass silently; anything else is reported as unknown (a warning).
 _KNOWN_PREFIXES = ("log.", "num.", "socket.", "offsets.", "group.", "transaction", "replica.",
@@ -96,7 +115,8 @@ _KNOWN_PREFIXES = ("log.", "num.", "socket.", "offsets.", "group.", "transaction
                    "broker.", "node.", "listener", "advertised.", "cluster.", "connections.",
                    "fetch.", "producer.", "quota.", "reserved.", "request.", "share.",
                    "authorizer.", "super.", "control.", "alter.", "create.", "leader.",
-                   "max.connections", "max.incremental")  # fmt: skip
+                   "max.connections", "max.incremental", "connection.failed.",
+                   "principal.", "allow.everyone")  # fmt: skip
 
 
 class ConfigError(ValueError):
@@ -131,15 +151,30 @@ class BrokerConfig:
     dynamic_defaults: dict[str, str] = field(default_factory=dict)
     dynamic_own: dict[str, str] = field(default_factory=dict)
 
+    def value(self, key: str) -> str:
+        """A setting as given, else its default (DEFAULTS, else Kafka's in
+        KAFKA_DEFAULTS); KeyError for a key with neither."""
+        found = self.props.get(key)
+        return found if found is not None else KAFKA_DEFAULTS[key]
+
     def get_int(self, key: str) -> int:
         """An integer setting (ConfigError when malformed)."""
-        return _int(key, self.props[key])
+        return _int(key, self.value(key))
+
+    def get_float(self, key: str) -> float:
+        """A decimal setting (ConfigError when malformed)."""
+        raw = self.value(key)
+        try:
+            return float(raw)
+        except ValueError:
+            raise ConfigError(f"{key}={raw!r} is not a number") from None
 
     def get_bool(self, key: str) -> bool:
         """A boolean setting."""
-        value = self.props[key].strip().lower()
+        raw = self.value(key)
+        value = raw.strip().lower()
         if value not in ("true", "false"):
-            raise ConfigError(f"{key}={self.props[key]!r} is not true or false")
+            raise ConfigError(f"{key}={raw!r} is not true or false")
         return value == "true"
 
     def given(self) -> dict[str, str]:
@@ -286,7 +321,8 @@ def load_config(
         raise ConfigError(refusal)
     try:
         check_listener_security(props, resolved.listeners)
-    except SecurityConfigError as exc:
+        make_authorizer(props)
+    except (SecurityConfigError, ValueError) as exc:
         raise ConfigError(str(exc)) from None
     log_props = log_properties(props)
     try:
@@ -308,11 +344,20 @@ def load_config(
         parse_overrides(cfg.props.get("max.connections.per.ip.overrides", ""))
     except ConfigValueError as exc:
         raise ConfigError(str(exc)) from None
-    # every boolean setting is checked now, not when first read (a traceback then)
-    for key, default in DEFAULTS.items():
+    _validate_types(cfg)
+    return cfg
+
+
+def _validate_types(cfg: BrokerConfig) -> None:
+    """Every setting with a default is checked now, as its default's type (boolean,
+    integer, decimal), not when a service first reads it (a traceback then)."""
+    for key, default in {**KAFKA_DEFAULTS, **DEFAULTS}.items():
         if default in ("true", "false"):
             cfg.get_bool(key)
-    return cfg
+        elif re.fullmatch(r"-?\d+", default):
+            cfg.get_int(key)
+        elif re.fullmatch(r"-?\d+\.\d+", default):
+            cfg.get_float(key)
 
 
 def log_properties(props: Mapping[str, str]) -> dict[str, str]:

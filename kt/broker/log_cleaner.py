@@ -49,6 +49,7 @@ from kt.storage.log_files import CLEANER_CHECKPOINT_FILE
 from kt.storage.offset_map import capacity_for
 
 if TYPE_CHECKING:
+    from kt.broker.config import BrokerConfig
     from kt.broker.log_manager import LogManager
     from kt.broker.partition import Partition
     from kt.broker.replica_manager import ReplicaManager
@@ -56,13 +57,28 @@ if TYPE_CHECKING:
 log = logging.getLogger("kt.broker.log_cleaner")
 
 MAINTENANCE_KIND = "compaction"
-DEFAULTS = {
-    "log.cleaner.enable": "true",
-    "log.cleaner.threads": "1",
-    "log.cleaner.dedupe.buffer.size": str(128 * 1024 * 1024),
-    "log.cleaner.io.buffer.load.factor": "0.9",
-    "log.cleaner.backoff.ms": "15000",
-}
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerSettings:
+    """The `log.cleaner.*` settings (Kafka's defaults)."""
+
+    enabled: bool = True
+    threads: int = 1
+    dedupe_buffer_size: int = 128 * 1024 * 1024
+    load_factor: float = 0.9
+    backoff_ms: int = 15_000
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> CleanerSettings:
+        """Settings from the broker configuration (validated when it was loaded)."""
+        return cls(
+            enabled=config.get_bool("log.cleaner.enable"),
+            threads=config.get_int("log.cleaner.threads"),
+            dedupe_buffer_size=config.get_int("log.cleaner.dedupe.buffer.size"),
+            load_factor=config.get_float("log.cleaner.io.buffer.load.factor"),
+            backoff_ms=config.get_int("log.cleaner.backoff.ms"),
+        )
 
 
 @dataclass(slots=True)
@@ -78,15 +94,16 @@ class LogCleaner:
     """The cleaner threads of one broker: the partitions it hosts (`replicas`), the
     log directories they live in (`logs`), and the `log.cleaner.*` settings."""
 
-    def __init__(self, props: dict[str, str], replicas: ReplicaManager, logs: LogManager) -> None:
+    def __init__(
+        self, settings: CleanerSettings, replicas: ReplicaManager, logs: LogManager
+    ) -> None:
         self.replicas = replicas
         self.logs = logs
-        props = {**DEFAULTS, **props}
-        self.enabled = props["log.cleaner.enable"].strip().lower() == "true"
-        self.threads = max(1, int(props["log.cleaner.threads"]))
-        self.dedupe_buffer_size = int(props["log.cleaner.dedupe.buffer.size"])
-        self.load_factor = float(props["log.cleaner.io.buffer.load.factor"])
-        self.backoff_s = int(props["log.cleaner.backoff.ms"]) / 1000
+        self.enabled = settings.enabled
+        self.threads = max(1, settings.threads)
+        self.dedupe_buffer_size = settings.dedupe_buffer_size
+        self.load_factor = settings.load_factor
+        self.backoff_s = settings.backoff_ms / 1000
         self.map_capacity = capacity_for(
             max(1, self.dedupe_buffer_size // self.threads), self.load_factor
         )

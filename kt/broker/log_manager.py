@@ -78,6 +78,7 @@ class LogManager:
         default_config: LogConfig,
         *,
         halt: Callable[[str], None] | None = None,
+        failure_listener: Callable[[Path, BaseException], None] | None = None,
     ) -> None:
         self.log_dirs = [Path(d).resolve() for d in log_dirs]
         check_log_dirs(self.log_dirs)
@@ -98,7 +99,7 @@ class LogManager:
         # Kafka's LogDirFailureChannel: any thread reports an I/O error in a
         # directory; the broker takes it offline on its own thread (see
         # report_dir_failure / handle_dir_failure).
-        self.failure_listener: Callable[[Path, BaseException], None] | None = None
+        self.failure_listener = failure_listener
         self._reported: set[Path] = set()
         self._failure_lock = threading.Lock()
         self.halt = halt or _halt

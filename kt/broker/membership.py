@@ -22,32 +22,25 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from kt.broker.alter_partition import AlterPartitionManager, IsrCallback, IsrProposal
-from kt.broker.config_manager import ConfigManager
-from kt.broker.controller.channel import BrokerLink, ControllerChannel
-from kt.broker.controller.controller import ControllerSettings, KafkaController
-from kt.broker.controller.links import NetworkLink
-from kt.broker.controller.zk import ZkControllerStore
+from kt.broker.alter_partition import IsrCallback, IsrProposal
+from kt.broker.controller.controller import KafkaController
 from kt.broker.controller_link import ControllerLink, ControllerUnavailableError
 from kt.broker.errors import TopicError
 from kt.broker.metadata import znodes
 from kt.broker.metadata.cluster_store import BrokerIdInUseError, ClusterStore
 from kt.broker.metadata.store import CoordinationStore, SessionEvent, StoreUnavailableError
 from kt.broker.partition import Partition
-from kt.broker.replication.fetcher import BrokerEndpoint, FetcherConfig, ReplicaFetcherManager
 from kt.broker.topic_admin import TopicAdmin
 from kt.protocol import ErrorCode, apis
 from kt.storage.checkpoint import TopicPartition
 
 if TYPE_CHECKING:
+    from kt.broker.cluster_services import ClusterServices
     from kt.broker.config import BrokerConfig, Listener
-    from kt.broker.controller.links import PeerLinks
     from kt.broker.metadata.topics import TopicsView
     from kt.broker.producer_ids import ProducerIdManager
     from kt.broker.replica_manager import ReplicaManager
-    from kt.broker.replication.quota import ReplicationThrottles
     from kt.broker.services import NodeState
-    from kt.broker.topic_config_sync import TopicConfigs
 
 log = logging.getLogger("kt.broker.membership")
 
@@ -59,60 +52,40 @@ class MembershipError(Exception):
 class ClusterMembership:
     """The broker's registration, controller candidacy and session.
 
-    Every cluster service (config manager, controller link, ISR proposals, replica
-    fetchers, topic admin, controller) is built here at once from what it uses and
-    started by `join`; until then `admin()` refuses and `active_controller()` is
-    None. The single-node broker is a member of its one-broker cluster the same way.
+    The cluster services (config manager, controller link, ISR proposals, replica
+    fetchers, topic admin, controller) come built, as one `ClusterServices`
+    (kt.broker.cluster_services), and `join` starts them; until then `admin()`
+    refuses and `active_controller()` is None. The single-node broker is a member
+    of its one-broker cluster the same way.
     """
 
     def __init__(
         self,
         store: CoordinationStore,
+        services: ClusterServices,
         *,
         config: BrokerConfig,
         node: NodeState,
         replicas: ReplicaManager,
         topics: TopicsView,
-        topic_configs: TopicConfigs,
         producer_ids: ProducerIdManager,
-        throttles: ReplicationThrottles,
-        peers: PeerLinks,
         advertised_listeners: Callable[[], list[Listener]],
-        apply_dynamic_configs: Callable[[dict[str, str], dict[str, str]], None],
     ) -> None:
         self.store = store
-        self.cluster = ClusterStore(store)
+        self.cluster = services.cluster
         self._config = config
         self._node = node
         self._replicas = replicas
         self._topics = topics
         self._producer_ids = producer_ids
-        self._peers = peers
         self._advertised_listeners = advertised_listeners
-        node_id = node.node_id
-        self.config_manager = ConfigManager(
-            self.cluster, topic_configs.apply, node_id, apply_dynamic_configs
-        )
-        self.topic_admin = TopicAdmin(self.cluster, topics.cache, topics, replicas.metadata_changed)
-        self.controller_link = ControllerLink(self._find_controller, client_id=f"broker-{node_id}")
-        self.alter_partitions = AlterPartitionManager(
-            self.controller_link, node_id, lambda: node.broker_epoch
-        )
-        self._fetcher_addresses: dict[int, tuple[str, int]] = {}
-        self.fetchers = self._make_fetchers(throttles)
-        settings = ControllerSettings(
-            unclean_leader_election_default=config.unclean_leader_election_enable,
-            listener=node.listener_name,
-            auto_leader_rebalance=config.get_bool("auto.leader.rebalance.enable"),
-            leader_imbalance_percentage=config.get_int("leader.imbalance.per.broker.percentage"),
-            # Kafka requires at least 1 second; a smaller value would spin the timer.
-            leader_imbalance_check_interval_s=max(
-                1, config.get_int("leader.imbalance.check.interval.seconds")
-            ),
-        )
-        self.controller = KafkaController(
-            node_id, ZkControllerStore(self.cluster), self._channel, settings
-        )
+        self._fetcher_addresses = services.fetcher_addresses
+        self.config_manager = services.config_manager
+        self.topic_admin = services.topic_admin
+        self.controller_link = services.controller_link
+        self.alter_partitions = services.alter_partitions
+        self.fetchers = services.fetchers
+        self.controller = services.controller
         self._connecting = False  # connect() was called: leave() closes the session
         self._joined = False
         self._tasks: list[asyncio.Task[None]] = []
@@ -230,32 +203,6 @@ class ClusterMembership:
                     announced = True
                 await asyncio.sleep(0.5)
 
-    def _make_fetchers(self, throttles: ReplicationThrottles) -> ReplicaFetcherManager:
-        """The replica fetchers: followers fetch from their leaders, addressed from the
-        metadata cache, else from the live leaders' endpoints a LeaderAndIsr named."""
-        node_id, listener = self._node.node_id, self._node.listener_name
-        cache, replicas = self._topics.cache, self._replicas
-        config = FetcherConfig.from_props(self._config.props)
-        addresses = self._fetcher_addresses
-
-        def address_for(leader_id: int) -> tuple[str, int] | None:
-            live = cache.broker(leader_id)
-            ep = live.endpoint_for(listener) if live else None
-            return (ep.host, ep.port) if ep is not None else addresses.get(leader_id)
-
-        def endpoint_for(leader_id: int) -> BrokerEndpoint:
-            address = address_for(leader_id)
-            if address is None:
-                raise KeyError(f"no address known for broker {leader_id}")
-            host, port = address
-            return BrokerEndpoint(leader_id, host, port, local_broker_id=node_id, config=config)
-
-        return ReplicaFetcherManager(
-            node_id, endpoint_for, config, broker_epoch=self._node.broker_epoch,
-            on_partition_failed=lambda part, exc: replicas.on_storage_error(part, exc),
-            throttles=throttles, address_for=address_for,
-        )  # fmt: skip
-
     def _follow_leadership(self) -> None:
         """A LeaderAndIsr hands new followers to the fetchers and takes new leaders
         (and stopped replicas) from them."""
@@ -278,42 +225,6 @@ class ClusterMembership:
             fetchers.retire_idle_fetchers()
 
         rm.stop_listeners.append(on_stopped)
-
-    def _channel(self) -> ControllerChannel:
-        node_id, listener = self._node.node_id, self._node.listener_name
-
-        def link(broker_id: int) -> BrokerLink:
-            if broker_id == node_id:
-                return self._peers.link(broker_id, f"controller-{node_id}")
-
-            def address() -> tuple[str, int] | None:
-                info = self.controller.view.live.get(broker_id)
-                return info.endpoint_for(listener) if info else None
-
-            return NetworkLink(address, broker_id=broker_id, client_id=f"controller-{node_id}")
-
-        return ControllerChannel(link)
-
-    async def _find_controller(self) -> tuple[int, str, int] | None:
-        """The controller's id and endpoint: the metadata cache's, else /controller."""
-        cache = self._topics.cache
-        controller_id = cache.controller_id
-        if controller_id is None or not cache.is_alive(controller_id):
-            controller_id = await self.cluster.get_controller()
-        if controller_id is None:
-            return None
-        if controller_id == self._node.node_id:
-            lst = self._advertised_listeners()[0]
-            return controller_id, lst.host, lst.port
-        live = cache.broker(controller_id)
-        if live is None:
-            found = await self.cluster.get_broker(controller_id)
-            if found is None or not found.registration.endpoints:
-                return None
-            ep = found.registration.endpoints[0]
-            return controller_id, ep.host, ep.port
-        endpoint = live.endpoint_for(self._node.listener_name)
-        return (controller_id, endpoint.host, endpoint.port) if endpoint else None
 
     # --- session -----------------------------------------------------------------
 

@@ -59,9 +59,6 @@ log = logging.getLogger("kt.broker.network")
 
 _conn_ids = itertools.count(1)
 
-#: Kafka's sasl.server.max.receive.size: the largest frame before authentication.
-SASL_MAX_RECEIVE = 524288
-
 
 @dataclass(frozen=True, slots=True)
 class _RawToken:
@@ -199,7 +196,7 @@ class _Connection(asyncio.BufferedProtocol):
             for frame in self.receiver.buffer_updated(nbytes):
                 auth = self.auth
                 if auth is not None and not auth.complete:
-                    if len(frame) > SASL_MAX_RECEIVE:
+                    if len(frame) > auth.settings.max_receive_size:
                         log.info(
                             "Failed authentication with /%s (Failing SASL authentication due "
                             "to invalid receive size)", self.host,

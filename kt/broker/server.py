@@ -87,7 +87,7 @@ class RunningBroker:
                 quotas=ConnectionQuotas(
                     config.get_int("max.connections"),
                     config.get_int("max.connections.per.ip"),
-                    parse_overrides(config.props.get("max.connections.per.ip.overrides", "")),
+                    parse_overrides(config.value("max.connections.per.ip.overrides")),
                 ),
             )
             if network
@@ -101,6 +101,10 @@ class RunningBroker:
             else [EndPoint(lst.name, lst.host, lst.port, lst.protocol) for lst in config.listeners]
         )
         self.security = BrokerSecurity(config.props, endpoints)
+        # KIP-226: a keystore replaced through the dynamic configs reaches new connections
+        self.broker.reconfigure_hooks.append(
+            lambda: self.security.reload_tls({**config.props, **config.dynamic_own})
+        )
         self._opened = False
         self._joined = False
 
@@ -126,7 +130,7 @@ class RunningBroker:
             candidate = broker.lock_dirs(candidate)
         cluster_id = await membership.connect(candidate)
         # SCRAM credentials and JWKS keys, before the first connection is accepted
-        await self.security.start(membership.store)
+        await self.security.start(membership.store, broker.authorizer)
         await membership.load_dynamic_broker_configs()
         broker.open(cluster_id, await membership.topic_configs())
         self._opened = True
@@ -150,6 +154,10 @@ class RunningBroker:
             f"ZooKeeper {config.zookeeper_connect}" if config.zookeeper_connect else "single node",
             len(broker.replica_manager), ",".join(str(d) for d in broker.logs.log_dirs),
         )  # fmt: skip
+        # Logged once started, not before: a start-up failure stays one error line.
+        # (uvloop's loop class lives in the uvloop package, asyncio's in asyncio.)
+        loop_kind = type(asyncio.get_running_loop()).__module__.split(".")[0]
+        log.info("event loop: %s", "uvloop" if loop_kind == "uvloop" else "asyncio")
 
     async def stop(self, *, controlled: bool = True) -> None:
         """Controlled shutdown (when asked and joined), then stop everything."""

@@ -93,6 +93,12 @@ def start(
     root = logging.getLogger("kt")
     root.handlers[:] = [handler]
     root.setLevel(log_level.upper())
+    # Kafka's authorizer log (who was denied what) keeps its own logger name, so it
+    # can be routed apart; its INFO lines are the denials.
+    audit = logging.getLogger("kafka.authorizer.logger")
+    audit.handlers[:] = [handler]
+    audit.setLevel(log_level.upper())
+    audit.propagate = False
     # Named loggers at debug level whatever --log-level says (e.g. kt.timeline, the
     # failover timeline marks bench/cluster_bench.py reads): a diagnostic switch.
     for name in os.environ.get("KT_DEBUG_LOGGERS", "").split(","):
@@ -151,7 +157,6 @@ def _loop_factory() -> tuple[str, Callable[[], asyncio.AbstractEventLoop]]:
 def _run(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
     """Run `main()` on the event loop KT_EVENT_LOOP chooses (chosen first, so a bad
     choice leaves no coroutine never awaited)."""
-    name, factory = _loop_factory()
-    logging.getLogger("kt.broker").info("event loop: %s", name)
+    _name, factory = _loop_factory()
     with asyncio.Runner(loop_factory=factory) as runner:
         runner.run(main())

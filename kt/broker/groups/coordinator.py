@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kt.broker.coordinator_log import Record, RecordStore, partition_for
 from kt.broker.errors import AppendError, CoordinatorError, error_code_for
 from kt.broker.groups.group import (
     CONSUMER_PROTOCOL_TYPE,
@@ -54,7 +55,7 @@ from kt.broker.groups.group import (
     OffsetEntry,
     now_ms,
 )
-from kt.broker.groups.offsets_log import Record, RecordStore, partition_for, replay_batches
+from kt.broker.groups.offsets_log import replay_batches
 from kt.broker.metadata_store import CONSUMER_OFFSETS
 from kt.protocol import ErrorCode
 from kt.protocol.coordinator_records import (
@@ -91,21 +92,17 @@ class CoordinatorSettings:
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> CoordinatorSettings:
-        """Settings from the broker configuration (Kafka's defaults where unset)."""
-        props = config.props
-
-        def num(key: str, default: int) -> int:
-            return int(props.get(key, default))
-
+        """Settings from the broker configuration (its defaults are Kafka's)."""
+        num = config.get_int
         return cls(
-            initial_rebalance_delay_ms=num("group.initial.rebalance.delay.ms", 3000),
-            min_session_timeout_ms=num("group.min.session.timeout.ms", 6000),
-            max_session_timeout_ms=num("group.max.session.timeout.ms", 1_800_000),
-            max_group_size=num("group.max.size", 2**31 - 1),
-            offsets_retention_ms=num("offsets.retention.minutes", 7 * 24 * 60) * 60_000,
-            retention_check_interval_ms=num("offsets.retention.check.interval.ms", 600_000),
-            offset_metadata_max_bytes=num("offset.metadata.max.bytes", 4096),
-            offsets_commit_timeout_ms=num("offsets.commit.timeout.ms", 5000),
+            initial_rebalance_delay_ms=num("group.initial.rebalance.delay.ms"),
+            min_session_timeout_ms=num("group.min.session.timeout.ms"),
+            max_session_timeout_ms=num("group.max.session.timeout.ms"),
+            max_group_size=num("group.max.size"),
+            offsets_retention_ms=num("offsets.retention.minutes") * 60_000,
+            retention_check_interval_ms=num("offsets.retention.check.interval.ms"),
+            offset_metadata_max_bytes=num("offset.metadata.max.bytes"),
+            offsets_commit_timeout_ms=num("offsets.commit.timeout.ms"),
         )
 
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kt.broker.authorization import require_cluster
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.security import scram
+from kt.broker.security.acl import AclOperation
 from kt.broker.security.credentials import (
     Deletion,
     ScramCredentialStore,
@@ -31,6 +33,7 @@ def _store(ctx: RequestContext) -> ScramCredentialStore:
 @handles(apis.DESCRIBE_USER_SCRAM_CREDENTIALS.key, (0, 0))
 async def describe_user_scram_credentials(ctx: RequestContext, request: Struct) -> Any:
     """Mechanisms and iterations of the users asked for (all when none are)."""
+    require_cluster(ctx, AclOperation.DESCRIBE)
     store = _store(ctx)
     users = None if request.users is None else [u.name for u in request.users]
     names = await store.users() if not users else sorted(set(users))
@@ -64,6 +67,7 @@ async def alter_user_scram_credentials(ctx: RequestContext, request: Struct) -> 
             results=[{"user": u, "error_code": ErrorCode.NOT_CONTROLLER,
                       "error_message": None} for u in users],
         )  # fmt: skip
+    require_cluster(ctx, AclOperation.ALTER)
     store = _store(ctx)
     existing = {}
     for user in {d.user for d in deletions}:

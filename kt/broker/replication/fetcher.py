@@ -36,7 +36,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kt.broker import timeline
 from kt.broker.errors import LeaderEndpointError
@@ -48,6 +48,9 @@ from kt.protocol.schema import Struct
 from kt.storage.checkpoint import TopicPartition
 from kt.storage.errors import StorageError
 from kt.storage.leader_epoch import UNDEFINED_EPOCH_OFFSET
+
+if TYPE_CHECKING:
+    from kt.broker.config import BrokerConfig
 
 log = logging.getLogger("kt.broker.replication")
 
@@ -73,21 +76,16 @@ class FetcherConfig:
     socket_timeout_ms: int = 30_000  # replica.socket.timeout.ms
 
     @classmethod
-    def from_props(cls, props: Mapping[str, str]) -> FetcherConfig:
-        """From broker properties; keys not given keep Kafka's defaults."""
-        d = cls()
-
-        def get(key: str, default: int) -> int:
-            value = props.get(key)
-            return default if value is None else int(value)
-
+    def from_config(cls, config: BrokerConfig) -> FetcherConfig:
+        """From the broker configuration (validated when it was loaded)."""
+        g = config.get_int
         return cls(
-            max_bytes=get("replica.fetch.max.bytes", d.max_bytes),
-            response_max_bytes=get("replica.fetch.response.max.bytes", d.response_max_bytes),
-            wait_max_ms=get("replica.fetch.wait.max.ms", d.wait_max_ms),
-            min_bytes=get("replica.fetch.min.bytes", d.min_bytes),
-            backoff_ms=get("replica.fetch.backoff.ms", d.backoff_ms),
-            socket_timeout_ms=get("replica.socket.timeout.ms", d.socket_timeout_ms),
+            max_bytes=g("replica.fetch.max.bytes"),
+            response_max_bytes=g("replica.fetch.response.max.bytes"),
+            wait_max_ms=g("replica.fetch.wait.max.ms"),
+            min_bytes=g("replica.fetch.min.bytes"),
+            backoff_ms=g("replica.fetch.backoff.ms"),
+            socket_timeout_ms=g("replica.socket.timeout.ms"),
         )
 
 

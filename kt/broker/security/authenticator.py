@@ -21,6 +21,7 @@ other request after the session expired closes the connection without an answer.
 from __future__ import annotations
 
 import enum
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -66,21 +67,32 @@ class State(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class SaslSettings:
     """A listener's SASL settings: enabled mechanisms and their server factories,
-    `connections.max.reauth.ms` per mechanism (0: off), the failure delay."""
+    `connections.max.reauth.ms` per mechanism (0: off), the failure delay, and
+    `sasl.server.max.receive.size` (the largest frame before authentication)."""
 
     mechanisms: tuple[str, ...]
     servers: Mapping[str, Callable[[], SaslServer]]
     reauth_ms: Mapping[str, int]
     failure_delay_ms: int = 100
+    max_receive_size: int = 524288
 
 
 class SaslAuthenticator:
     """The SASL state machine of one connection."""
 
-    def __init__(self, settings: SaslSettings, peer: str, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        settings: SaslSettings,
+        peer: str,
+        clock: Callable[[], float],
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
         self.settings = settings
         self.peer = peer
+        # `clock` (monotonic) times the session; `wall_clock` (epoch seconds) reads a
+        # credential's expiry, which is a date (an OAUTHBEARER token's exp)
         self._clock = clock
+        self._wall = wall_clock
         self.state = State.HANDSHAKE_OR_VERSIONS
         self.mechanism: str | None = None
         self.principal: str | None = None
@@ -241,7 +253,7 @@ class SaslAuthenticator:
         expiry_ms = self._server.credential_expiry_ms
         lifetime: int | None = None
         if expiry_ms is not None:
-            left = max(0, int(expiry_ms - now * 1000))
+            left = max(0, int(expiry_ms - self._wall() * 1000))
             lifetime = min(left, max_ms) if max_ms > 0 else left
         elif max_ms > 0:
             lifetime = max_ms

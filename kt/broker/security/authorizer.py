@@ -40,6 +40,7 @@ from kt.broker.security.acl import (
     ResourcePattern,
     ResourceType,
 )
+from kt.cluster.acl_decision import decide
 
 AUDIT_LOGGER_NAME = "kafka.authorizer.logger"
 audit_log = logging.getLogger(AUDIT_LOGGER_NAME)
@@ -60,6 +61,21 @@ _IMPLIED: dict[AclOperation, frozenset[AclOperation]] = {
     AclOperation.DESCRIBE_CONFIGS: frozenset({AclOperation.DESCRIBE_CONFIGS,
                                               AclOperation.ALTER_CONFIGS}),
 }  # fmt: skip
+
+
+def make_authorizer(props: Mapping[str, str]) -> AclAuthorizer | None:
+    """The authorizer `authorizer.class.name` asks for: none when empty (Kafka's
+    default: everything allowed), the ACL authorizer for Kafka's class names; any
+    other class is a ValueError naming the key."""
+    name = props.get("authorizer.class.name", "").strip()
+    if not name:
+        return None
+    if name not in AUTHORIZER_ALIASES:
+        raise ValueError(
+            f"authorizer.class.name={name}: kt's broker has the ACL authorizer only "
+            "(kafka.security.authorizer.AclAuthorizer)"
+        )
+    return AclAuthorizer.from_props(props)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,34 +178,10 @@ class AclAuthorizer:
         if principal in self.super_users:
             return Decision(True, f"{principal} is a super user")
         candidates = self._candidates(rtype, name)
-        if not candidates:
-            return Decision(
-                self.allow_if_no_acls,
-                "no ACL applies to the resource, so allow.everyone.if.no.acl.found="
-                f"{str(self.allow_if_no_acls).lower()} decides",
-            )
-        principals = {principal, str(KafkaPrincipal("User", WILDCARD))}
-        hosts = {host, WILDCARD}
-        for b in candidates:
-            e = b.entry
-            if (
-                e.permission == PermissionType.DENY
-                and e.principal in principals
-                and e.host in hosts
-                and e.operation in (operation, AclOperation.ALL)
-            ):
-                return Decision(False, "a DENY ACL matches (DENY wins over ALLOW)", b)
-        accepted = _IMPLIED.get(operation, frozenset({operation})) | {AclOperation.ALL}
-        for b in candidates:
-            e = b.entry
-            if (
-                e.permission == PermissionType.ALLOW
-                and e.principal in principals
-                and e.host in hosts
-                and e.operation in accepted
-            ):
-                return Decision(True, "an ALLOW ACL matches", b)
-        return Decision(False, "ACLs exist on the resource but none allows this")
+        verdict = decide(
+            [(b, b.entry) for b in candidates], principal, host, operation, self.allow_if_no_acls
+        )
+        return Decision(verdict.allowed, verdict.reason, verdict.by)
 
     def authorize(
         self,

@@ -11,10 +11,13 @@ from collections.abc import Callable, Iterable, Mapping
 
 from kt.broker.metadata.store import CoordinationStore
 from kt.broker.security import scram
+from kt.broker.security.acl_store import AclCache, CoordinationAclStore
+from kt.broker.security.authorizer import AclAuthorizer
 from kt.broker.security.credentials import CredentialCache, ScramCredentialStore
 from kt.broker.security.listener_security import ListenerSecurity, build_listener_security
-from kt.broker.security.listeners import EndPoint
+from kt.broker.security.listeners import EndPoint, ListenerConfig
 from kt.broker.security.oauthbearer import JwksCache
+from kt.broker.security.tls import TlsConfigError
 
 log = logging.getLogger("kt.broker.security")
 
@@ -31,6 +34,7 @@ class BrokerSecurity:
 
     def __init__(self, props: Mapping[str, str], endpoints: Iterable[EndPoint]) -> None:
         self._cache: CredentialCache | None = None
+        self._acls: AclCache | None = None
         self.listeners: dict[str, ListenerSecurity] = {
             ep.name: build_listener_security(props, ep, self._scram_lookup) for ep in endpoints
         }
@@ -60,8 +64,15 @@ class BrokerSecurity:
             if m in scram.MECHANISMS
         )
 
-    async def start(self, store: CoordinationStore) -> None:
-        """Load the SCRAM credentials (and follow them) and the JWKS key sets."""
+    async def start(
+        self, store: CoordinationStore, authorizer: AclAuthorizer | None = None
+    ) -> None:
+        """Load the ACLs into the authorizer, the SCRAM credentials and the JWKS key
+        sets, and follow them."""
+        if authorizer is not None:
+            acls = AclCache(authorizer, CoordinationAclStore(store))
+            await acls.start()
+            self._acls = acls
         if self.scram_mechanisms:
             cache = CredentialCache(ScramCredentialStore(store), self.scram_mechanisms)
             await cache.start()
@@ -87,9 +98,28 @@ class BrokerSecurity:
                     log.warning("cannot refresh the JWKS from %s: %s", jwks.url, exc)
                     await asyncio.sleep(10.0)
 
+    def reload_tls(self, props: Mapping[str, str]) -> None:
+        """Dynamic configs changed: TLS listeners whose keystore or truststore changed
+        serve new connections with the new one (KIP-226); a setting that cannot be
+        used is logged and the old one kept (AlterConfigs validated it already)."""
+        for name, sec in self.listeners.items():
+            if sec.reloadable is None:
+                continue
+            lc = ListenerConfig(props, name, sec.endpoint.protocol)
+            try:
+                new = sec.reloadable.reconfigured(lc)
+            except TlsConfigError as exc:
+                log.error("listener %s keeps its keystore: %s", name, exc)
+                continue
+            if new is not None:
+                sec.reloadable.install(lc, new)
+                log.info("listener %s: the new keystore/truststore serves new connections", name)
+
     def close(self) -> None:
         """Stop following the stores."""
         if self._cache is not None:
             self._cache.close()
+        if self._acls is not None:
+            self._acls.close()
         for task in self._tasks:
             task.cancel()

@@ -9,6 +9,7 @@ configured.
 
 from __future__ import annotations
 
+import logging
 import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from kt.broker.security import oauthbearer, scram
 from kt.broker.security.authenticator import SaslSettings
 from kt.broker.security.jaas import JaasConfigError, LoginModule, single_module
+from kt.broker.security.keystore_reload import ReloadableContext
 from kt.broker.security.listeners import (
     SASL_PROTOCOLS,
     TLS_PROTOCOLS,
@@ -25,6 +27,8 @@ from kt.broker.security.listeners import (
 from kt.broker.security.principal import PrincipalMappingError, SslPrincipalMapper
 from kt.broker.security.sasl import PLAIN, PLAIN_LOGIN_MODULE, PlainServer, SaslServer, plain_users
 from kt.broker.security.tls import TlsConfigError, server_context
+
+log = logging.getLogger("kt.broker.security")
 
 #: Mechanisms the broker implements.
 MECHANISMS = (PLAIN, "SCRAM-SHA-256", "SCRAM-SHA-512", oauthbearer.OAUTHBEARER)
@@ -55,6 +59,8 @@ class ListenerSecurity:
     mapper: SslPrincipalMapper
     #: The JWKS caches to refresh (OAUTHBEARER with KIP-768 validation).
     jwks: tuple[oauthbearer.JwksCache, ...] = ()
+    #: Where a replaced keystore reaches new connections (TLS listeners).
+    reloadable: ReloadableContext | None = None
 
     @property
     def protocol(self) -> str:
@@ -96,6 +102,15 @@ def build_listener_security(
     for key in ("principal.builder.class", "ssl.engine.factory.class"):
         if lc.get(key):
             raise SecurityConfigError(f"{key}: custom Java classes cannot run in kt's broker")
+    if (endpoint.protocol == "SASL_SSL" and lc.get("ssl.client.auth")
+            and not lc.is_prefixed("ssl.client.auth")):  # fmt: skip
+        log.warning(
+            "Broker configuration 'ssl.client.auth' is applied only to SSL listeners. "
+            "Listener-prefixed configuration can be used to enable SSL client authentication "
+            "for SASL_SSL listeners. In future releases, broker-wide option without listener "
+            "prefix may be applied to SASL_SSL listeners as well. All configuration options "
+            "intended for specific listeners should be listener-prefixed."
+        )
     ctx = None
     if endpoint.protocol in TLS_PROTOCOLS:
         try:
@@ -106,7 +121,8 @@ def build_listener_security(
     jwks: list[oauthbearer.JwksCache] = []
     if endpoint.protocol in SASL_PROTOCOLS:
         sasl = _sasl(lc, scram_lookup, jwks)
-    return ListenerSecurity(endpoint, lc, ctx, sasl, mapper, tuple(jwks))
+    reloadable = ReloadableContext(ctx, lc) if ctx is not None else None
+    return ListenerSecurity(endpoint, lc, ctx, sasl, mapper, tuple(jwks), reloadable)
 
 
 def _sasl(lc: ListenerConfig, scram_lookup: ScramLookup | None,
@@ -144,7 +160,9 @@ def _sasl(lc: ListenerConfig, scram_lookup: ScramLookup | None,
         reauth[mech] = _int(lc, key, lc.mechanism_get(mech, "connections.max.reauth.ms"), 0)
     delay = _int(lc, "connection.failed.authentication.delay.ms",
                  lc.get("connection.failed.authentication.delay.ms"), 100)  # fmt: skip
-    return SaslSettings(tuple(enabled), servers, reauth, delay)
+    max_receive = _int(lc, "sasl.server.max.receive.size", lc.get("sasl.server.max.receive.size"),
+                       524288)  # fmt: skip
+    return SaslSettings(tuple(enabled), servers, reauth, delay, max_receive)
 
 
 def _scram_factory(

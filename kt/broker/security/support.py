@@ -4,9 +4,10 @@ A broker that silently ignores a security setting is worse than one that refuses
 start: a `SASL_SSL` listener served in plaintext, or an `authorizer.class.name` that
 authorizes nothing, looks secured and is not. So any setting asking for security
 the broker does not implement yet is a start-up error naming the setting: today
-authorization (`authorizer.class.name`, `super.users`, ...) and TLS/SASL on the
-connections between the brokers of a ZooKeeper cluster. TLS and SASL settings that
-cannot work (a missing keystore, GSSAPI) are refused by `listener_security`.
+delegation tokens and TLS/SASL on the connections between the brokers of a
+ZooKeeper cluster; `super.users` without an authorizer is refused too. TLS and SASL
+settings that cannot work (a missing keystore, GSSAPI) are refused by
+`listener_security`, an unknown `authorizer.class.name` by the authorizer.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ IMPLEMENTED_PROTOCOLS: frozenset[str] = frozenset({"PLAINTEXT", "SSL", "SASL_PLA
 #: Security protocols the broker's own connections to other brokers speak today.
 INTER_BROKER_PROTOCOLS: frozenset[str] = frozenset({"PLAINTEXT"})
 
-#: Key prefixes whose settings ask for what is not implemented yet (authorization).
-_SECURITY_PREFIXES = ("authorizer.", "delegation.token.")
-#: Single keys that ask for authorization (not implemented yet).
-_SECURITY_KEYS = frozenset({"super.users", "allow.everyone.if.no.acl.found"})
+#: Key prefixes whose settings ask for what is not implemented yet (delegation tokens).
+_SECURITY_PREFIXES = ("delegation.token.",)
+#: Single keys that ask for what is not implemented yet.
+_SECURITY_KEYS: frozenset[str] = frozenset()
 
 
 def unsupported(
@@ -47,12 +48,11 @@ def unsupported(
             f"{listeners.inter_broker_protocol}: kt's brokers reach each other over "
             "PLAINTEXT only so far; set inter.broker.listener.name to a PLAINTEXT listener"
         )
-    authorizer = props.get("authorizer.class.name", "").strip()
-    if authorizer:
-        return (
-            f"authorizer.class.name={authorizer}: kt's broker has no authorizer yet "
-            "(every request would be allowed); remove the setting"
-        )
+    if not props.get("authorizer.class.name", "").strip():
+        for key in ("super.users", "allow.everyone.if.no.acl.found"):
+            if given.get(key, "").strip():
+                # Kafka ignores them without an authorizer; say so rather than pretend
+                return f"{key} is set but authorizer.class.name is not: nothing would be authorized"
     for key in sorted(given):
         if given[key].strip() and _is_security_key(key):
             return (

@@ -72,7 +72,7 @@ class TxnSettings:
             abort_interval_ms=g("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
             expiration_ms=g("transactional.id.expiration.ms"),
             expiration_interval_ms=g("transaction.remove.expired.transaction.cleanup.interval.ms"),
-            write_timeout_ms=int(config.props.get("request.timeout.ms", 30_000)),
+            write_timeout_ms=g("request.timeout.ms"),
         )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from kt.broker.groups.offsets_log import partition_for
+from kt.broker.coordinator_log import partition_for
 from kt.broker.metadata_store import TRANSACTION_STATE
 from kt.broker.transactions.coordinator import TransactionCoordinator, TxnSettings
 from kt.broker.transactions.sender import BrokerMarkerSender

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Iterable
 from typing import Protocol
 
-from kt.broker.groups.offsets_log import LogRecordStore, MemoryRecordStore, Record, RecordStore
+from kt.broker.coordinator_log import CoordinatorLog, MemoryRecordStore, Record, RecordStore
 from kt.broker.metadata_store import TRANSACTION_STATE
 from kt.broker.transactions.metadata import TransactionMetadata, TxnState, TxnTransit
 from kt.protocol.coordinator_records import (
@@ -30,8 +30,6 @@ from kt.storage.checkpoint import TopicPartition
 
 log = logging.getLogger("kt.broker.transactions")
 
-SEGMENT_BYTES = 100 * 1024 * 1024
-
 
 class TxnRecordStore(RecordStore, Protocol):
     """A RecordStore that also knows its partitions' leader epochs (the coordinator
@@ -42,7 +40,7 @@ class TxnRecordStore(RecordStore, Protocol):
         ...
 
 
-class TransactionLogStore(LogRecordStore):
+class TransactionLogStore(CoordinatorLog):
     """The real `__transaction_state` topic of a broker."""
 
     topic = TRANSACTION_STATE
@@ -67,9 +65,7 @@ class TransactionLogStore(LogRecordStore):
         configs = {
             "cleanup.policy": "compact",
             "min.insync.replicas": str(min_isr),
-            "segment.bytes": str(
-                int(cfg.props.get("transaction.state.log.segment.bytes", SEGMENT_BYTES))
-            ),
+            "segment.bytes": str(cfg.get_int("transaction.state.log.segment.bytes")),
             "unclean.leader.election.enable": "false",
             "compression.type": "uncompressed",
         }

@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from kt.broker.coordinator_log import partition_for
 from kt.broker.errors import AppendError
-from kt.broker.groups.offsets_log import partition_for
 from kt.broker.transactions.metadata import TransactionMetadata, TxnTransit
 from kt.broker.transactions.state_log import TxnRecordStore, replay, transit_record
 from kt.protocol import ErrorCode

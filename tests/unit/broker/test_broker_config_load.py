@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kt.broker.config import DEFAULTS, ConfigError, load_config
+from kt.broker.config import DEFAULTS, KAFKA_DEFAULTS, ConfigError, load_config
 
 BOOLEANS = sorted(k for k, v in DEFAULTS.items() if v in ("true", "false"))
 
@@ -34,3 +34,29 @@ def test_a_properties_file_that_does_not_parse_is_named(tmp_path: Path) -> None:
     path.write_text(f"log.dirs={tmp_path / 'd'}\nbad=\\uZZZZ\n")
     with pytest.raises(ConfigError, match=r"server\.properties: line 2: malformed"):
         load_config(path)
+
+
+NUMBERS = sorted(
+    k
+    for k, v in {**KAFKA_DEFAULTS, **DEFAULTS}.items()
+    if (re.fullmatch(r"-?\d+(\.\d+)?", v) and not k.startswith("log."))
+    or k.startswith("log.cleaner")
+)
+
+
+@pytest.mark.parametrize("key", NUMBERS)
+def test_a_malformed_number_is_refused_at_load(key: str, tmp_path: Path) -> None:
+    # every numeric setting, read at start or only when a service first needs it
+    overrides = {"log.dirs": str(tmp_path / "d"), key: "lots"}
+    with pytest.raises(ConfigError, match=rf"(?=.*{re.escape(key)})(?=.*lots)"):
+        load_config(None, overrides)
+
+
+def test_kafkas_defaults_live_in_one_place(tmp_path: Path) -> None:
+    cfg = load_config(None, {"log.dirs": str(tmp_path / "d")})
+    for key, value in KAFKA_DEFAULTS.items():
+        assert key not in DEFAULTS and cfg.value(key) == value
+    assert cfg.get_int("offsets.commit.timeout.ms") == 5000
+    assert cfg.get_float("log.cleaner.io.buffer.load.factor") == 0.9
+    given = load_config(None, {"log.dirs": str(tmp_path / "d"), "log.cleaner.threads": "4"})
+    assert given.get_int("log.cleaner.threads") == 4

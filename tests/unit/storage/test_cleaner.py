@@ -297,7 +297,7 @@ def test_aborted_round_leaves_no_files(tmp_path: Path) -> None:
 
 
 def test_broker_service_marks_failing_partition_uncleanable(tmp_path: Path) -> None:
-    from kt.broker.log_cleaner import LogCleaner
+    from kt.broker.log_cleaner import CleanerSettings, LogCleaner
 
     d = tmp_path / "logs"
     good = PartitionLog.open(d / "good-0", _cfg())
@@ -336,7 +336,7 @@ def test_broker_service_marks_failing_partition_uncleanable(tmp_path: Path) -> N
             errors.append(exc)
 
     logs = SimpleNamespace(log_dirs=[d], dir_of={tp: d for tp in tps})
-    service = LogCleaner({"log.cleaner.backoff.ms": "10"}, Replicas(), logs)  # type: ignore[arg-type]
+    service = LogCleaner(CleanerSettings(backoff_ms=10), Replicas(), logs)  # type: ignore[arg-type]
 
     async def run() -> None:
         cleaner = Cleaner(service.map_capacity)

@@ -172,11 +172,11 @@ def test_reauthentication_cannot_change_principal_or_mechanism() -> None:
 def test_oauthbearer_session_ends_with_the_token() -> None:
     import time
 
-    clock = Clock()
-    clock.now = time.time()
-    a = SaslAuthenticator(settings(), "10.0.0.5", clock)
+    clock = Clock()  # the session's monotonic clock, unrelated to the token's dates
+    wall = time.time()
+    a = SaslAuthenticator(settings(), "10.0.0.5", clock, wall_clock=lambda: wall)
     hs(a, "OAUTHBEARER")
-    token = oauthbearer.unsecured_token({"sub": "svc", "exp": clock.now + 30})
+    token = oauthbearer.unsecured_token({"sub": "svc", "exp": wall + 30})
     step = sa(a, oauthbearer.initial_response(token))
     assert a.principal == "User:svc"
     assert 29_000 <= step.response.session_lifetime_ms <= 30_000  # type: ignore[attr-defined]
@@ -211,3 +211,16 @@ def test_plain_without_users_names_the_key() -> None:
     ep = EndPoint("SASL_PLAINTEXT", "", 9092, "SASL_PLAINTEXT")
     with pytest.raises(SecurityConfigError, match=r"plain\.sasl\.jaas\.config is not set"):
         build_listener_security({"sasl.enabled.mechanisms": "PLAIN"}, ep)
+
+
+def test_receive_size_and_the_sasl_ssl_client_auth_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    assert settings(**{"sasl.server.max.receive.size": "1000"}).max_receive_size == 1000
+    assert settings().max_receive_size == 524288
+    ep = EndPoint("SASL_SSL", "", 9094, "SASL_SSL")
+    props = {"sasl.enabled.mechanisms": "PLAIN", "ssl.client.auth": "required",
+             "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS}  # fmt: skip
+    with pytest.raises(SecurityConfigError, match="has no keystore"):
+        build_listener_security(props, ep)
+    assert "'ssl.client.auth' is applied only to SSL listeners" in caplog.text

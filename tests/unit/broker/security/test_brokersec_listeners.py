@@ -151,12 +151,13 @@ def _load(tmp_path: Path, **overrides: str) -> None:
     [
         # Kafka's own rule: the inter-broker listener must exist
         ({"listeners": "SASL_SSL://127.0.0.1:9094"}, "inter.broker.listener.name must be"),
-        ({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"},
-         "authorizer.class.name"),
-        ({"super.users": "User:admin"}, "super.users"),
+        ({"authorizer.class.name": "com.example.MyAuthorizer"},
+         "authorizer.class.name=com.example.MyAuthorizer: kt's broker has the ACL authorizer"),
+        ({"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+          "super.users": "admin"}, "super.users: expected a string in format"),
+        ({"super.users": "User:admin"},
+         "super.users is set but authorizer.class.name is not"),
         ({"allow.everyone.if.no.acl.found": "true"}, "allow.everyone.if.no.acl.found"),
-        ({"listener.name.plaintext.super.users": "User:x"},
-         "listener.name.plaintext.super.users"),
         ({"delegation.token.secret.key": "k"}, "delegation.token.secret.key"),
         # a ZooKeeper cluster's brokers reach each other in plaintext only so far
         ({"listeners": "SSL://127.0.0.1:9093", "security.inter.broker.protocol": "SSL",
