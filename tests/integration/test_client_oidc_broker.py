@@ -128,12 +128,6 @@ def test_commands_with_oidc_client_credentials(oidc: dict[str, Any], tmp_path: P
     assert "nope" not in r.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kt's broker announces the OAUTHBEARER session lifetime as the token's exp "
-    "(epoch ms) minus its monotonic clock (kt/broker/network.py gives SaslAuthenticator "
-    "time.monotonic), so the session never ends; the broker side (issue 21) fixes it",
-)
 def test_token_refreshed_and_session_reauthenticated(oidc: dict[str, Any]) -> None:
     from kt.client import KafkaClient, SecurityConfig
 

@@ -165,6 +165,7 @@ def test_every_online_command_takes_the_connection_options() -> None:
         ["reassign-partitions"], ["leader-election"], ["transactions", "list"],
         ["transactions", "describe"], ["transactions", "abort"],
         ["transactions", "describe-producers"], ["transactions", "find-hanging"], ["tui"],
+        ["acl"], ["acl", "check"],
     ]  # fmt: skip
     for cmd in online:
         r = kt(*cmd, "--help")
