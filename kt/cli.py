@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "log-dirs": "kt.tools.log_dirs_cmd:log_dirs",
     "metadata": "kt.tools.metadata_cmd:metadata",
     "produce": "kt.tools.produce_cmd:produce",
+    "profile": "kt.tools.profile_cmd:profile",
     "reassign-partitions": "kt.tools.reassign_cmd:reassign_partitions",
     "replica": "kt.tools.replica_cmd:replica",
     "topic": "kt.tools.topic_cmd:topic",
