@@ -161,7 +161,7 @@ class _Connection(asyncio.BufferedProtocol):
             self.transport.abort()
             return
         self.admitted = True
-        if self.security is not None and not self._identify(transport):
+        if self.security is not None and not self._identify(self.transport):
             return
         loop = asyncio.get_running_loop()
         self.last_activity = loop.time()
