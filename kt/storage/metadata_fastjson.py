@@ -168,6 +168,7 @@ _GLOBALS: dict[str, object] = {
     "_ints": _ints,
     "_ints_new": _ints_new,
     "_IC": _INTS_CACHE,
+    "_UC": _UUID_CACHE,
     "_uuids": _uuids,
     "_I8": struct.Struct(">b").unpack_from,
     "_I16": struct.Struct(">h").unpack_from,
@@ -313,7 +314,7 @@ class _Gen:
             out.append(f"{ind}{names}, = {packer}(buf, pos); pos += {size}")
             for f, v in run:
                 if f.type == "uuid":
-                    out.append(f"{ind}{v} = _uuidtext({v})")
+                    out.append(f"{ind}{v} = _UC.get({v}) or _uuidtext({v})")
                 elif f.type == "bool":
                     out.append(f"{ind}{v} = 'true' if {v} else 'false'")
                 elif f.type == "float64":
@@ -495,27 +496,51 @@ _SHORT: dict[bytes, str] = {}
 _SHORT_MAX = 24
 
 
+TextParser = Callable[[int, bytes | None, bytes | None], tuple[None, str | None]]
+
+
+def text_parser(slow: Callable[[int, bytes | None], str | None]) -> TextParser:
+    """The dump's (offset, key, value) -> (None, payload) parser for metadata records.
+
+    The fast path is inlined here, not called: the dump calls this once per record,
+    and on a log of distinct records a Python call layer is a measurable share of the
+    time. A value the fast path does not render goes to `slow(offset, value)`.
+    """
+    table = _TABLE
+    short_cache = _SHORT
+    short_max = _SHORT_MAX
+    errors = _ERRORS
+
+    def parse(off: int, key: bytes | None, value: bytes | None) -> tuple[None, str | None]:
+        if value is None:
+            return None, slow(off, value)
+        short = len(value) <= short_max
+        if short:
+            text = short_cache.get(value)
+            if text is not None:
+                return None, text
+        try:
+            if value[0] != 1:
+                return None, slow(off, value)
+            # One-byte apiKey and version (< 128): a longer varint makes a code no entry has.
+            reader = table[(value[1] << 8) | value[2]]
+            if reader is None:
+                return None, slow(off, value)
+            text = reader(value, 3)
+        except errors:
+            return None, slow(off, value)
+        if short:
+            if len(short_cache) >= 10_000:
+                short_cache.clear()
+            short_cache[bytes(value)] = text
+        return None, text
+
+    return parse
+
+
+_FAST_ONLY = text_parser(lambda off, value: None)
+
+
 def fast_kafka_json(value: bytes | None) -> str | None:
     """Kafka's payload JSON for a well-formed record value (secrets redacted), else None."""
-    if value is None:
-        return None
-    short = len(value) <= _SHORT_MAX
-    if short:
-        text = _SHORT.get(value)
-        if text is not None:
-            return text
-    try:
-        if value[0] != 1:
-            return None
-        # One-byte apiKey and version (< 128): any longer varint makes a code no entry has.
-        reader = _TABLE[(value[1] << 8) | value[2]]
-        if reader is None:
-            return None
-        text = reader(value, 3)
-    except _ERRORS:
-        return None
-    if short:
-        if len(_SHORT) >= 10_000:
-            _SHORT.clear()
-        _SHORT[bytes(value)] = text
-    return text
+    return _FAST_ONLY(0, None, value)[1]
