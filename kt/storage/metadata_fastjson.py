@@ -478,11 +478,17 @@ def _build(code: int) -> Reader | None:
     return _GLOBALS[fn]  # type: ignore[return-value]
 
 
-class _Table(dict[int, "Reader | None"]):
-    """Readers by code, generated on first lookup."""
+class _Table(dict[bytes, "Reader | None"]):
+    """Readers by a value's first three bytes (frame version, apiKey, version),
+    generated on first lookup: one slice and one lookup check the frame version and
+    pick the reader."""
 
-    def __missing__(self, code: int) -> Reader | None:
-        entry = self[code] = _build(code) if code < 0x10000 else None
+    def __missing__(self, head: bytes) -> Reader | None:
+        # One-byte apiKey and version (< 128): a longer varint makes no entry.
+        # Heads of damaged values are not remembered: the table stays small.
+        if len(head) != 3 or head[0] != 1 or head[1] >= 128 or head[2] >= 128:
+            return None
+        entry = self[head] = _build(head[1] << 8 | head[2])
         return entry
 
 
@@ -519,13 +525,10 @@ def text_parser(slow: Callable[[int, bytes | None], str | None]) -> TextParser:
             text = short_cache.get(value)
             if text is not None:
                 return None, text
+        reader = table[value[:3]]
+        if reader is None:
+            return None, slow(off, value)
         try:
-            if value[0] != 1:
-                return None, slow(off, value)
-            # One-byte apiKey and version (< 128): a longer varint makes a code no entry has.
-            reader = table[(value[1] << 8) | value[2]]
-            if reader is None:
-                return None, slow(off, value)
             text = reader(value, 3)
         except errors:
             return None, slow(off, value)
