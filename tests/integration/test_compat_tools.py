@@ -1,0 +1,247 @@
+"""Kafka's bin/ command lines, run unchanged through `kt compat install`'s scripts
+(real subprocesses) against one real kt broker; output compared with Kafka's formats
+(the golden lines follow Kafka 3.x's TopicCommand, ConfigCommand, DeleteRecordsCommand,
+GetOffsetShell, ClusterTool, LogDirsCommand and DefaultMessageFormatter)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+DEADLINE = 120  # seconds per tool run: generous on a loaded machine
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from broker_harness import BrokerProcess, free_port
+
+    b = BrokerProcess(tmp_path_factory.mktemp("compat") / "data", free_port()).start()
+    yield b
+    b.kill()
+
+
+@pytest.fixture(scope="module")
+def bin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("kafka-home")
+    done = subprocess.run(
+        [sys.executable, "-m", "kt", "compat", "install", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+    )
+    assert done.returncode == 0, done.stderr
+    return root / "bin"
+
+
+def tool(
+    bin_dir: Path, name: str, *args: str, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run bin/NAME.sh ARGS as a runbook would."""
+    return subprocess.run(
+        [str(bin_dir / f"{name}.sh"), *args],
+        capture_output=True,
+        text=True,
+        input=input,
+        timeout=DEADLINE,
+        env={**os.environ},
+    )
+
+
+def test_install_writes_both_names(bin_dir: Path) -> None:
+    for name in ("kafka-topics", "kafka-configs", "kafka-consumer-groups", "kafka-dump-log"):
+        for file_name in (f"{name}.sh", name):
+            path = bin_dir / file_name
+            assert path.is_file() and os.access(path, os.X_OK), path
+
+
+def test_kafka_topics_lifecycle(broker: Any, bin_dir: Path) -> None:
+    b = ["--bootstrap-server", broker.bootstrap]
+    made = tool(bin_dir, "kafka-topics", *b, "--create", "--topic", "orders",
+                "--partitions", "3", "--replication-factor", "1",
+                "--config", "cleanup.policy=compact")  # fmt: skip
+    assert (made.returncode, made.stdout) == (0, "Created topic orders.\n"), made.stderr
+    again = tool(bin_dir, "kafka-topics", *b, "--create", "--topic", "orders", "--partitions", "1")
+    assert again.returncode == 1 and "already exists" in again.stderr
+    quiet = tool(bin_dir, "kafka-topics", *b, "--create", "--if-not-exists", "--topic", "orders")
+    assert (quiet.returncode, quiet.stdout) == (0, "")
+
+    listed = tool(bin_dir, "kafka-topics", *b, "--list")
+    assert listed.returncode == 0 and "orders" in listed.stdout.splitlines()
+
+    desc = tool(bin_dir, "kafka-topics", *b, "--describe", "--topic", "orders")
+    assert desc.returncode == 0, desc.stderr
+    lines = desc.stdout.splitlines()
+    assert re.fullmatch(
+        r"Topic: orders\tTopicId: [A-Za-z0-9_-]{22}\tPartitionCount: 3\tReplicationFactor: 1"
+        r"\tConfigs: cleanup.policy=compact",
+        lines[0],
+    ), lines[0]
+    assert lines[1:] == [
+        f"\tTopic: orders\tPartition: {p}\tLeader: 1\tReplicas: 1\tIsr: 1\tElr: N/A"
+        "\tLastKnownElr: N/A"
+        for p in range(3)
+    ]
+    # Kafka's --alter prints nothing on success.
+    alter = tool(bin_dir, "kafka-topics", *b, "--alter", "--topic", "orders", "--partitions", "4")
+    assert (alter.returncode, alter.stdout) == (0, ""), alter.stderr
+    over = tool(bin_dir, "kafka-topics", *b, "--describe", "--topics-with-overrides")
+    assert over.stdout.count("\n") == 1 and "PartitionCount: 4" in over.stdout
+    under = tool(bin_dir, "kafka-topics", *b, "--describe", "--under-replicated-partitions")
+    assert (under.returncode, under.stdout) == (0, "")
+    # Kafka 3.x refuses --alter --config with --bootstrap-server.
+    refused = tool(bin_dir, "kafka-topics", *b, "--alter", "--topic", "orders", "--config", "a=b")
+    assert refused.returncode == 1 and "kafka-configs" in refused.stderr
+
+    gone = tool(bin_dir, "kafka-topics", *b, "--delete", "--topic", "orders")
+    assert (gone.returncode, gone.stdout) == (0, ""), gone.stderr
+    missing = tool(bin_dir, "kafka-topics", *b, "--delete", "--topic", "orders")
+    assert missing.returncode == 1
+    ok = tool(bin_dir, "kafka-topics", *b, "--delete", "--topic", "orders", "--if-exists")
+    assert ok.returncode == 0
+
+
+def test_zookeeper_and_unknown_options_are_refused(bin_dir: Path) -> None:
+    zk = tool(bin_dir, "kafka-topics", "--zookeeper", "localhost:2181", "--list")
+    assert zk.returncode == 1
+    assert "zookeeper is not a recognized option" in zk.stderr
+    not_ours = tool(bin_dir, "kafka-topics", "--bootstrap-server", "x:1", "--list",
+                    "--topic-id", "abc")  # fmt: skip
+    assert not_ours.returncode == 1
+    assert not_ours.stderr.strip().splitlines() == [
+        "kt: error: kafka-topics: option --topic-id is not supported by kt: kt selects "
+        "topics by name (see 'kt compat list kafka-topics')"
+    ]
+    no_action = tool(bin_dir, "kafka-topics", "--bootstrap-server", "x:1")
+    assert no_action.returncode == 1 and "exactly one action" in no_action.stderr
+    acls = tool(bin_dir, "kafka-configs", "--bootstrap-server", "x:1", "--describe",
+                "--entity-type", "users")  # fmt: skip
+    assert acls.returncode == 1 and "users" in acls.stderr
+
+
+def test_kafka_configs(broker: Any, bin_dir: Path) -> None:
+    b = ["--bootstrap-server", broker.bootstrap]
+    assert tool(bin_dir, "kafka-topics", *b, "--create", "--topic", "cfg").returncode == 0
+    # --bootstrap-server abbreviated, as joptsimple allows
+    alter = tool(bin_dir, "kafka-configs", "--bootstrap-serv", broker.bootstrap, "--alter",
+                 "--entity-type", "topics", "--entity-name", "cfg",
+                 "--add-config", "retention.ms=1000,max.message.bytes=2000")  # fmt: skip
+    assert (alter.returncode, alter.stdout) == (0, "Completed updating config for topic cfg.\n")
+    desc = tool(bin_dir, "kafka-configs", *b, "--describe", "--topic", "cfg")
+    assert desc.returncode == 0
+    lines = desc.stdout.splitlines()
+    assert lines[0] == "Dynamic configs for topic cfg are:"
+    assert any(ln.startswith("  retention.ms=1000 sensitive=false synonyms={") for ln in lines)
+    delete = tool(bin_dir, "kafka-configs", *b, "--alter", "--entity-type", "topics",
+                  "--entity-name", "cfg", "--delete-config", "retention.ms")  # fmt: skip
+    assert delete.returncode == 0
+    after = tool(bin_dir, "kafka-configs", *b, "--describe", "--entity-type", "topics",
+                 "--entity-name", "cfg").stdout  # fmt: skip
+    assert "retention.ms" not in after and "max.message.bytes=2000" in after
+    brokers = tool(bin_dir, "kafka-configs", *b, "--alter", "--entity-type", "brokers",
+                   "--entity-default", "--add-config", "log.retention.ms=3600000")  # fmt: skip
+    assert brokers.returncode == 0, brokers.stderr
+    assert brokers.stdout == "Completed updating default config for brokers in the cluster.\n"
+
+
+def test_console_producer_consumer_and_groups(broker: Any, bin_dir: Path) -> None:
+    b = ["--bootstrap-server", broker.bootstrap]
+    assert tool(bin_dir, "kafka-topics", *b, "--create", "--topic", "lines",
+                "--partitions", "1").returncode == 0  # fmt: skip
+    sent = tool(bin_dir, "kafka-console-producer", *b, "--topic", "lines",
+                "--property", "parse.key=true", "--property", "key.separator=:",
+                input="k1:v1\nk2:v2\nk3:v3\n")  # fmt: skip
+    assert (sent.returncode, sent.stdout) == (0, ""), sent.stderr
+    got = tool(bin_dir, "kafka-console-consumer", *b, "--topic", "lines", "--from-beginning",
+               "--max-messages", "3", "--property", "print.key=true",
+               "--property", "print.offset=true", "--group", "billing")  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    assert got.stdout == "Offset:0\tk1\tv1\nOffset:1\tk2\tv2\nOffset:2\tk3\tv3\n"
+
+    listed = tool(bin_dir, "kafka-consumer-groups", *b, "--list")
+    assert "billing" in listed.stdout.splitlines()
+    desc = tool(bin_dir, "kafka-consumer-groups", *b, "--describe", "--group", "billing")
+    assert desc.returncode == 0, desc.stderr
+    rows = [ln.split() for ln in desc.stdout.splitlines() if ln.strip()]
+    assert rows[0] == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET",
+                       "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]  # fmt: skip
+    assert ["billing", "lines", "0", "3", "3", "0"] in [r[:6] for r in rows]
+    reset = tool(bin_dir, "kafka-consumer-groups", *b, "--reset-offsets", "--group", "billing",
+                 "--topic", "lines", "--to-earliest", "--execute")  # fmt: skip
+    assert reset.returncode == 0, reset.stderr
+    assert ["billing", "lines", "0", "0"] in [ln.split() for ln in reset.stdout.splitlines()]
+    deleted = tool(bin_dir, "kafka-consumer-groups", *b, "--delete", "--group", "billing")
+    assert deleted.stdout == "Deletion of requested consumer groups ('billing') was successful.\n"
+
+    offsets = tool(bin_dir, "kafka-get-offsets", *b, "--topic", "lines", "--time", "-1")
+    assert (offsets.returncode, offsets.stdout) == (0, "lines:0:3\n")
+
+    plan = Path(broker.data_dir.parent / "delete.json")
+    plan.write_text(json.dumps({"partitions": [{"topic": "lines", "partition": 0, "offset": 2}],
+                                "version": 1}))  # fmt: skip
+    dr = tool(bin_dir, "kafka-delete-records", *b, "--offset-json-file", str(plan))
+    assert dr.returncode == 0, dr.stderr
+    assert dr.stdout == (
+        "Executing records delete operation\n"
+        "Records delete operation completed:\n"
+        "partition: lines-0\tlow_watermark: 2\n"
+    )
+    earliest = tool(bin_dir, "kafka-get-offsets", *b, "--topic", "lines", "--time", "earliest")
+    assert earliest.stdout == "lines:0:2\n"
+
+
+def test_cluster_log_dirs_dump_log_and_others(broker: Any, bin_dir: Path) -> None:
+    b = ["--bootstrap-server", broker.bootstrap]
+    cid = tool(bin_dir, "kafka-cluster", "cluster-id", *b)
+    assert cid.returncode == 0 and re.fullmatch(r"Cluster ID: [A-Za-z0-9_-]{22}\n", cid.stdout)
+
+    assert tool(bin_dir, "kafka-topics", *b, "--create", "--topic", "dirs").returncode == 0
+    tool(bin_dir, "kafka-console-producer", *b, "--topic", "dirs", input="a\nb\n")
+    ld = tool(bin_dir, "kafka-log-dirs", *b, "--describe", "--topic-list", "dirs")
+    assert ld.returncode == 0, ld.stderr
+    head, received, doc = ld.stdout.split("\n", 2)
+    assert head == "Querying brokers for log directories information"
+    assert received == "Received log directory information from brokers 1"
+    parsed = json.loads(doc)
+    assert parsed["version"] == 1
+    assert parsed["brokers"][0]["logDirs"][0]["partitions"][0]["partition"] == "dirs-0"
+
+    segment = broker.data_dir / "dirs-0" / "00000000000000000000.log"
+    dump = tool(bin_dir, "kafka-dump-log", "--files", str(segment), "--print-data-log")
+    assert dump.returncode == 0, dump.stderr
+    assert dump.stdout.startswith(f"Dumping {segment}\nLog starting offset: 0\n")
+    assert "| offset: 1 " in dump.stdout and dump.stdout.rstrip().endswith("payload: b")
+
+    txns = tool(bin_dir, "kafka-transactions", *b, "list")
+    assert txns.returncode == 0 and txns.stdout.split() == [
+        "TransactionalId", "Coordinator", "ProducerId", "TransactionState"]  # fmt: skip
+    elect = tool(bin_dir, "kafka-leader-election", *b, "--election-type", "PREFERRED",
+                 "--all-topic-partitions")  # fmt: skip
+    assert elect.returncode == 0, elect.stderr
+
+
+def test_kt_answers_to_the_tool_names(broker: Any) -> None:
+    via_kt = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kt",
+            "kafka-topics",
+            "--bootstrap-server",
+            broker.bootstrap,
+            "--list",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+    )
+    assert via_kt.returncode == 0, via_kt.stderr

@@ -1,0 +1,65 @@
+"""Kafka tool command lines parsed as joptsimple parses them, and translated to kt's
+consumer format."""
+
+from __future__ import annotations
+
+import pytest
+
+from kt.tools.compat_args import (
+    Arity,
+    CompatUsageError,
+    Spec,
+    UnrecognizedOption,
+    UnsupportedOption,
+    parse,
+)
+from kt.tools.compat_tools import TOOLS, consumer_format, tool_name
+
+SPEC = Spec(
+    {"bootstrap-server": Arity.VALUE, "bootstrap-controller": Arity.VALUE, "list": Arity.FLAG,
+     "config": Arity.VALUE, "state": Arity.OPTIONAL},
+    {"topic-id": "by name"},
+)  # fmt: skip
+
+
+def test_values_flags_equals_and_repeats() -> None:
+    p = parse("t", SPEC, ["--bootstrap-server", "b:1", "--list", "--config=a=1", "--config", "b=2"])
+    assert p.value("bootstrap-server") == "b:1" and p.has("list")
+    assert p.values("config") == ["a=1", "b=2"]
+
+
+def test_unique_prefixes_and_ambiguity() -> None:
+    assert parse("t", SPEC, ["--bootstrap-s", "b:1"]).value("bootstrap-server") == "b:1"
+    with pytest.raises(UnrecognizedOption, match=r"^bootstrap is not a recognized option$"):
+        parse("t", SPEC, ["--bootstrap", "b:1"])
+    with pytest.raises(UnrecognizedOption, match=r"^zookeeper is not a recognized option$"):
+        parse("t", SPEC, ["--zookeeper", "z:2181"])
+
+
+def test_unsupported_option_is_named() -> None:
+    with pytest.raises(
+        UnsupportedOption, match=r"t: option --topic-id is not supported by kt: by name"
+    ):
+        parse("t", SPEC, ["--topic-id", "x"])
+
+
+def test_optional_value_and_missing_value() -> None:
+    assert parse("t", SPEC, ["--state", "--list"]).value("state") is None
+    assert parse("t", SPEC, ["--state", "Stable"]).value("state") == "Stable"
+    with pytest.raises(CompatUsageError, match="requires an argument"):
+        parse("t", SPEC, ["--bootstrap-server"])
+    with pytest.raises(CompatUsageError, match="does not take an argument"):
+        parse("t", SPEC, ["--list=yes"])
+
+
+def test_tool_names() -> None:
+    assert tool_name("/opt/kafka/bin/kafka-topics.sh") == "kafka-topics"
+    assert tool_name("kafka-configs") == "kafka-configs"
+    assert "kafka-acls" not in TOOLS
+
+
+def test_console_consumer_format_follows_kafka_field_order() -> None:
+    assert consumer_format({}) == "%s\\n"
+    props = {"print.key": "true", "print.timestamp": "true", "print.partition": "true",
+             "print.offset": "true", "key.separator": " | "}  # fmt: skip
+    assert consumer_format(props) == "CreateTime:%T | Partition:%p | Offset:%o | %k | %s\\n"
