@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -331,6 +332,12 @@ def kafka_consumer_groups(p: Parsed) -> int:
         argv += passthrough(p, ["group", "all-groups", "members", "verbose"])
         if p.has("state"):
             argv.append("--state")
+        elif not p.has("members"):
+            # The offsets table, in Kafka's column widths (kt's own table differs).
+            code, out = run_kt([*argv, "--json"], quiet=True)
+            for line in out.splitlines():
+                sys.stdout.write(offsets_table(json.loads(line)))
+            return code
     elif action == "delete":
         if p.has("all-groups"):
             raise UnsupportedOption(
@@ -358,6 +365,28 @@ def kafka_consumer_groups(p: Parsed) -> int:
         )
     code, _ = run_kt(argv)
     return code
+
+
+def offsets_table(doc: dict[str, Any]) -> str:
+    """One group's offsets as ConsumerGroupCommand prints them: a blank line, then
+    the header and rows padded to Kafka's widths (group, topic, consumer id and host
+    at least 15 wide), '-' for a missing value, a newline after the last row."""
+    rows = [
+        [doc["group"], r["topic"], r["partition"], r["current_offset"], r["log_end_offset"],
+         r["lag"], r["consumer_id"], r["host"], r["client_id"]]
+        for r in doc["offsets"]
+    ]  # fmt: skip
+    cells = [["-" if v is None else str(v) for v in row] for row in rows]
+    header = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+              "CONSUMER-ID", "HOST", "CLIENT-ID"]  # fmt: skip
+    widths = [15, 15, 10, 15, 15, 15, 15, 15]
+    for col in (0, 1, 6, 7):
+        widths[col] = max([15] + [len(c[col]) for c in cells])
+    out = ""
+    for row in [header, *cells]:
+        out += "\n" + " ".join(v.ljust(w) for v, w in zip(row, widths, strict=False))
+        out += " " + row[-1]
+    return out + "\n"
 
 
 def _ms(p: Parsed, name: str) -> int:
