@@ -33,8 +33,8 @@ def compat() -> None:
       kt compat list kafka-topics
 
     `kt kafka-topics ...` is short for `kt compat run kafka-topics ...`. Output and
-    exit codes are Kafka's (0 ok, 1 failed or bad usage); an option of Kafka's that
-    kt does not implement is one error naming it.
+    exit codes are Kafka's (0 ok, 1 failed or bad usage); an option of Kafka's
+    without an implementation here is one error naming it (docs/runbooks.md).
     """
 
 
@@ -42,7 +42,6 @@ def compat() -> None:
     context_settings={
         "ignore_unknown_options": True,
         "allow_interspersed_args": False,
-        "help_option_names": [],
     }
 )
 @click.argument("tool")
