@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from kt.client import KafkaClient
+from kt.client import KafkaClient, KafkaError
 from kt.client.records import EARLIEST, LATEST
 from kt.tools.command_config import read_command_config
 from kt.tools.compat_args import Arity, CompatUsageError, Parsed, Spec, UnsupportedOption, parse
@@ -36,13 +36,17 @@ EXIT_OK, EXIT_FAILED = 0, 1
 COMMON = {"bootstrap-server": V, "command-config": V, "help": F, "version": F}
 
 
-def run_kt(argv: list[str], *, quiet: bool = False) -> tuple[int, str]:
+def run_kt(
+    argv: list[str], *, quiet: bool = False, on_error: Callable[[str], None] | None = None
+) -> tuple[int, str]:
     """Run `kt ARGV` in this process; returns its exit code (kt's 2 for a usage error
-    becomes Kafka's 1) and, when `quiet`, what it printed on stdout (else printed)."""
+    becomes Kafka's 1) and, when `quiet`, what it printed on stdout (else printed).
+    `on_error` also gets the message of a failure (kt's error line is printed too)."""
     from kt.cli import cli
 
     out = io.StringIO()
     code = EXIT_OK
+    failure: str | None = None
     with contextlib.redirect_stdout(out) if quiet else contextlib.nullcontext():
         try:
             result = cli.main(argv, prog_name="kt", standalone_mode=False)
@@ -54,8 +58,11 @@ def run_kt(argv: list[str], *, quiet: bool = False) -> tuple[int, str]:
         except click.ClickException as exc:
             exc.show()
             code = exc.exit_code
+            failure = exc.format_message()
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else EXIT_FAILED
+    if failure is not None and on_error is not None:
+        on_error(failure)  # after stdout is restored
     return (EXIT_FAILED if code == 2 else code), out.getvalue()
 
 
@@ -190,8 +197,20 @@ def kafka_topics(p: Parsed) -> int:
             *TOPIC_FILTERS,
         ],
     )
+    topic = p.value("topic")
+
+    def kafka_error(message: str) -> None:
+        # TopicCommand's failure line (on stdout, as Kafka prints it), in its words
+        # for the two failures runbooks look for.
+        if "already exists" in message:
+            message = f"Topic '{topic}' already exists."
+        elif "does not exist" in message:
+            message = f"Topic '{topic}' does not exist as expected"
+        sys.stdout.write(f"Error while executing topic command : {message}\n")
+        sys.stdout.flush()
+
     # Kafka's --alter and --delete print nothing on success; kt's say what they did.
-    code, _ = run_kt(argv, quiet=action in ("alter", "delete"))
+    code, _ = run_kt(argv, quiet=action in ("alter", "delete"), on_error=kafka_error)
     return code
 
 
@@ -733,6 +752,54 @@ def kafka_cluster(p: Parsed) -> int:
     return EXIT_OK
 
 
+BROKER_API_VERSIONS = Spec(COMMON, {"bootstrap-controller": "use --bootstrap-server"})
+
+
+def api_versions_text(broker: str, offered: dict[int, tuple[int, int]]) -> str:
+    """NodeApiVersions.toString(true): every API the broker offers, in key order, with
+    the highest version both sides speak ("usable"; kt's client is the other side),
+    and UNSUPPORTED for the APIs kt knows that the broker does not offer."""
+    from kt.protocol.apis import APIS_BY_KEY
+
+    texts: dict[int, str] = {}
+    for key, (lo, hi) in offered.items():
+        api = APIS_BY_KEY.get(key)
+        text = f"{api.name if api else 'UNKNOWN'}({key}): {lo if lo == hi else f'{lo} to {hi}'}"
+        if api is not None:
+            if api.max_version < lo:
+                text += " [unusable: node too new]"
+            elif hi < api.min_version:
+                text += " [unusable: node too old]"
+            else:
+                text += f" [usable: {min(api.max_version, hi)}]"
+        texts[key] = text
+    for key, api in APIS_BY_KEY.items():
+        texts.setdefault(key, f"{api.name}({key}): UNSUPPORTED")
+    body = ",\n\t".join(texts[k] for k in sorted(texts))
+    return f"{broker} -> (\n\t{body}\n)\n"
+
+
+def kafka_broker_api_versions(p: Parsed) -> int:
+    """kafka-broker-api-versions.sh: each broker's ApiVersions, as Kafka prints them."""
+    refuse_positional(p)
+    conn = connection("kafka-broker-api-versions", p)
+
+    async def go(c: KafkaClient) -> list[str]:
+        out = []
+        for b in (await c.describe_cluster()).brokers:
+            node = f"{b.host}:{b.port} (id: {b.node_id} rack: {b.rack or 'null'})"
+            try:
+                versions = (await c.connection(b.node_id)).broker_versions
+                out.append(api_versions_text(node, versions))
+            except KafkaError as exc:
+                out.append(f"{node} -> ERROR: {exc}\n")
+        return out
+
+    for text in conn.wire().run(go):
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
 # --- the tools that map one to one onto a kt command ---------------------------------
 
 DUMP_LOG_OPTIONS = ["files", "print-data-log", "deep-iteration", "verify-index-only",
@@ -889,6 +956,12 @@ TOOLS: dict[str, Tool] = {
             "kt compat (DeleteRecords)",
         ),
         Tool("kafka-cluster", CLUSTER, kafka_cluster, "kt compat (DescribeCluster)"),
+        Tool(
+            "kafka-broker-api-versions",
+            BROKER_API_VERSIONS,
+            kafka_broker_api_versions,
+            "kt compat (ApiVersions)",
+        ),
         Tool("kafka-dump-log", DUMP_LOG, kafka_dump_log, "kt dump-log-segments"),
         Tool(
             "kafka-reassign-partitions",
@@ -904,7 +977,6 @@ TOOLS: dict[str, Tool] = {
 # Kafka's tools kt does not run (yet), with why: named in the error and in the list.
 NOT_COVERED = {
     "kafka-acls": "ACLs are being built (security work); not covered yet",
-    "kafka-broker-api-versions": "not covered yet",
     "kafka-metadata-quorum": "not covered yet",
     "kafka-metadata-shell": "use kt metadata shell",
     "kafka-features": "not covered yet",

@@ -71,7 +71,8 @@ def test_kafka_topics_lifecycle(broker: Any, bin_dir: Path) -> None:
                 "--config", "cleanup.policy=compact")  # fmt: skip
     assert (made.returncode, made.stdout) == (0, "Created topic orders.\n"), made.stderr
     again = tool(bin_dir, "kafka-topics", *b, "--create", "--topic", "orders", "--partitions", "1")
-    assert again.returncode == 1 and "already exists" in again.stderr
+    assert again.returncode == 1
+    assert again.stdout == "Error while executing topic command : Topic 'orders' already exists.\n"
     quiet = tool(bin_dir, "kafka-topics", *b, "--create", "--if-not-exists", "--topic", "orders")
     assert (quiet.returncode, quiet.stdout) == (0, "")
 
@@ -106,6 +107,9 @@ def test_kafka_topics_lifecycle(broker: Any, bin_dir: Path) -> None:
     assert (gone.returncode, gone.stdout) == (0, ""), gone.stderr
     missing = tool(bin_dir, "kafka-topics", *b, "--delete", "--topic", "orders")
     assert missing.returncode == 1
+    assert missing.stdout == (
+        "Error while executing topic command : Topic 'orders' does not exist as expected\n"
+    )
     ok = tool(bin_dir, "kafka-topics", *b, "--delete", "--topic", "orders", "--if-exists")
     assert ok.returncode == 0
 
@@ -252,3 +256,19 @@ def test_kt_answers_to_the_tool_names(broker: Any) -> None:
         timeout=DEADLINE,
     )
     assert via_kt.returncode == 0, via_kt.stderr
+
+
+def test_kafka_broker_api_versions(broker: Any, bin_dir: Path) -> None:
+    got = tool(bin_dir, "kafka-broker-api-versions", "--bootstrap-server", broker.bootstrap)
+    assert got.returncode == 0, got.stderr
+    lines = got.stdout.split("\n")
+    assert lines[0] == f"{broker.bootstrap} (id: 1 rack: null) -> ("
+    assert lines[-2:] == [")", ""]
+    # NodeApiVersions' lines: tab, Name(key): range [usable: N], comma but the last
+    assert re.fullmatch(r"\tProduce\(0\): \d+ to \d+ \[usable: \d+\],", lines[1]), lines[1]
+    entries = lines[1:-2]
+    assert all(re.fullmatch(r"\t\w+\(\d+\): .+,", e) for e in entries[:-1])
+    assert not entries[-1].endswith(",")
+    keys = [int(re.search(r"\((\d+)\)", e).group(1)) for e in entries]  # type: ignore[union-attr]
+    assert keys == sorted(keys)
+    assert any(e.startswith("\tApiVersions(18): ") for e in entries)
