@@ -69,17 +69,25 @@ def _script(tool: str) -> str:
 def install(directory: Path) -> None:
     """Write DIRECTORY/bin/ with kafka-*.sh scripts (and names without .sh) that run kt.
 
+    Tools kt does not cover (`kt compat list`) get a script that says so (exit 1).
+
     Point KAFKA_PATH at DIRECTORY, or put DIRECTORY/bin on PATH. Existing scripts of
     the same names are replaced; nothing else in the directory is touched.
     """
     bin_dir = directory / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
-    for name in sorted(TOOLS):
+    # The tools not covered get scripts too: a runbook calling one is told so in one
+    # line (exit 1) rather than by the shell's "not found".
+    names = sorted([*TOOLS, *NOT_COVERED])
+    for name in names:
         for file_name in (f"{name}.sh", name):
             target = bin_dir / file_name
             atomic_write(target, _script(name).encode())
             target.chmod(0o755)
-    click.echo(f"Wrote {2 * len(TOOLS)} scripts to {bin_dir}")
+    click.echo(
+        f"Wrote {2 * len(names)} scripts to {bin_dir} "
+        f"({len(TOOLS)} tools covered, {len(NOT_COVERED)} saying they are not)"
+    )
 
 
 @compat.command("list")
