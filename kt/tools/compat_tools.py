@@ -342,7 +342,11 @@ def kafka_consumer_groups(p: Parsed) -> int:
     if action == "list":
         if p.has("state") and p.value("state") is not None:
             raise UnsupportedOption("kafka-consumer-groups", "state", "a state filter with --list")
-        argv += passthrough(p, ["state"])
+        if p.has("state"):
+            code, out = run_kt([*argv, "--json"], quiet=True)
+            if code == EXIT_OK:
+                sys.stdout.write(groups_state_table(json.loads(out)))
+            return code
     elif action == "describe":
         if not p.has("group") and not p.has("all-groups"):
             raise CompatUsageError(
@@ -382,8 +386,35 @@ def kafka_consumer_groups(p: Parsed) -> int:
                 "execute",
             ],
         )
+        code, out = run_kt([*argv, "--json"], quiet=True)
+        if code == EXIT_OK:
+            sys.stdout.write(reset_table(json.loads(out)))
+        return code
     code, _ = run_kt(argv)
     return code
+
+
+def reset_table(plan: list[dict[str, Any]]) -> str:
+    """printOffsetsToReset: each line '%n%-30s %-30s %-10s %-15s' (padding kept),
+    the header only when there is something to reset, then a newline."""
+
+    def line(*cells: object) -> str:
+        return "\n" + " ".join(
+            str(c).ljust(w) for c, w in zip(cells, (30, 30, 10, 15), strict=True)
+        )
+
+    out = line("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET") if plan else ""
+    for r in plan:
+        out += line(r["group"], r["topic"], r["partition"], r["new_offset"])
+    return out + "\n"
+
+
+def groups_state_table(groups: list[dict[str, Any]]) -> str:
+    """--list --state as ConsumerGroupCommand prints it: GROUP padded to the longest
+    id (at least 15) plus 10, STATE padded to 20, in the order listed."""
+    width = max([15, *(len(g["group"]) for g in groups)]) + 10
+    rows = [("GROUP", "STATE"), *((g["group"], g["state"] or "Unknown") for g in groups)]
+    return "".join(f"{gid.ljust(width)} {state.ljust(20)}\n" for gid, state in rows)
 
 
 def offsets_table(doc: dict[str, Any]) -> str:

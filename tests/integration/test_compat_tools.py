@@ -189,7 +189,15 @@ def test_console_producer_consumer_and_groups(broker: Any, bin_dir: Path) -> Non
     reset = tool(bin_dir, "kafka-consumer-groups", *b, "--reset-offsets", "--group", "billing",
                  "--topic", "lines", "--to-earliest", "--execute")  # fmt: skip
     assert reset.returncode == 0, reset.stderr
-    assert ["billing", "lines", "0", "0"] in [ln.split() for ln in reset.stdout.splitlines()]
+    # printOffsetsToReset: %-30s %-30s %-10s %-15s, padding and leading newline kept
+    assert reset.stdout == (
+        "\nGROUP" + " " * 26 + "TOPIC" + " " * 26 + "PARTITION  NEW-OFFSET     "
+        "\nbilling" + " " * 24 + "lines" + " " * 26 + "0" + " " * 10 + "0" + " " * 14 + "\n"
+    )
+    states = tool(bin_dir, "kafka-consumer-groups", *b, "--list", "--state")
+    assert states.returncode == 0, states.stderr
+    assert "GROUP" + " " * 20 + " STATE" + " " * 15 + "\n" in states.stdout
+    assert "billing" + " " * 18 + " Empty" + " " * 15 + "\n" in states.stdout
     deleted = tool(bin_dir, "kafka-consumer-groups", *b, "--delete", "--group", "billing")
     assert deleted.stdout == "Deletion of requested consumer groups ('billing') was successful.\n"
 
