@@ -50,7 +50,6 @@ class Spec:
     supported: dict[str, Arity]
     # Kafka's options kt does not implement, each with an optional reason.
     unsupported: dict[str, str] = field(default_factory=dict)
-    # Options whose value Kafka takes as the words up to the next option (none so far).
 
 
 @dataclass

@@ -15,7 +15,7 @@ import io
 import json
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -719,7 +719,7 @@ def kafka_get_offsets(p: Parsed) -> int:
     return EXIT_OK
 
 
-def _regex_names(pattern: str, names: dict[str, object]) -> list[str]:
+def _regex_names(pattern: str, names: Mapping[str, object]) -> list[str]:
     # Kafka's --topic here is a regular expression matched against the whole name.
     try:
         rx = re.compile(pattern)

@@ -318,3 +318,20 @@ def test_librdkafka_test_suite_command_lines(broker: Any, bin_dir: Path) -> None
     )  # fmt: skip
     assert acls.returncode == 1
     assert acls.stderr.startswith("kt: error: kafka-acls: ") and "not covered" in acls.stderr
+
+
+def test_command_config_and_broker_configs(broker: Any, bin_dir: Path, tmp_path: Path) -> None:
+    props = tmp_path / "admin.properties"
+    props.write_text(f"bootstrap.servers={broker.bootstrap}\nrequest.timeout.ms=60000\n")
+    listed = tool(bin_dir, "kafka-topics", "--command-config", str(props), "--list")
+    assert listed.returncode == 0, listed.stderr
+    desc = tool(bin_dir, "kafka-configs", "--command-config", str(props), "--describe",
+                "--entity-type", "brokers", "--entity-name", "1")  # fmt: skip
+    assert desc.returncode == 0, desc.stderr
+    assert desc.stdout.splitlines()[0] == "Dynamic configs for broker 1 are:"
+    # A setting kt cannot honour is refused, not dropped.
+    sasl = tmp_path / "sasl.properties"
+    sasl.write_text(f"bootstrap.servers={broker.bootstrap}\nsecurity.protocol=SASL_SSL\n")
+    refused = tool(bin_dir, "kafka-topics", "--command-config", str(sasl), "--list")
+    assert refused.returncode == 1 and "security.protocol=SASL_SSL" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
