@@ -335,3 +335,15 @@ def test_command_config_and_broker_configs(broker: Any, bin_dir: Path, tmp_path:
     refused = tool(bin_dir, "kafka-topics", "--command-config", str(sasl), "--list")
     assert refused.returncode == 1 and "security.protocol=SASL_SSL" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_a_link_named_after_a_tool_runs_it(broker: Any, tmp_path: Path) -> None:
+    from broker_harness import KT
+
+    link = tmp_path / "kafka-topics.sh"
+    link.symlink_to(KT)
+    made = subprocess.run(
+        [str(link), "--bootstrap-server", broker.bootstrap, "--create", "--topic", "linked"],
+        capture_output=True, text=True, timeout=DEADLINE,
+    )  # fmt: skip
+    assert (made.returncode, made.stdout) == (0, "Created topic linked.\n"), made.stderr
