@@ -355,6 +355,11 @@ def kafka_consumer_groups(p: Parsed) -> int:
         argv += passthrough(p, ["group", "all-groups", "members", "verbose"])
         if p.has("state"):
             argv.append("--state")
+        elif p.has("members") and not p.has("verbose"):
+            code, out = run_kt([*argv, "--json"], quiet=True)
+            for line in out.splitlines():
+                sys.stdout.write(members_table(json.loads(line)))
+            return code
         elif not p.has("members"):
             # The offsets table, in Kafka's column widths (kt's own table differs).
             code, out = run_kt([*argv, "--json"], quiet=True)
@@ -392,6 +397,29 @@ def kafka_consumer_groups(p: Parsed) -> int:
         return code
     code, _ = run_kt(argv)
     return code
+
+
+def members_table(doc: dict[str, Any]) -> str:
+    """--describe --members as ConsumerGroupCommand prints it: a blank line, the
+    header, one row per member, each cell padded (GROUP-INSTANCE-ID only when a
+    member has one), #PARTITIONS padded to 15 and followed by a space."""
+    members = doc["members"]
+    with_instance = any(m.get("group_instance_id") for m in members)
+    rows = [
+        [doc["group"], m["consumer_id"], m.get("group_instance_id") or "", m["host"],
+         m["client_id"], str(len(m["assignment"]))]
+        for m in members
+    ]  # fmt: skip
+    header = ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+    widths = [15, 15, 17, 15, 15, 15]
+    for col in range(5):
+        widths[col] = max([widths[col]] + [len(r[col]) for r in rows])
+    keep = [0, 1, 2, 3, 4, 5] if with_instance else [0, 1, 3, 4, 5]
+
+    def line(cells: list[str]) -> str:
+        return "".join(cells[i].ljust(widths[i]) + " " for i in keep)
+
+    return "\n" + line(header) + "\n" + "".join(line(r) + "\n" for r in rows)
 
 
 def reset_table(plan: list[dict[str, Any]]) -> str:

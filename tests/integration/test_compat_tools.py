@@ -347,3 +347,36 @@ def test_a_link_named_after_a_tool_runs_it(broker: Any, tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=DEADLINE,
     )  # fmt: skip
     assert (made.returncode, made.stdout) == (0, "Created topic linked.\n"), made.stderr
+
+
+def test_members_of_a_live_group(broker: Any, bin_dir: Path) -> None:
+    import time
+
+    b = ["--bootstrap-server", broker.bootstrap]
+    assert tool(bin_dir, "kafka-topics", *b, "--create", "--topic", "live",
+                "--partitions", "2").returncode == 0  # fmt: skip
+    consumer = subprocess.Popen(
+        [str(bin_dir / "kafka-console-consumer.sh"), *b, "--topic", "live", "--group", "watchers"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + DEADLINE
+        while True:
+            got = tool(bin_dir, "kafka-consumer-groups", *b, "--describe", "--group", "watchers",
+                       "--members")  # fmt: skip
+            lines = got.stdout.split("\n")
+            if got.returncode == 0 and len(lines) >= 4 and lines[2].strip():
+                break
+            assert time.monotonic() < deadline, got
+            time.sleep(0.2)  # polling for the member to join, not a fixed wait
+        assert lines[0] == ""
+        assert re.fullmatch(r"GROUP {11}CONSUMER-ID +HOST {12}CLIENT-ID +#PARTITIONS {5}", lines[1])
+        # every cell starts where its header does (columns padded, one space apart)
+        starts = [m.start() for m in re.finditer(r"\S+", lines[1])]
+        assert [m.start() for m in re.finditer(r"\S+", lines[2])] == starts, lines[1:3]
+        cells = lines[2].split()
+        assert cells[0] == "watchers" and cells[-1] == "2", lines[2]
+        assert lines[2].endswith("2" + " " * 15)
+    finally:
+        consumer.terminate()
+        consumer.wait(timeout=DEADLINE)
