@@ -10,6 +10,7 @@ Kafka's: 0 ok, 1 anything else, usage errors included (Kafka's tools exit 1 ther
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import io
 import json
@@ -605,31 +606,101 @@ STRING_SERDE = {
 }
 
 
-def consumer_format(props: dict[str, str]) -> str:
-    """kt's --format for DefaultMessageFormatter's properties (fields in Kafka's order,
-    key.separator between them, line.separator after the value)."""
+@dataclass(frozen=True)
+class MessageFormat:
+    """DefaultMessageFormatter's settings (the --property options)."""
 
-    def on(key: str, default: bool = False) -> bool:
-        return props.get(key, str(default)).lower() == "true"
+    timestamp: bool = False
+    partition: bool = False
+    offset: bool = False
+    headers: bool = False
+    key: bool = False
+    value: bool = True
+    key_separator: bytes = b"\t"
+    line_separator: bytes = b"\n"
+    headers_separator: bytes = b","
+    null_literal: bytes = b"null"
 
-    fields = []
-    if on("print.timestamp"):
-        fields.append("CreateTime:%T")
-    if on("print.partition"):
-        fields.append("Partition:%p")
-    if on("print.offset"):
-        fields.append("Offset:%o")
-    if on("print.key"):
-        fields.append("%k")
-    if on("print.value", True):
-        fields.append("%s")
-    sep = _kt_delim(props.get("key.separator", "\t").replace("%", "%%"))
-    end = _kt_delim(props.get("line.separator", "\n").replace("%", "%%"))
-    return sep.join(fields) + end
+    @classmethod
+    def from_properties(cls, props: dict[str, str]) -> MessageFormat:
+        """From --property k=v settings (booleans: "true", any case)."""
+
+        def on(key: str, default: bool) -> bool:
+            return props.get(key, str(default)).lower() == "true"
+
+        def text(key: str, default: bytes) -> bytes:
+            return props[key].encode() if key in props else default
+
+        return cls(
+            on("print.timestamp", False),
+            on("print.partition", False),
+            on("print.offset", False),
+            on("print.headers", False),
+            on("print.key", False),
+            on("print.value", True),
+            text("key.separator", b"\t"),
+            text("line.separator", b"\n"),
+            text("headers.separator", b","),
+            text("null.literal", b"null"),
+        )
+
+    def render(self, record: dict[str, Any]) -> bytes:
+        """One record (kt consume's JSON object, base64 bytes) as Kafka prints it:
+        the chosen fields in Kafka's order, key.separator between them,
+        line.separator after the last."""
+
+        def raw(value: str | None) -> bytes:
+            return self.null_literal if value is None else base64.b64decode(value)
+
+        fields: list[bytes] = []
+        if self.timestamp:
+            kind = record["timestamp_type"]
+            fields.append(
+                b"NO_TIMESTAMP" if kind == "None" else f"{kind}:{record['timestamp']}".encode()
+            )
+        if self.partition:
+            fields.append(b"Partition:%d" % record["partition"])
+        if self.offset:
+            fields.append(b"Offset:%d" % record["offset"])
+        if self.headers:
+            hdrs = [h["key"].encode() + b":" + raw(h["value"]) for h in record["headers"]]
+            fields.append(self.headers_separator.join(hdrs) if hdrs else b"NO_HEADERS")
+        if self.key:
+            fields.append(raw(record["key"]))
+        if self.value:
+            fields.append(raw(record["value"]))
+        return self.key_separator.join(fields) + self.line_separator if fields else b""
 
 
-CONSUMER_PROPS = {"print.timestamp", "print.partition", "print.offset", "print.key", "print.value",
-                  "key.separator", "line.separator"}  # fmt: skip
+class FormattingStdout(io.RawIOBase):
+    """Stands in for stdout under `kt consume --json`: turns each NDJSON line into
+    Kafka's console format on the real stdout as it comes, and counts the records
+    (for Kafka's closing "Processed a total of N messages")."""
+
+    def __init__(self, fmt: MessageFormat, target: Any) -> None:
+        super().__init__()
+        self.fmt = fmt
+        self.target = target
+        self.pending = b""
+        self.count = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self.pending += bytes(data)
+        *lines, self.pending = self.pending.split(b"\n")
+        for line in lines:
+            if line.strip():
+                self.target.write(self.fmt.render(json.loads(line)))
+                self.count += 1
+        self.target.flush()
+        return len(data)
+
+
+CONSUMER_PROPS = {"print.timestamp", "print.partition", "print.offset", "print.headers",
+                  "print.key", "print.value", "key.separator", "line.separator",
+                  "headers.separator", "null.literal"}  # fmt: skip
 
 
 def kafka_console_consumer(p: Parsed) -> int:
@@ -648,7 +719,7 @@ def kafka_console_consumer(p: Parsed) -> int:
         if p.has(opt) and p.value(opt) not in STRING_SERDE:
             raise UnsupportedOption("kafka-console-consumer", opt, p.value(opt) or "")
     argv = ["consume", topic, "-b", p.value("bootstrap-server") or DEFAULT_BOOTSTRAP]
-    argv += ["-f", consumer_format(props)]
+    argv += ["--json", "--binary-encoding", "base64"]
     if p.has("partition"):
         argv += ["-p", p.value("partition") or ""]
     offset = p.value("offset")
@@ -685,7 +756,15 @@ def kafka_console_consumer(p: Parsed) -> int:
             raise UnsupportedOption("kafka-console-consumer", "consumer-property", key)
     if level == "read_committed":
         argv.append("--read-committed")
-    code, _ = run_kt(argv)
+    real = sys.stdout
+    real.flush()
+    sink = FormattingStdout(MessageFormat.from_properties(props), real.buffer)
+    # kt consume writes its NDJSON to sys.stdout.buffer; the stand-in reformats it.
+    stand_in = io.TextIOWrapper(io.BufferedWriter(sink, 1), write_through=True)
+    with contextlib.redirect_stdout(stand_in):
+        code, _ = run_kt(argv)
+        stand_in.flush()
+    click.echo(f"Processed a total of {sink.count} messages", err=True)
     return code
 
 

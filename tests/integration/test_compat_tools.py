@@ -234,6 +234,12 @@ def test_cluster_log_dirs_dump_log_and_others(broker: Any, bin_dir: Path) -> Non
     assert parsed["version"] == 1
     assert parsed["brokers"][0]["logDirs"][0]["partitions"][0]["partition"] == "dirs-0"
 
+    # DefaultMessageFormatter prints a null key as "null"; the count goes to stderr.
+    read = tool(bin_dir, "kafka-console-consumer", *b, "--topic", "dirs", "--from-beginning",
+                "--max-messages", "2", "--property", "print.key=true")  # fmt: skip
+    assert (read.returncode, read.stdout) == (0, "null\ta\nnull\tb\n"), read.stderr
+    assert read.stderr == "Processed a total of 2 messages\n"
+
     segment = broker.data_dir / "dirs-0" / "00000000000000000000.log"
     dump = tool(bin_dir, "kafka-dump-log", "--files", str(segment), "--print-data-log")
     assert dump.returncode == 0, dump.stderr

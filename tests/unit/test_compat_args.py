@@ -3,6 +3,8 @@ consumer format."""
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from kt.tools.compat_args import (
@@ -13,7 +15,7 @@ from kt.tools.compat_args import (
     UnsupportedOption,
     parse,
 )
-from kt.tools.compat_tools import TOOLS, consumer_format, tool_name
+from kt.tools.compat_tools import TOOLS, MessageFormat, tool_name
 
 SPEC = Spec(
     {"bootstrap-server": Arity.VALUE, "bootstrap-controller": Arity.VALUE, "list": Arity.FLAG,
@@ -59,7 +61,19 @@ def test_tool_names() -> None:
 
 
 def test_console_consumer_format_follows_kafka_field_order() -> None:
-    assert consumer_format({}) == "%s\\n"
-    props = {"print.key": "true", "print.timestamp": "true", "print.partition": "true",
-             "print.offset": "true", "key.separator": " | "}  # fmt: skip
-    assert consumer_format(props) == "CreateTime:%T | Partition:%p | Offset:%o | %k | %s\\n"
+    record = {"topic": "t", "partition": 2, "offset": 7, "timestamp": 1700000000000,
+              "timestamp_type": "LogAppendTime", "key": None,
+              "value": base64.b64encode(b"v\x00").decode(),
+              "headers": [{"key": "h", "value": base64.b64encode(b"1").decode()},
+                          {"key": "n", "value": None}]}  # fmt: skip
+    assert MessageFormat.from_properties({}).render(record) == b"v\x00\n"
+    every = MessageFormat.from_properties(
+        {"print.key": "true", "print.timestamp": "TRUE", "print.partition": "true",
+         "print.offset": "true", "print.headers": "true", "key.separator": " | "}
+    )  # fmt: skip
+    assert every.render(record) == (
+        b"LogAppendTime:1700000000000 | Partition:2 | Offset:7 | h:1,n:null | null | v\x00\n"
+    )
+    no_value = MessageFormat.from_properties({"print.value": "false", "print.key": "true",
+                                              "null.literal": "-"})  # fmt: skip
+    assert no_value.render({**record, "headers": []}) == b"-\n"
