@@ -25,10 +25,10 @@ import click
 
 from kt.client import KafkaClient, KafkaError
 from kt.client.records import EARLIEST, LATEST
-from kt.tools.command_config import read_command_config
 from kt.tools.compat_args import Arity, CompatUsageError, Parsed, Spec, UnsupportedOption, parse
+from kt.tools.connect_settings import SettingsError, resolve
 from kt.tools.console import CommandError
-from kt.tools.wire import DEFAULT_BOOTSTRAP, Wire, match_names
+from kt.tools.wire import DEFAULT_BOOTSTRAP, Wire, match_names, wire_from_settings
 
 F, V, O = Arity.FLAG, Arity.VALUE, Arity.OPTIONAL  # noqa: E741 - the three arities
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -69,35 +69,46 @@ def run_kt(
 
 @dataclass(frozen=True)
 class Connection:
-    """--bootstrap-server and --command-config, as kt's common options."""
+    """--bootstrap-server and --command-config, passed on to kt's own options (which
+    read the properties file as Kafka's tools do: bootstrap.servers under an explicit
+    --bootstrap-server, client.id, timeouts, TLS and SASL settings)."""
 
-    bootstrap: str
-    timeout: float | None
-    client_id: str | None
+    bootstrap: str | None
+    command_config: str | None
+    timeout: float | None = None
 
     def argv(self) -> list[str]:
         """kt's options for it."""
-        out = ["-b", self.bootstrap]
-        if self.timeout is not None:
-            out += ["--timeout", f"{self.timeout:g}"]
-        return out
+        out = ["-b", self.bootstrap] if self.bootstrap else []
+        out += ["--command-config", self.command_config] if self.command_config else []
+        return out + (["--timeout", f"{self.timeout:g}"] if self.timeout is not None else [])
 
     def wire(self) -> Wire:
-        """A Wire for the client-level tools."""
-        return Wire(self.bootstrap, self.timeout or 30.0, self.client_id or "kt")
+        """A Wire for the client-level tools, from the same settings."""
+        try:
+            settings = resolve(
+                bootstrap_flag=self.bootstrap,
+                bootstrap_env=None,
+                command_config=self.command_config,
+                properties_file=None,
+                x_items=[],
+                profile_name=None,
+            )
+        except SettingsError as exc:
+            raise CompatUsageError(str(exc)) from None
+        for w in settings.warnings:
+            click.echo(f"kt: warning: {w}", err=True)
+        return wire_from_settings(settings, self.timeout or 30.0, self.timeout is not None)
 
 
 def connection(tool: str, p: Parsed, *, option: str = "bootstrap-server") -> Connection:
-    """The cluster to reach: --bootstrap-server, else the --command-config file's
-    bootstrap.servers (Kafka's tools take the option over the file)."""
-    props = read_command_config(cfg) if (cfg := p.value("command-config")) else {}
-    bootstrap = p.value(option) or props.get("bootstrap.servers")
-    if not bootstrap:
+    """The cluster to reach: --bootstrap-server and/or --command-config (whose
+    bootstrap.servers serves when the option is not given); Kafka's tools need one."""
+    bootstrap = p.value(option)
+    config = p.value("command-config")
+    if not bootstrap and not config:
         raise CompatUsageError(f"--{option} must be specified")
-    timeouts = [
-        int(props[k]) for k in ("request.timeout.ms", "default.api.timeout.ms") if k in props
-    ]
-    return Connection(bootstrap, max(timeouts) / 1000 if timeouts else None, props.get("client.id"))
+    return Connection(bootstrap, config)
 
 
 def one_action(p: Parsed, actions: list[str]) -> str:
@@ -338,7 +349,7 @@ def kafka_consumer_groups(p: Parsed) -> int:
     action = one_action(p, ["list", "describe", "delete", "reset-offsets"])
     conn = connection("kafka-consumer-groups", p)
     if p.has("timeout"):
-        conn = Connection(conn.bootstrap, _ms(p, "timeout") / 1000, conn.client_id)
+        conn = Connection(conn.bootstrap, conn.command_config, _ms(p, "timeout") / 1000)
     argv = ["group", action, *conn.argv()]
     if action == "list":
         if p.has("state") and p.value("state") is not None:
@@ -991,7 +1002,7 @@ def kafka_reassign_partitions(p: Parsed) -> int:
     one_action(p, ["generate", "execute", "verify", "cancel", "list"])
     conn = connection("kafka-reassign-partitions", p)
     if p.has("timeout"):
-        conn = Connection(conn.bootstrap, _ms(p, "timeout") / 1000, conn.client_id)
+        conn = Connection(conn.bootstrap, conn.command_config, _ms(p, "timeout") / 1000)
     code, _ = run_kt(["reassign-partitions", *conn.argv(), *passthrough(p, REASSIGN_OPTIONS)])
     return code
 

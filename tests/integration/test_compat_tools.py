@@ -335,7 +335,7 @@ def test_command_config_and_broker_configs(broker: Any, bin_dir: Path, tmp_path:
                 "--entity-type", "brokers", "--entity-name", "1")  # fmt: skip
     assert desc.returncode == 0, desc.stderr
     assert desc.stdout.splitlines()[0] == "Dynamic configs for broker 1 are:"
-    # A setting kt cannot honour is refused, not dropped.
+    # Incomplete security settings are refused in one line, never dropped.
     sasl = tmp_path / "sasl.properties"
     sasl.write_text(f"bootstrap.servers={broker.bootstrap}\nsecurity.protocol=SASL_SSL\n")
     refused = tool(bin_dir, "kafka-topics", "--command-config", str(sasl), "--list")
