@@ -1125,7 +1125,7 @@ TOOLS: dict[str, Tool] = {
 }
 # Kafka's tools kt does not run (yet), with why: named in the error and in the list.
 NOT_COVERED = {
-    "kafka-acls": "ACLs are being built (security work); not covered yet",
+    "kafka-acls": "not covered yet (kt acl takes kafka-acls.sh's options directly)",
     "kafka-metadata-quorum": "not covered yet",
     "kafka-metadata-shell": "use kt metadata shell",
     "kafka-features": "not covered yet",
