@@ -6,7 +6,7 @@ authorizes nothing, looks secured and is not. So any setting asking for security
 the broker does not implement yet is a start-up error naming the setting: today
 delegation tokens and TLS/SASL on the connections between the brokers of a
 ZooKeeper cluster; `super.users` without an authorizer is refused too. TLS and SASL
-settings that cannot work (a missing keystore, GSSAPI) are refused by
+settings that cannot work (a missing keystore or keytab) are refused by
 `listener_security`, an unknown `authorizer.class.name` by the authorizer.
 """
 
