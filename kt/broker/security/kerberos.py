@@ -326,7 +326,8 @@ class _GssContext:
 
     @property
     def complete(self) -> bool:
-        return bool(self._ctx.complete)
+        # a failed accept returns the KRB-ERROR token and raises here, on next use
+        return bool(self._call("accepting the security context", lambda: self._ctx.complete))
 
     @property
     def initiator(self) -> str:
