@@ -115,8 +115,11 @@ def _acls(b: BrokerProcess) -> None:
         return AclBinding(ResourceType[rtype], name, ResourcePatternType.LITERAL, who, "*",
                           AclOperation[op], AclPermissionType.ALLOW)  # fmt: skip
 
-    wanted = [allow("TOPIC", "krb", "User:alice", "ALL"), allow("GROUP", "krb-g", "User:alice", "READ"),
-              allow("TOPIC", "bobs", "User:robert", "WRITE")]  # fmt: skip
+    wanted = [
+        allow("TOPIC", "krb", "User:alice", "ALL"),
+        allow("GROUP", "krb-g", "User:alice", "READ"),
+        allow("TOPIC", "bobs", "User:robert", "WRITE"),
+    ]
     for fut in a.create_acls(wanted).values():
         assert fut.result(60) is None
 
