@@ -4,8 +4,11 @@ of GssapiServer over a scripted GSS-API context."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from kt.broker.config import ConfigError, load_config
 from kt.broker.security.kerberos import (
     GssapiServer,
     KerberosConfigError,
@@ -113,3 +116,52 @@ def test_a_security_layer_or_unmapped_principal_fails() -> None:
     with pytest.raises(SaslError, match=r"Failed to set name for 'eve@OTHER\.COM'"):
         server.evaluate(b"W\x01\x00\x00\x00")
     assert not server.complete
+
+
+# --- the broker's settings -------------------------------------------------------------------
+
+_KRB5 = "com.sun.security.auth.module.Krb5LoginModule"
+_GOOD = f'{_KRB5} required useKeyTab=true keyTab="/nonexistent.keytab" principal="kafka/h@R";'
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({}, "listener.name.sasl_plaintext.gssapi.sasl.jaas.config is not set"),
+        ({"jaas": "org.apache.kafka.common.security.plain.PlainLoginModule required;"},
+         "the broker's Kerberos login is read from com.sun.security.auth.module"),
+        ({"jaas": f'{_KRB5} required keyTab="/k" principal="kafka/h@R";'},
+         "set useKeyTab=true, keyTab and principal"),
+        ({"jaas": f'{_KRB5} required useKeyTab=true principal="kafka/h@R";'},
+         "set useKeyTab=true, keyTab and principal"),
+        ({"jaas": _GOOD, "sasl.kerberos.service.name": ""},
+         "No serviceName defined in either JAAS or Kafka config"),
+        ({"jaas": _GOOD.replace(";", ' serviceName="other";'),
+          "sasl.kerberos.service.name": "kafka"},
+         "Conflicting serviceName values found in JAAS and Kafka configs"),
+        ({"jaas": _GOOD, "sasl.kerberos.principal.to.local.rules": "RULE:[1:$1"},
+         "Invalid rule: RULE:[1:$1"),
+        ({"jaas": _GOOD}, "cannot use the keys of kafka/h@R in keytab /nonexistent.keytab"),
+    ],
+)  # fmt: skip
+def test_broker_settings_that_cannot_work_are_start_up_errors(
+    tmp_path: Path, extra: dict[str, str], message: str
+) -> None:
+    pytest.importorskip("gssapi")
+    overrides = {
+        "log.dirs": str(tmp_path / "d"),
+        "listeners": "PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093",
+        "sasl.enabled.mechanisms": "GSSAPI",
+        "sasl.kerberos.service.name": "kafka",
+    }
+    for key, value in extra.items():
+        if key == "jaas":
+            overrides["listener.name.sasl_plaintext.gssapi.sasl.jaas.config"] = value
+        elif value:
+            overrides[key] = value
+        else:
+            overrides.pop(key)
+    with pytest.raises(ConfigError) as info:
+        load_config(overrides=overrides)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
