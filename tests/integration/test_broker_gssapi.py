@@ -1,7 +1,7 @@
 """SASL/GSSAPI on kt's own broker against a real MIT KDC (Debian's krb5-kdc): the
 broker accepts with its keytab (`listener.name.<l>.gssapi.sasl.jaas.config`), kt's
-commands (keytab from librdkafka's keys) and kafka-python (the gssapi module with a
-`kinit` ticket cache) produce and consume over SASL_PLAINTEXT and SASL_SSL; the
+commands (keytab from librdkafka's keys), kafka-python (the gssapi module with a
+`kinit` ticket cache) and kcat (Debian's librdkafka with Cyrus SASL) produce and consume over SASL_PLAINTEXT and SASL_SSL; the
 principal goes through `sasl.kerberos.principal.to.local.rules` into the ACLs; a
 broker with a stale keytab refuses with Kafka's message, an unknown principal gets
 no ticket. confluent-kafka is left out: the librdkafka in its wheel is built without
@@ -11,6 +11,7 @@ OAUTHBEARER)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -217,3 +218,26 @@ def test_unknown_principal_gets_no_ticket(env: dict[str, Any]) -> None:
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("kt: error: "), r.stderr
     assert "mallory" in lines[0], lines[0]
+
+
+def test_kcat_with_librdkafkas_kerberos_keys(env: dict[str, Any], tmp_path: Path) -> None:
+    """kcat (Debian's librdkafka, GSSAPI through Cyrus SASL and its kinit command):
+    produce over SASL_PLAINTEXT, read back over SASL_SSL."""
+    if not shutil.which("kcat"):
+        pytest.skip("kcat is not installed")
+    ports = env["broker"].ports
+    base = ["-X", "sasl.mechanisms=GSSAPI", "-X", "sasl.kerberos.service.name=kafka",
+            "-X", f"sasl.kerberos.keytab={env['keytabs']['alice']}",
+            "-X", "sasl.kerberos.principal=alice"]  # fmt: skip
+    own = {**os.environ, "KRB5CCNAME": f"FILE:{tmp_path / 'kcat-ccache'}"}
+    r = subprocess.run(["kcat", "-P", "-b", f"localhost:{ports['SASL_PLAINTEXT']}", "-t", "krb",
+                        "-X", "security.protocol=SASL_PLAINTEXT", *base],
+                       input="from kcat\n", capture_output=True, text=True, timeout=120,
+                       env=own)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(["kcat", "-C", "-b", f"localhost:{ports['SASL_SSL']}", "-t", "krb",
+                        "-o", "beginning", "-e", "-X", "security.protocol=SASL_SSL",
+                        "-X", f"ssl.ca.location={env['pki'] / 'ca.pem'}", *base],
+                       capture_output=True, text=True, timeout=120, env=own)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "from kcat" in r.stdout.splitlines(), (r.stdout, r.stderr)
