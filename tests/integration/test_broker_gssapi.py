@@ -1,18 +1,21 @@
 """SASL/GSSAPI on kt's own broker against a real MIT KDC (Debian's krb5-kdc): the
 broker accepts with its keytab (`listener.name.<l>.gssapi.sasl.jaas.config`), kt's
 commands (keytab from librdkafka's keys), kafka-python (the gssapi module with a
-`kinit` ticket cache) and kcat (Debian's librdkafka with Cyrus SASL) produce and consume over SASL_PLAINTEXT and SASL_SSL; the
-principal goes through `sasl.kerberos.principal.to.local.rules` into the ACLs; a
-broker with a stale keytab refuses with Kafka's message, an unknown principal gets
-no ticket. confluent-kafka is left out: the librdkafka in its wheel is built without
-GSSAPI ("No provider for SASL mechanism GSSAPI", builtin PLAIN SASL_SCRAM
-OAUTHBEARER)."""
+`kinit` ticket cache) and kcat (Debian's librdkafka with Cyrus SASL) produce and
+consume over SASL_PLAINTEXT and SASL_SSL; the principal goes through
+`sasl.kerberos.principal.to.local.rules` into the ACLs; kt's client re-authenticates
+(KIP-368) with a new Kerberos context; a broker with a stale keytab refuses with
+Kafka's message, an unknown principal gets no ticket. confluent-kafka is left out:
+the librdkafka in its wheel is built without GSSAPI ("No provider for SASL mechanism
+GSSAPI", builtin PLAIN SASL_SCRAM OAUTHBEARER)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,11 +44,16 @@ def secured(tmp: Path, kdc: Kdc, pki: Path, service: str, keytab: Path) -> Broke
     tmp.mkdir(parents=True, exist_ok=True)
     keystore = tmp / "server-keystore.pem"
     keystore.write_text((pki / "server.key").read_text() + (pki / "server.pem").read_text())
-    plain, sp, ss = free_port(), free_port(), free_port()
+    plain, sp, ss, ra = free_port(), free_port(), free_port(), free_port()
     principal = f"{service}/localhost@{REALM}"
     overrides = {
         "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://localhost:{sp},"
-        f"SASL_SSL://localhost:{ss}",
+        f"SASL_SSL://localhost:{ss},REAUTH://localhost:{ra}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+        "SASL_SSL:SASL_SSL,REAUTH:SASL_PLAINTEXT",
+        # a listener whose Kerberos sessions last 3 s (KIP-368)
+        "listener.name.reauth.gssapi.sasl.jaas.config": jaas(keytab, principal),
+        "listener.name.reauth.gssapi.connections.max.reauth.ms": "3000",
         "sasl.enabled.mechanisms": "GSSAPI",
         "sasl.kerberos.service.name": service,
         "listener.name.sasl_plaintext.gssapi.sasl.jaas.config": jaas(keytab, principal),
@@ -64,7 +72,7 @@ def secured(tmp: Path, kdc: Kdc, pki: Path, service: str, keytab: Path) -> Broke
         "connection.failed.authentication.delay.ms": "0",
     }
     b = BrokerProcess(tmp / "data", plain, overrides).start(timeout=90)
-    b.ports = {"SASL_PLAINTEXT": sp, "SASL_SSL": ss}  # type: ignore[attr-defined]
+    b.ports = {"SASL_PLAINTEXT": sp, "SASL_SSL": ss, "REAUTH": ra}  # type: ignore[attr-defined]
     return b
 
 
@@ -241,3 +249,31 @@ def test_kcat_with_librdkafkas_kerberos_keys(env: dict[str, Any], tmp_path: Path
                        capture_output=True, text=True, timeout=120, env=own)  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "from kcat" in r.stdout.splitlines(), (r.stdout, r.stderr)
+
+
+def test_kt_reauthenticates_with_kerberos_before_the_session_ends(env: dict[str, Any]) -> None:
+    from kt.client import KafkaClient, SecurityConfig
+
+    security = SecurityConfig.from_properties({
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI",
+        "sasl.kerberos.service.name": "kafka",
+        "sasl.kerberos.keytab": str(env["keytabs"]["alice"]),
+        "sasl.kerberos.principal": "alice"})  # fmt: skip
+
+    async def go() -> int:
+        port = env["broker"].ports["REAUTH"]
+        async with KafkaClient(f"localhost:{port}", security=security) as client:
+            conn = await client.any_connection()
+            assert 0 < conn.session_lifetime_ms <= 3000
+            first = id(conn)
+            deadline = time.monotonic() + 90
+            # the broker closes a connection whose session ran out at its next request;
+            # kt re-authenticates (a new Kerberos context) first, so it lives on
+            while conn.reauthentications < 2:
+                assert time.monotonic() < deadline
+                await asyncio.gather(*(client.refresh_metadata() for _ in range(3)))
+                await asyncio.sleep(0.05)
+            assert id(await client.any_connection()) == first and conn.connected
+            return int(conn.reauthentications)
+
+    assert asyncio.run(go()) >= 2
