@@ -278,3 +278,40 @@ def test_kt_reauthenticates_with_kerberos_before_the_session_ends(env: dict[str,
             return int(conn.reauthentications)
 
     assert asyncio.run(go()) >= 2
+
+
+def test_the_server_mechanism_against_mit_krb5_directly(
+    env: dict[str, Any], tmp_path: Path
+) -> None:
+    """GssapiServer with the broker's keytab and MIT krb5's initiator in this process:
+    the exchange completes with the authenticated name (not the authorization id the
+    client claims); garbage and a replayed AP-REQ are SaslErrors, never crashes."""
+    import gssapi
+
+    from kt.broker.security.kerberos import Acceptor, GssapiServer, KerberosShortNamer
+    from kt.broker.security.sasl import SaslError
+
+    acceptor = Acceptor(f"kafka/localhost@{REALM}", str(env["keytabs"]["kafka/localhost"]))
+    namer = KerberosShortNamer("DEFAULT", REALM)
+    creds = gssapi.Credentials(
+        name=gssapi.Name("alice", gssapi.NameType.kerberos_principal), usage="initiate",
+        store={"client_keytab": str(env["keytabs"]["alice"]),
+               "ccache": f"FILE:{tmp_path / 'direct-ccache'}"})  # fmt: skip
+    target = gssapi.Name("kafka@localhost", gssapi.NameType.hostbased_service)
+    client = gssapi.SecurityContext(name=target, creds=creds, usage="initiate",
+                                    flags=gssapi.RequirementFlag.mutual_authentication)  # fmt: skip
+    server = GssapiServer(acceptor.context(), namer)
+    ap_req = bytes(client.step(None))
+    ap_rep = server.evaluate(ap_req)
+    client.step(ap_rep)
+    assert client.complete and not server.complete
+    offer = bytes(client.unwrap(server.evaluate(b"")).message)
+    assert offer == b"\x01\x00\x00\x00"
+    choice = client.wrap(b"\x01\x00\x00\x00bob@" + REALM.encode(), False).message
+    assert server.evaluate(bytes(choice)) == b""
+    assert server.complete and server.authorization_id == "alice"
+    # the same AP-REQ again is a replay; garbage is not a token
+    with pytest.raises(SaslError):
+        GssapiServer(acceptor.context(), namer).evaluate(ap_req)
+    with pytest.raises(SaslError):
+        GssapiServer(acceptor.context(), namer).evaluate(b"\x60garbage" * 100)
