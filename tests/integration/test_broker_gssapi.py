@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import socket
+import struct
 import subprocess
 import time
 from collections.abc import Iterator
@@ -315,3 +317,55 @@ def test_the_server_mechanism_against_mit_krb5_directly(
         GssapiServer(acceptor.context(), namer).evaluate(ap_req)
     with pytest.raises(SaslError):
         GssapiServer(acceptor.context(), namer).evaluate(b"\x60garbage" * 100)
+
+
+def _frame(sock: socket.socket) -> bytes:
+    def exactly(n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("closed by the broker")
+            buf += chunk
+        return buf
+
+    (size,) = struct.unpack(">i", exactly(4))
+    return exactly(size)
+
+
+def test_kafka_0_9_raw_gssapi_without_a_handshake(env: dict[str, Any], tmp_path: Path) -> None:
+    """Kafka 0.9's clients send the Kerberos token as the first frame, with no
+    SaslHandshake: the broker takes it as GSSAPI (raw tokens both ways), then serves
+    Kafka requests on the connection."""
+    import gssapi
+
+    creds = gssapi.Credentials(
+        name=gssapi.Name("alice", gssapi.NameType.kerberos_principal), usage="initiate",
+        store={"client_keytab": str(env["keytabs"]["alice"]),
+               "ccache": f"FILE:{tmp_path / 'raw-ccache'}"})  # fmt: skip
+    target = gssapi.Name("kafka@localhost", gssapi.NameType.hostbased_service)
+    ctx = gssapi.SecurityContext(name=target, creds=creds, usage="initiate",
+                                 flags=gssapi.RequirementFlag.mutual_authentication)  # fmt: skip
+    port = env["broker"].ports["SASL_PLAINTEXT"]
+    with socket.create_connection(("localhost", port), timeout=60) as sock:
+
+        def send(data: bytes) -> None:
+            sock.sendall(struct.pack(">i", len(data)) + data)
+
+        send(bytes(ctx.step(None)))
+        ctx.step(_frame(sock))  # the AP-REP
+        assert ctx.complete
+        send(b"")
+        offer = bytes(ctx.unwrap(_frame(sock)).message)
+        assert offer[0] == 1
+        send(bytes(ctx.wrap(b"\x01\x00\x00\x00", False).message))
+        # authenticated: ApiVersions v0 (key 18, correlation id 7, no client id)
+        send(struct.pack(">hhih", 18, 0, 7, -1))
+        answer = _frame(sock)
+        assert struct.unpack(">ih", answer[:6]) == (7, 0)
+    # a first frame that is neither a request nor a Kerberos token: refused, closed
+    with socket.create_connection(("localhost", port), timeout=60) as sock:
+        junk = b"\x60" + b"garbage!" * 4
+        sock.sendall(struct.pack(">i", len(junk)) + junk)
+        with pytest.raises(ConnectionError):
+            _frame(sock)

@@ -165,3 +165,25 @@ def test_broker_settings_that_cannot_work_are_start_up_errors(
         load_config(overrides=overrides)
     assert message in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_a_raw_first_token_starts_gssapi_only_when_enabled_and_first() -> None:
+    """Kafka 0.9's clients: a first frame that is no request is a GSSAPI token."""
+    from kt.broker.security.authenticator import SaslAuthenticator, SaslSettings, State
+    from kt.protocol import apis
+
+    namer = KerberosShortNamer("DEFAULT", REALM)
+    gss = SaslSettings(("GSSAPI",), {"GSSAPI": lambda: GssapiServer(FakeContext("a@EXAMPLE.COM"),
+                                                                   namer)}, {})  # fmt: skip
+    a = SaslAuthenticator(gss, "127.0.0.1", lambda: 0.0)
+    assert a.start_raw_gssapi() and a.expects_raw
+    assert a.on_raw_frame(b"AP-REQ").raw == b"AP-REP"
+    assert a.on_raw_frame(b"").raw == b"W\x01\x00\x00\x00"
+    assert a.on_raw_frame(b"W\x01\x00\x00\x00").raw is None
+    assert a.complete and a.principal == "User:a"
+    # not after the connection's first request, and not without GSSAPI
+    b = SaslAuthenticator(gss, "127.0.0.1", lambda: 0.0)
+    b.on_request(apis.API_VERSIONS.key, 0, None)
+    assert not b.start_raw_gssapi() and b.state == State.HANDSHAKE
+    plain = SaslSettings(("PLAIN",), {}, {})
+    assert not SaslAuthenticator(plain, "127.0.0.1", lambda: 0.0).start_raw_gssapi()
