@@ -5,7 +5,7 @@ start: a `SASL_SSL` listener served in plaintext, or an `authorizer.class.name` 
 authorizes nothing, looks secured and is not. So any setting asking for security
 the broker does not implement yet is a start-up error naming the setting: today
 delegation tokens; `super.users` without an authorizer is refused too. TLS and SASL
-settings that cannot work (a missing keystore, GSSAPI) are refused by
+settings that cannot work (a missing keystore or keytab) are refused by
 `listener_security`, an unknown `authorizer.class.name` by the authorizer.
 """
 

@@ -174,7 +174,7 @@ def _load(tmp_path: Path, **overrides: str) -> None:
          "has no keystore"),
         ({"listeners": "SASL_PLAINTEXT://127.0.0.1:9093",
           "security.inter.broker.protocol": "SASL_PLAINTEXT"},
-         "sasl.enabled.mechanisms (listener SASL_PLAINTEXT): GSSAPI is not implemented"),
+         "listener.name.sasl_plaintext.gssapi.sasl.jaas.config is not set: GSSAPI needs"),
         ({"listeners": "SASL_PLAINTEXT://127.0.0.1:9093",
           "security.inter.broker.protocol": "SASL_PLAINTEXT",
           "sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.inter.broker.protocol": "PLAIN"},
