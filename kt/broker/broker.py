@@ -69,6 +69,8 @@ class Broker:
             failure_listener=self._dir_failure_from_any_thread,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Told when the controller deleted a topic (see topic_deleted).
+        self._on_topic_deleted: list[Callable[[str], None]] = []
         # What the controller said; topics as the controller described them (plus
         # their configs).
         cache = MetadataCache()
@@ -91,13 +93,13 @@ class Broker:
             submit_isr_change=lambda p, cb: self.membership.submit_isr_change(p, cb),
             replica_lag_time_max_ms=config.get_int("replica.lag.time.max.ms"),
             txn_verification_enabled=config.transaction_partition_verification_enable,
+            topic_deleted=self.topic_deleted,
         )
         # Incremental fetch sessions (KIP-227) of followers and consumers.
         self.fetch_sessions = FetchSessionCache(
             config.get_int("max.incremental.fetch.session.cache.slots")
         )
         self.started_ms = int(time.time() * 1000)
-        self._on_topic_deleted: list[Callable[[str], None]] = []
         # Listeners as bound (port 0 resolved), set by the server once listening.
         self.bound_listeners: list[Listener] = []
         self.producer_ids = ProducerIdManager()
@@ -337,7 +339,9 @@ class Broker:
         return self.logs.default_config.with_overrides(self.topic_configs.of(name))
 
     def topic_deleted(self, name: str) -> None:
-        """Run the deletion callbacks (the controller deleted the topic's replicas)."""
+        """The controller deleted the topic (an UpdateMetadata dropped its partitions):
+        forget its config overrides, and the group coordinator drops every group's
+        offsets of it (Kafka's GroupCoordinator.onPartitionsDeleted)."""
         self.metadata.drop_configs(name)
         for callback in self._on_topic_deleted:
             callback(name)

@@ -150,12 +150,16 @@ class ReplicaManager:
         submit_isr_change: Callable[[IsrProposal, Callable[[IsrResult], None]], bool] | None = None,
         replica_lag_time_max_ms: int = 30_000,
         txn_verification_enabled: bool = True,
+        topic_deleted: Callable[[str], None] = lambda _topic: None,
     ) -> None:
         """`broker_epoch` is our registration's epoch (-1 until registered);
         `topic_configs` gives a topic's overrides for logs this broker creates as a
         new replica, `fetch_topic_configs` reads them from the coordination store
         first; `submit_isr_change` sends an ISR proposal to the controller (None, or
-        False from it: not sent, the change is abandoned)."""
+        False from it: not sent, the change is abandoned); `topic_deleted(topic)` is
+        called once an UpdateMetadata removed a topic's partitions (the controller
+        deleted it), as Kafka's KafkaApis tells its GroupCoordinator
+        (onPartitionsDeleted)."""
         self.node_id = node_id
         self.logs = logs
         self._partitions: dict[TopicPartition, Partition] = {}
@@ -194,6 +198,7 @@ class ReplicaManager:
         # transaction.partition.verification.enable (KIP-890), kept current by the
         # broker's reconfigure() as dynamic configs change.
         self.txn_verification_enabled = txn_verification_enabled
+        self._topic_deleted = topic_deleted
 
     # --- the hosted partitions -------------------------------------------------
 
@@ -783,7 +788,7 @@ class ReplicaManager:
                         controller_id, controller_epoch, stale)  # fmt: skip
             return stale
         self.controller_epoch = controller_epoch
-        self.metadata_cache.update(
+        deleted = self.metadata_cache.update(
             controller_id=controller_id,
             controller_epoch=controller_epoch,
             brokers=brokers,
@@ -791,6 +796,9 @@ class ReplicaManager:
         )
         event, self._metadata_event = self._metadata_event, asyncio.Event()
         event.set()
+        # A partition count never shrinks: a deleted partition is a deleted topic.
+        for topic in dict.fromkeys(topic for topic, _ in deleted):
+            self._topic_deleted(topic)
         timeline.mark("update_metadata", partitions=len(partitions))
         return ErrorCode.NONE
 
