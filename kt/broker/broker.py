@@ -94,6 +94,8 @@ class Broker:
             replica_lag_time_max_ms=config.get_int("replica.lag.time.max.ms"),
             txn_verification_enabled=config.transaction_partition_verification_enable,
             topic_deleted=self.topic_deleted,
+            # The mover (built below) needs the replica manager, and this it.
+            move_replica=lambda tp, path: self.log_dir_mover.alter(tp, path),
         )
         # Incremental fetch sessions (KIP-227) of followers and consumers.
         self.fetch_sessions = FetchSessionCache(
@@ -155,7 +157,6 @@ class Broker:
         )
         # Moves between this broker's log directories (AlterReplicaLogDirs).
         self.log_dir_mover = ReplicaAlterLogDirsManager(rm, logs, self.alter_log_dirs_rate)
-        rm.log_dir_mover = self.log_dir_mover
         self.maintenance = LogMaintenance(config, logs, rm, self.log_dir_mover)
         # This broker as a member of its cluster (the single node: of its own).
         cluster_services = build_cluster_services(

@@ -22,7 +22,6 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from kt.broker import timeline
 from kt.broker.alter_partition import IsrProposal, IsrResult
@@ -34,16 +33,16 @@ from kt.broker.errors import (
     KafkaStorageError,
     NotLeaderOrFollowerError,
     PolicyViolationError,
+    ProducerError,
     UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
-    broker_error,
     error_code_for,
     is_storage_failure,
 )
 from kt.broker.log_manager import LogManager
 from kt.broker.metadata.cache import LiveBroker, MetadataCache, PartitionView
 from kt.broker.metadata_store import CONSUMER_OFFSETS, INTERNAL_TOPICS
-from kt.broker.partition import Partition, ProducerStateError
+from kt.broker.partition import Partition
 from kt.broker.purgatory import DelayedOperationPurgatory, DelayedProduce
 from kt.broker.transactions.verification import VerificationGuard
 from kt.protocol import ErrorCode
@@ -52,14 +51,9 @@ from kt.storage.errors import OffsetOutOfRangeError, StorageError
 from kt.storage.log import AppendOrigin, AppendResult, FetchSlice, PartitionLog
 from kt.storage.txn_index import AbortedTxn
 
-
-class LogDirMover(Protocol):
-    """Moves replicas between this broker's log directories (AlterReplicaLogDirs;
-    kt.broker.replication.alter_log_dirs implements it)."""
-
-    async def alter(self, tp: TopicPartition, path: str) -> None:
-        """Move `tp`'s replica to log directory `path` (typed broker errors)."""
-        ...
+#: Moves `tp`'s replica to log directory `path` (AlterReplicaLogDirs;
+#: kt.broker.replication.alter_log_dirs does it), raising the typed broker errors.
+LogDirMove = Callable[[TopicPartition, str], Awaitable[None]]
 
 
 log = logging.getLogger("kt.broker.replica_manager")
@@ -151,6 +145,7 @@ class ReplicaManager:
         replica_lag_time_max_ms: int = 30_000,
         txn_verification_enabled: bool = True,
         topic_deleted: Callable[[str], None] = lambda _topic: None,
+        move_replica: LogDirMove | None = None,
     ) -> None:
         """`broker_epoch` is our registration's epoch (-1 until registered);
         `topic_configs` gives a topic's overrides for logs this broker creates as a
@@ -159,7 +154,8 @@ class ReplicaManager:
         False from it: not sent, the change is abandoned); `topic_deleted(topic)` is
         called once an UpdateMetadata removed a topic's partitions (the controller
         deleted it), as Kafka's KafkaApis tells its GroupCoordinator
-        (onPartitionsDeleted)."""
+        (onPartitionsDeleted); `move_replica(tp, path)` moves a replica between
+        this broker's log directories (None: this broker does not)."""
         self.node_id = node_id
         self.logs = logs
         self._partitions: dict[TopicPartition, Partition] = {}
@@ -190,8 +186,8 @@ class ReplicaManager:
         # Told of transactions ended on __consumer_offsets partitions (see
         # TxnCompletionListener and write_txn_markers).
         self.offsets_txn_listeners: list[TxnCompletionListener] = []
-        # Moves between this broker's log directories (set by the broker).
-        self.log_dir_mover: LogDirMover | None = None
+        # Moves between this broker's log directories.
+        self._move_replica = move_replica
         # Told when a log directory newly failed (the cluster member announces it to
         # the controller, which moves leadership away).
         self.dir_failure_listeners: list[Callable[[Path], None]] = []
@@ -357,8 +353,6 @@ class ReplicaManager:
                 require_verification=self.txn_verification_enabled,
                 origin=origin,
             )
-        except ProducerStateError as exc:
-            raise broker_error(exc.error_code, exc.message) from exc
         except (StorageError, OSError) as exc:
             self._maybe_fail(part, exc)
             raise
@@ -417,11 +411,11 @@ class ReplicaManager:
                 marker.commit,
                 now_ms=now_ms,
             )
-        except ProducerStateError as exc:
+        except ProducerError as exc:
             log.info("%s: refused %s marker of producer %d: %s", _name(tp),
                      "COMMIT" if marker.commit else "ABORT", marker.producer_id,
                      exc.message)  # fmt: skip
-            return ErrorCode(exc.error_code), None
+            return error_code_for(exc), None
         except (BrokerError, StorageError, OSError) as exc:
             self._maybe_fail(part, exc)
             return error_code_for(exc), None
@@ -549,9 +543,9 @@ class ReplicaManager:
         """AlterReplicaLogDirs for one partition: move its replica to log directory
         `path` (see kt.broker.replication.alter_log_dirs). Raises the typed errors
         (LogDirNotFoundError, KafkaStorageError, ReplicaNotAvailableError, ...)."""
-        if self.log_dir_mover is None:
+        if self._move_replica is None:
             raise KafkaStorageError("this broker does not move replicas between log dirs")
-        await self.log_dir_mover.alter(tp, path)
+        await self._move_replica(tp, path)
 
     # --- failures --------------------------------------------------------------
 
