@@ -39,6 +39,7 @@ from kt.broker.replica_manager import ReplicaManager
 from kt.broker.replication.alter_log_dirs import ReplicaAlterLogDirsManager
 from kt.broker.replication.quota import ReplicationThrottles
 from kt.broker.services import HandlerServices, NodeState
+from kt.broker.settings import DynamicSettings, MaintenanceSettings, TopicCreationSettings
 from kt.broker.topic_admin import TopicAdmin
 from kt.broker.topic_config_sync import TopicConfigs
 from kt.broker.topic_creation import TopicCreator
@@ -61,6 +62,8 @@ class Broker:
         self.node_id = config.node_id
         # Test-only I/O fault injection; does nothing unless its variable is set.
         faults.install_from_env()
+        # The dynamic settings as last applied; reconfigure() replaces the snapshot.
+        self.dynamic = DynamicSettings.from_config(config)
         self.node = node = NodeState(config.node_id, config.listeners[0].name)
         self.logs = logs = LogManager(
             config.log_dirs,
@@ -92,7 +95,7 @@ class Broker:
             fetch_topic_configs=_once_per_topic(self.topic_configs.refresh),
             submit_isr_change=lambda p, cb: self.membership.submit_isr_change(p, cb),
             replica_lag_time_max_ms=config.get_int("replica.lag.time.max.ms"),
-            txn_verification_enabled=config.transaction_partition_verification_enable,
+            txn_verification_enabled=self.dynamic.transaction_partition_verification_enable,
             topic_deleted=self.topic_deleted,
             # The mover (built below) needs the replica manager, and this it.
             move_replica=lambda tp, path: self.log_dir_mover.alter(tp, path),
@@ -105,7 +108,9 @@ class Broker:
         # Listeners as bound (port 0 resolved), set by the server once listening.
         self.bound_listeners: list[Listener] = []
         self.producer_ids = ProducerIdManager()
-        self.topic_creator = creator = TopicCreator(config, topics, lambda: self.membership.admin())
+        self.topic_creator = creator = TopicCreator(
+            TopicCreationSettings.from_config(config), topics, lambda: self.membership.admin()
+        )
         # Links to any broker (itself through the dispatcher, built last).
         peers = PeerLinks(config.node_id, node.listener_name, cache, lambda: self.dispatcher)
         # One listener routes leadership of internal topics to their coordinators.
@@ -157,7 +162,9 @@ class Broker:
         )
         # Moves between this broker's log directories (AlterReplicaLogDirs).
         self.log_dir_mover = ReplicaAlterLogDirsManager(rm, logs, self.alter_log_dirs_rate)
-        self.maintenance = LogMaintenance(config, logs, rm, self.log_dir_mover)
+        self.maintenance = LogMaintenance(
+            MaintenanceSettings.from_config(config), logs, rm, self.log_dir_mover
+        )
         # This broker as a member of its cluster (the single node: of its own).
         cluster_services = build_cluster_services(
             store,
@@ -309,7 +316,7 @@ class Broker:
         effective config (this broker's dynamic value, the cluster default, the
         static one; Kafka's default Long.MaxValue is no limit). Read before every
         chunk copied, so a change applies at once."""
-        rate = self.config.replica_alter_log_dirs_io_max_bytes_per_second
+        rate = self.dynamic.replica_alter_log_dirs_io_max_bytes_per_second
         return None if rate >= LONG_MAX else float(rate)
 
     def reconfigure(self, defaults: dict[str, str], own: dict[str, str]) -> None:
@@ -318,15 +325,16 @@ class Broker:
         place dynamic settings reach the services."""
         changed = self.config.apply_dynamic(defaults, own)
         cfg = self.config
+        self.dynamic = now = DynamicSettings.from_config(cfg)
         self.replication_throttles.apply_broker_configs(cfg.dynamic_defaults, cfg.dynamic_own)
         self.replica_manager.txn_verification_enabled = (
-            cfg.transaction_partition_verification_enable
+            now.transaction_partition_verification_enable
         )
         if changed:
             self.logs.reconfigure_defaults(cfg.effective_log_config(), self.topic_configs.of)
         controller = self.membership.joined_controller()
         if controller is not None:
-            unclean = cfg.unclean_leader_election_enable
+            unclean = now.unclean_leader_election_enable
             if unclean and not controller.settings.unclean_leader_election_default:
                 controller.enable_default_unclean_leader_election()
             controller.settings.unclean_leader_election_default = unclean
