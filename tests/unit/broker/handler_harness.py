@@ -138,19 +138,38 @@ class ReplicasOnly:
 
     def call(self, api: Any, version: int, body: Any) -> Struct | None:
         """One request through its handler with only these services."""
-        load_all()
-        frame = encode_request(api.key, version, 1, body, "kt-test", size_prefix=False)
-        header, request = decode_request(bytearray(frame))
-        assert request is not None
-        ctx = RequestContext(self.services, header, "127.0.0.1", 1)
-        response = self.run(resolve_call(HANDLERS[api.key](ctx, request)))
-        if response is None:
-            return None
-        data = encode_response(api.key, version, 1, response, size_prefix=False)
-        return decode_response(api.key, version, data)[1]
+        return call_with(self.services, api, version, body, self.loop)
 
     def close(self) -> None:
         """Close the logs and the loop."""
         self.replica_manager.close()
         self.logs.shutdown()
         self.loop.close()
+
+
+def call_with(
+    services: HandlerServices,
+    api: Any,
+    version: int,
+    body: Any,
+    loop: asyncio.AbstractEventLoop | None = None,
+) -> Struct | None:
+    """One request through its handler given only `services` (no broker; e.g.
+    `HandlerServices.only(cluster=...)`), on `loop` or a loop of its own: the decoded
+    response body (None: no response)."""
+    load_all()
+    frame = encode_request(api.key, version, 1, body, "kt-test", size_prefix=False)
+    header, request = decode_request(bytearray(frame))
+    assert request is not None
+    ctx = RequestContext(services, header, "127.0.0.1", 1)
+    own = loop is None
+    run_on = asyncio.new_event_loop() if loop is None else loop
+    try:
+        response = run_on.run_until_complete(resolve_call(HANDLERS[api.key](ctx, request)))
+    finally:
+        if own:
+            run_on.close()
+    if response is None:
+        return None
+    data = encode_response(api.key, version, 1, response, size_prefix=False)
+    return decode_response(api.key, version, data)[1]
