@@ -6,8 +6,16 @@
 _kt_node() {
     case $1 in
         'kt')
-            _kt_subs='analyze broker checkpoint cluster compaction configs consume dump-log-segments dump-segment export group index leader-election log-dirs metadata produce reassign-partitions replica topic transactions tui'
+            _kt_subs='acl analyze broker checkpoint cluster compaction configs consume dump-log-segments dump-segment export group index leader-election log-dirs metadata produce profile reassign-partitions replica topic transactions tui user'
             _kt_opts='-V --version -h --help'
+            ;;
+        'kt acl')
+            _kt_subs='check'
+            _kt_opts='--add --remove --list --topic --group --cluster --transactional-id --resource-pattern-type --allow-principal --deny-principal --allow-host --deny-host --operation --principal --producer --consumer --idempotent --force --json --verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout -h --help'
+            ;;
+        'kt acl check')
+            _kt_subs=''
+            _kt_opts='--principal --operation --topic --group --transactional-id --cluster --host --allow-everyone-if-no-acl-found --json --verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout -h --help'
             ;;
         'kt analyze')
             _kt_subs='anomalies keys metadata topics'
@@ -55,7 +63,7 @@ _kt_node() {
             ;;
         'kt cluster describe')
             _kt_subs=''
-            _kt_opts='--bootstrap-server -b --timeout --zookeeper --json -h --help'
+            _kt_opts='--verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout --zookeeper --json -h --help'
             ;;
         'kt cluster down')
             _kt_subs=''
@@ -99,15 +107,15 @@ _kt_node() {
             ;;
         'kt configs alter')
             _kt_subs=''
-            _kt_opts='--bootstrap-server -b --timeout --entity-type --entity-name --entity-default --add-config --delete-config -h --help'
+            _kt_opts='--verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout --entity-type --entity-name --entity-default --add-config --delete-config -h --help'
             ;;
         'kt configs describe')
             _kt_subs=''
-            _kt_opts='--bootstrap-server -b --timeout --entity-type --entity-name --entity-default --all --json -h --help'
+            _kt_opts='--verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout --entity-type --entity-name --entity-default --all --json -h --help'
             ;;
         'kt consume')
             _kt_subs=''
-            _kt_opts='--bootstrap-server -b --timeout --partition -p --offset -o --group -G --count -c --exit -e --format -f --key-delimiter -K --delimiter -D --null-text -Z --json --binary-encoding --read-committed -h --help'
+            _kt_opts='--verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout --partition -p --offset -o --group -G --count -c --exit -e --format -f --key-delimiter -K --delimiter -D --null-text -Z --json --binary-encoding --read-committed -h --help'
             ;;
         'kt dump-log-segments')
             _kt_subs=''
@@ -123,19 +131,19 @@ _kt_node() {
             ;;
         'kt group delete')
             _kt_subs=''
-            _kt_opts='--bootstrap-server -b --timeout --group -g -h --help'
+            _kt_opts='--verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout --group -g -h --help'
             ;;
         'kt group describe')
             _kt_subs=''
-            _kt_opts='--bootstrap-server -b --timeout --group -g --all-groups --members --state --verbose -v --json -h --help'
+            _kt_opts='--bootstrap-server -b --command-config -F -X --profile --timeout --group -g --all-groups --members --state --verbose -v --json -h --help'
             ;;
         'kt group list')
             _kt_subs=''
-            _kt_opts='--bootstrap-server -b --timeout --state --json -h --help'
+            _kt_opts='--verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout --state --json -h --help'
             ;;
         'kt group reset-offsets')
             _kt_subs=''
-            _kt_opts='--bootstrap-server -b --timeout --group -g --topic -t --all-topics --to-earliest --to-latest --to-current --to-offset --to-datetime --shift-by --dry-run --execute --json -h --help'
+            _kt_opts='--verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout --group -g --topic -t --all-topics --to-earliest --to-latest --to-current --to-offset --to-datetime --shift-by --dry-run --execute --json -h --help'
             ;;
         'kt index')
             _kt_subs='rebuild verify'
@@ -151,7 +159,7 @@ _kt_node() {
             ;;
         'kt leader-election')
             _kt_subs=''
-            _kt_opts='--bootstrap-server -b --timeout --election-type --topic --partition --all-topic-partitions --path-to-json-file --json -h --help'
+            _kt_opts='--verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout --election-type --topic --partition --all-topic-partitions --path-to-json-file --json -h --help'
             ;;
         'kt log-dirs')
             _kt_subs='describe inspect'
@@ -159,7 +167,7 @@ _kt_node() {
             ;;
         'kt log-dirs describe')
             _kt_subs=''
-            _kt_opts='--bootstrap-server -b --timeout --broker-list --topic-list --json -h --help'
+            _kt_opts='--verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout --broker-list --topic-list --json -h --help'
             ;;
         'kt log-dirs inspect')
             _kt_subs=''
@@ -179,11 +187,35 @@ _kt_node() {
             ;;
         'kt produce')
             _kt_subs=''
-            _kt_opts='--bootstrap-server -b --timeout --partition -p --key-delimiter -K --key -k --header -H --null-empty -Z --delimiter -D --file --whole -l --compression -z --acks --batch-size --json -h --help'
+            _kt_opts='--verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout --partition -p --key-delimiter -K --key -k --header -H --null-empty -Z --delimiter -D --file --whole -l --compression -z --acks --batch-size --json -h --help'
+            ;;
+        'kt profile')
+            _kt_subs='create delete list show use'
+            _kt_opts='-h --help'
+            ;;
+        'kt profile create')
+            _kt_subs=''
+            _kt_opts='--bootstrap-server -b -X --from-properties --use --force -h --help'
+            ;;
+        'kt profile delete')
+            _kt_subs=''
+            _kt_opts='-h --help'
+            ;;
+        'kt profile list')
+            _kt_subs=''
+            _kt_opts='--json -h --help'
+            ;;
+        'kt profile show')
+            _kt_subs=''
+            _kt_opts='--json -h --help'
+            ;;
+        'kt profile use')
+            _kt_subs=''
+            _kt_opts='-h --help'
             ;;
         'kt reassign-partitions')
             _kt_subs=''
-            _kt_opts='--bootstrap-server -b --timeout --generate --execute --verify --cancel --list --progress --topics-to-move-json-file --broker-list --disable-rack-aware --minimal-movement --reassignment-json-file --additional --throttle --replica-alter-log-dirs-throttle --preserve-throttles --clear-throttles-when-done --wait-timeout --watch --interval --command-config --json -h --help'
+            _kt_opts='--verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout --generate --execute --verify --cancel --list --progress --topics-to-move-json-file --broker-list --disable-rack-aware --minimal-movement --reassignment-json-file --additional --throttle --replica-alter-log-dirs-throttle --preserve-throttles --clear-throttles-when-done --wait-timeout --watch --interval --json -h --help'
             ;;
         'kt replica')
             _kt_subs='diff'
@@ -199,23 +231,23 @@ _kt_node() {
             ;;
         'kt topic alter')
             _kt_subs=''
-            _kt_opts='--bootstrap-server -b --timeout --topic -t --partitions --replica-assignment --if-exists -h --help'
+            _kt_opts='--verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout --topic -t --partitions --replica-assignment --if-exists -h --help'
             ;;
         'kt topic create')
             _kt_subs=''
-            _kt_opts='--bootstrap-server -b --timeout --topic -t --partitions --replication-factor --replica-assignment --config --if-not-exists --validate-only -h --help'
+            _kt_opts='--verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout --topic -t --partitions --replication-factor --replica-assignment --config --if-not-exists --validate-only -h --help'
             ;;
         'kt topic delete')
             _kt_subs=''
-            _kt_opts='--bootstrap-server -b --timeout --topic -t --if-exists -h --help'
+            _kt_opts='--verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout --topic -t --if-exists -h --help'
             ;;
         'kt topic describe')
             _kt_subs=''
-            _kt_opts='--bootstrap-server -b --timeout --topic -t --exclude-internal --if-exists --under-replicated-partitions --under-min-isr-partitions --at-min-isr-partitions --unavailable-partitions --under-preferred-replica-partitions --topics-with-overrides --json -h --help'
+            _kt_opts='--verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout --topic -t --exclude-internal --if-exists --under-replicated-partitions --under-min-isr-partitions --at-min-isr-partitions --unavailable-partitions --under-preferred-replica-partitions --topics-with-overrides --json -h --help'
             ;;
         'kt topic list')
             _kt_subs=''
-            _kt_opts='--bootstrap-server -b --timeout --topic -t --exclude-internal --json -h --help'
+            _kt_opts='--verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout --topic -t --exclude-internal --json -h --help'
             ;;
         'kt transactions')
             _kt_subs='abort describe describe-producers find-hanging list'
@@ -223,27 +255,47 @@ _kt_node() {
             ;;
         'kt transactions abort')
             _kt_subs=''
-            _kt_opts='--bootstrap-server -b --timeout --topic --partition --start-offset --producer-id --producer-epoch --coordinator-epoch -h --help'
+            _kt_opts='--verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout --topic --partition --start-offset --producer-id --producer-epoch --coordinator-epoch -h --help'
             ;;
         'kt transactions describe')
             _kt_subs=''
-            _kt_opts='--bootstrap-server -b --timeout --transactional-id --json -h --help'
+            _kt_opts='--verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout --transactional-id --json -h --help'
             ;;
         'kt transactions describe-producers')
             _kt_subs=''
-            _kt_opts='--bootstrap-server -b --timeout --topic --partition --broker-id --json -h --help'
+            _kt_opts='--verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout --topic --partition --broker-id --json -h --help'
             ;;
         'kt transactions find-hanging')
             _kt_subs=''
-            _kt_opts='--bootstrap-server -b --timeout --broker-id --topic --partition --max-transaction-timeout --include-tracked --json -h --help'
+            _kt_opts='--verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout --broker-id --topic --partition --max-transaction-timeout --include-tracked --json -h --help'
             ;;
         'kt transactions list')
             _kt_subs=''
-            _kt_opts='--bootstrap-server -b --timeout --duration-filter --json -h --help'
+            _kt_opts='--verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout --duration-filter --json -h --help'
             ;;
         'kt tui')
             _kt_subs=''
-            _kt_opts='--bootstrap-server -b --interval -i --timeout --theme --paused -h --help'
+            _kt_opts='--verbose -v --bootstrap-server -b --command-config -F -X --profile --interval -i --timeout --theme --paused -h --help'
+            ;;
+        'kt user')
+            _kt_subs='scram'
+            _kt_opts='-h --help'
+            ;;
+        'kt user scram')
+            _kt_subs='add delete describe'
+            _kt_opts='-h --help'
+            ;;
+        'kt user scram add')
+            _kt_subs=''
+            _kt_opts='--mechanism --iterations --password-file --verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout -h --help'
+            ;;
+        'kt user scram delete')
+            _kt_subs=''
+            _kt_opts='--mechanism --verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout -h --help'
+            ;;
+        'kt user scram describe')
+            _kt_subs=''
+            _kt_opts='--json --verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout -h --help'
             ;;
         *) _kt_subs='' _kt_opts='' ;;
     esac
@@ -252,6 +304,7 @@ _kt_node() {
 # _kt_child PATH WORD: the path of subcommand WORD of PATH (aliases resolved), or ''.
 _kt_child() {
     case "$1/$2" in
+        'kt/acl') _kt_next='kt acl' ;;
         'kt/analyze') _kt_next='kt analyze' ;;
         'kt/broker') _kt_next='kt broker' ;;
         'kt/checkpoint') _kt_next='kt checkpoint' ;;
@@ -267,12 +320,15 @@ _kt_child() {
         'kt/log-dirs') _kt_next='kt log-dirs' ;;
         'kt/metadata') _kt_next='kt metadata' ;;
         'kt/produce') _kt_next='kt produce' ;;
+        'kt/profile') _kt_next='kt profile' ;;
         'kt/reassign-partitions') _kt_next='kt reassign-partitions' ;;
         'kt/replica') _kt_next='kt replica' ;;
         'kt/topic') _kt_next='kt topic' ;;
         'kt/transactions') _kt_next='kt transactions' ;;
         'kt/tui') _kt_next='kt tui' ;;
+        'kt/user') _kt_next='kt user' ;;
         'kt/dump-segment') _kt_next='kt dump-log-segments' ;;
+        'kt acl/check') _kt_next='kt acl check' ;;
         'kt analyze/anomalies') _kt_next='kt analyze anomalies' ;;
         'kt analyze/keys') _kt_next='kt analyze keys' ;;
         'kt analyze/metadata') _kt_next='kt analyze metadata' ;;
@@ -301,6 +357,11 @@ _kt_child() {
         'kt log-dirs/inspect') _kt_next='kt log-dirs inspect' ;;
         'kt metadata/shell') _kt_next='kt metadata shell' ;;
         'kt metadata/timeline') _kt_next='kt metadata timeline' ;;
+        'kt profile/create') _kt_next='kt profile create' ;;
+        'kt profile/delete') _kt_next='kt profile delete' ;;
+        'kt profile/list') _kt_next='kt profile list' ;;
+        'kt profile/show') _kt_next='kt profile show' ;;
+        'kt profile/use') _kt_next='kt profile use' ;;
         'kt replica/diff') _kt_next='kt replica diff' ;;
         'kt topic/alter') _kt_next='kt topic alter' ;;
         'kt topic/create') _kt_next='kt topic create' ;;
@@ -312,6 +373,10 @@ _kt_child() {
         'kt transactions/describe-producers') _kt_next='kt transactions describe-producers' ;;
         'kt transactions/find-hanging') _kt_next='kt transactions find-hanging' ;;
         'kt transactions/list') _kt_next='kt transactions list' ;;
+        'kt user/scram') _kt_next='kt user scram' ;;
+        'kt user scram/add') _kt_next='kt user scram add' ;;
+        'kt user scram/delete') _kt_next='kt user scram delete' ;;
+        'kt user scram/describe') _kt_next='kt user scram describe' ;;
         *) _kt_next='' ;;
     esac
 }
@@ -321,6 +386,34 @@ _kt_child() {
 _kt_option() {
     _kt_nargs=0 _kt_kind='' _kt_words=''
     case "$1/$2" in
+        'kt acl/--topic') _kt_nargs=1 ;;
+        'kt acl/--group') _kt_nargs=1 ;;
+        'kt acl/--transactional-id') _kt_nargs=1 ;;
+        'kt acl/--resource-pattern-type') _kt_nargs=1 _kt_kind=choice _kt_words=$'any\nliteral\nmatch\nprefixed' ;;
+        'kt acl/--allow-principal') _kt_nargs=1 ;;
+        'kt acl/--deny-principal') _kt_nargs=1 ;;
+        'kt acl/--allow-host') _kt_nargs=1 ;;
+        'kt acl/--deny-host') _kt_nargs=1 ;;
+        'kt acl/--operation') _kt_nargs=1 ;;
+        'kt acl/--principal') _kt_nargs=1 ;;
+        'kt acl/--bootstrap-server'|'kt acl/-b') _kt_nargs=1 ;;
+        'kt acl/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt acl/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt acl/-X') _kt_nargs=1 ;;
+        'kt acl/--profile') _kt_nargs=1 ;;
+        'kt acl/--timeout') _kt_nargs=1 ;;
+        'kt acl check/--principal') _kt_nargs=1 ;;
+        'kt acl check/--operation') _kt_nargs=1 ;;
+        'kt acl check/--topic') _kt_nargs=1 ;;
+        'kt acl check/--group') _kt_nargs=1 ;;
+        'kt acl check/--transactional-id') _kt_nargs=1 ;;
+        'kt acl check/--host') _kt_nargs=1 ;;
+        'kt acl check/--bootstrap-server'|'kt acl check/-b') _kt_nargs=1 ;;
+        'kt acl check/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt acl check/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt acl check/-X') _kt_nargs=1 ;;
+        'kt acl check/--profile') _kt_nargs=1 ;;
+        'kt acl check/--timeout') _kt_nargs=1 ;;
         'kt analyze anomalies/--to') _kt_nargs=1 _kt_kind=dir ;;
         'kt analyze anomalies/--format') _kt_nargs=1 _kt_kind=choice _kt_words=$'parquet\njson\ncsv' ;;
         'kt analyze anomalies/--mode') _kt_nargs=1 _kt_kind=choice _kt_words=$'error\noverwrite\nappend' ;;
@@ -387,6 +480,10 @@ _kt_option() {
         'kt checkpoint edit/--delete') _kt_nargs=1 ;;
         'kt checkpoint edit/--truncate-from') _kt_nargs=1 ;;
         'kt cluster describe/--bootstrap-server'|'kt cluster describe/-b') _kt_nargs=1 ;;
+        'kt cluster describe/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt cluster describe/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt cluster describe/-X') _kt_nargs=1 ;;
+        'kt cluster describe/--profile') _kt_nargs=1 ;;
         'kt cluster describe/--timeout') _kt_nargs=1 ;;
         'kt cluster describe/--zookeeper') _kt_nargs=1 ;;
         'kt cluster down/--dir') _kt_nargs=1 _kt_kind=dir ;;
@@ -416,16 +513,28 @@ _kt_option() {
         'kt compaction estimate/--delete-retention-ms') _kt_nargs=1 ;;
         'kt compaction estimate/--min-compaction-lag-ms') _kt_nargs=1 ;;
         'kt configs alter/--bootstrap-server'|'kt configs alter/-b') _kt_nargs=1 ;;
+        'kt configs alter/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt configs alter/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt configs alter/-X') _kt_nargs=1 ;;
+        'kt configs alter/--profile') _kt_nargs=1 ;;
         'kt configs alter/--timeout') _kt_nargs=1 ;;
         'kt configs alter/--entity-type') _kt_nargs=1 _kt_kind=choice _kt_words=$'brokers\ntopics' ;;
         'kt configs alter/--entity-name') _kt_nargs=1 ;;
         'kt configs alter/--add-config') _kt_nargs=1 ;;
         'kt configs alter/--delete-config') _kt_nargs=1 ;;
         'kt configs describe/--bootstrap-server'|'kt configs describe/-b') _kt_nargs=1 ;;
+        'kt configs describe/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt configs describe/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt configs describe/-X') _kt_nargs=1 ;;
+        'kt configs describe/--profile') _kt_nargs=1 ;;
         'kt configs describe/--timeout') _kt_nargs=1 ;;
         'kt configs describe/--entity-type') _kt_nargs=1 _kt_kind=choice _kt_words=$'brokers\ntopics' ;;
         'kt configs describe/--entity-name') _kt_nargs=1 ;;
         'kt consume/--bootstrap-server'|'kt consume/-b') _kt_nargs=1 ;;
+        'kt consume/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt consume/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt consume/-X') _kt_nargs=1 ;;
+        'kt consume/--profile') _kt_nargs=1 ;;
         'kt consume/--timeout') _kt_nargs=1 ;;
         'kt consume/--partition'|'kt consume/-p') _kt_nargs=1 ;;
         'kt consume/--offset'|'kt consume/-o') _kt_nargs=1 ;;
@@ -458,14 +567,30 @@ _kt_option() {
         'kt export/--mode') _kt_nargs=1 _kt_kind=choice _kt_words=$'error\noverwrite\nappend' ;;
         'kt export/--partition-by') _kt_nargs=1 _kt_kind=choice _kt_words=$'none\ntopic\ntopic,partition' ;;
         'kt group delete/--bootstrap-server'|'kt group delete/-b') _kt_nargs=1 ;;
+        'kt group delete/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt group delete/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt group delete/-X') _kt_nargs=1 ;;
+        'kt group delete/--profile') _kt_nargs=1 ;;
         'kt group delete/--timeout') _kt_nargs=1 ;;
         'kt group delete/--group'|'kt group delete/-g') _kt_nargs=1 ;;
         'kt group describe/--bootstrap-server'|'kt group describe/-b') _kt_nargs=1 ;;
+        'kt group describe/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt group describe/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt group describe/-X') _kt_nargs=1 ;;
+        'kt group describe/--profile') _kt_nargs=1 ;;
         'kt group describe/--timeout') _kt_nargs=1 ;;
         'kt group describe/--group'|'kt group describe/-g') _kt_nargs=1 ;;
         'kt group list/--bootstrap-server'|'kt group list/-b') _kt_nargs=1 ;;
+        'kt group list/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt group list/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt group list/-X') _kt_nargs=1 ;;
+        'kt group list/--profile') _kt_nargs=1 ;;
         'kt group list/--timeout') _kt_nargs=1 ;;
         'kt group reset-offsets/--bootstrap-server'|'kt group reset-offsets/-b') _kt_nargs=1 ;;
+        'kt group reset-offsets/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt group reset-offsets/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt group reset-offsets/-X') _kt_nargs=1 ;;
+        'kt group reset-offsets/--profile') _kt_nargs=1 ;;
         'kt group reset-offsets/--timeout') _kt_nargs=1 ;;
         'kt group reset-offsets/--group'|'kt group reset-offsets/-g') _kt_nargs=1 ;;
         'kt group reset-offsets/--topic'|'kt group reset-offsets/-t') _kt_nargs=1 ;;
@@ -474,12 +599,20 @@ _kt_option() {
         'kt group reset-offsets/--shift-by') _kt_nargs=1 ;;
         'kt index rebuild/--index-interval-bytes') _kt_nargs=1 ;;
         'kt leader-election/--bootstrap-server'|'kt leader-election/-b') _kt_nargs=1 ;;
+        'kt leader-election/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt leader-election/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt leader-election/-X') _kt_nargs=1 ;;
+        'kt leader-election/--profile') _kt_nargs=1 ;;
         'kt leader-election/--timeout') _kt_nargs=1 ;;
         'kt leader-election/--election-type') _kt_nargs=1 _kt_kind=choice _kt_words=$'preferred\nunclean' ;;
         'kt leader-election/--topic') _kt_nargs=1 ;;
         'kt leader-election/--partition') _kt_nargs=1 ;;
         'kt leader-election/--path-to-json-file') _kt_nargs=1 _kt_kind=file ;;
         'kt log-dirs describe/--bootstrap-server'|'kt log-dirs describe/-b') _kt_nargs=1 ;;
+        'kt log-dirs describe/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt log-dirs describe/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt log-dirs describe/-X') _kt_nargs=1 ;;
+        'kt log-dirs describe/--profile') _kt_nargs=1 ;;
         'kt log-dirs describe/--timeout') _kt_nargs=1 ;;
         'kt log-dirs describe/--broker-list') _kt_nargs=1 ;;
         'kt log-dirs describe/--topic-list') _kt_nargs=1 ;;
@@ -492,6 +625,10 @@ _kt_option() {
         'kt metadata timeline/--until') _kt_nargs=1 ;;
         'kt metadata timeline/--kind') _kt_nargs=1 ;;
         'kt produce/--bootstrap-server'|'kt produce/-b') _kt_nargs=1 ;;
+        'kt produce/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt produce/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt produce/-X') _kt_nargs=1 ;;
+        'kt produce/--profile') _kt_nargs=1 ;;
         'kt produce/--timeout') _kt_nargs=1 ;;
         'kt produce/--partition'|'kt produce/-p') _kt_nargs=1 ;;
         'kt produce/--key-delimiter'|'kt produce/-K') _kt_nargs=1 ;;
@@ -502,7 +639,14 @@ _kt_option() {
         'kt produce/--compression'|'kt produce/-z') _kt_nargs=1 _kt_kind=choice _kt_words=$'none\ngzip\nsnappy\nlz4\nzstd' ;;
         'kt produce/--acks') _kt_nargs=1 _kt_kind=choice _kt_words=$'-1\nall\n0\n1' ;;
         'kt produce/--batch-size') _kt_nargs=1 ;;
+        'kt profile create/--bootstrap-server'|'kt profile create/-b') _kt_nargs=1 ;;
+        'kt profile create/-X') _kt_nargs=1 ;;
+        'kt profile create/--from-properties') _kt_nargs=1 _kt_kind=file ;;
         'kt reassign-partitions/--bootstrap-server'|'kt reassign-partitions/-b') _kt_nargs=1 ;;
+        'kt reassign-partitions/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt reassign-partitions/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt reassign-partitions/-X') _kt_nargs=1 ;;
+        'kt reassign-partitions/--profile') _kt_nargs=1 ;;
         'kt reassign-partitions/--timeout') _kt_nargs=1 ;;
         'kt reassign-partitions/--topics-to-move-json-file') _kt_nargs=1 _kt_kind=file ;;
         'kt reassign-partitions/--broker-list') _kt_nargs=1 ;;
@@ -511,14 +655,21 @@ _kt_option() {
         'kt reassign-partitions/--replica-alter-log-dirs-throttle') _kt_nargs=1 ;;
         'kt reassign-partitions/--wait-timeout') _kt_nargs=1 ;;
         'kt reassign-partitions/--interval') _kt_nargs=1 ;;
-        'kt reassign-partitions/--command-config') _kt_nargs=1 _kt_kind=file ;;
         'kt replica diff/--reference') _kt_nargs=1 _kt_kind=file ;;
         'kt topic alter/--bootstrap-server'|'kt topic alter/-b') _kt_nargs=1 ;;
+        'kt topic alter/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt topic alter/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt topic alter/-X') _kt_nargs=1 ;;
+        'kt topic alter/--profile') _kt_nargs=1 ;;
         'kt topic alter/--timeout') _kt_nargs=1 ;;
         'kt topic alter/--topic'|'kt topic alter/-t') _kt_nargs=1 ;;
         'kt topic alter/--partitions') _kt_nargs=1 ;;
         'kt topic alter/--replica-assignment') _kt_nargs=1 ;;
         'kt topic create/--bootstrap-server'|'kt topic create/-b') _kt_nargs=1 ;;
+        'kt topic create/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt topic create/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt topic create/-X') _kt_nargs=1 ;;
+        'kt topic create/--profile') _kt_nargs=1 ;;
         'kt topic create/--timeout') _kt_nargs=1 ;;
         'kt topic create/--topic'|'kt topic create/-t') _kt_nargs=1 ;;
         'kt topic create/--partitions') _kt_nargs=1 ;;
@@ -526,15 +677,31 @@ _kt_option() {
         'kt topic create/--replica-assignment') _kt_nargs=1 ;;
         'kt topic create/--config') _kt_nargs=1 ;;
         'kt topic delete/--bootstrap-server'|'kt topic delete/-b') _kt_nargs=1 ;;
+        'kt topic delete/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt topic delete/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt topic delete/-X') _kt_nargs=1 ;;
+        'kt topic delete/--profile') _kt_nargs=1 ;;
         'kt topic delete/--timeout') _kt_nargs=1 ;;
         'kt topic delete/--topic'|'kt topic delete/-t') _kt_nargs=1 ;;
         'kt topic describe/--bootstrap-server'|'kt topic describe/-b') _kt_nargs=1 ;;
+        'kt topic describe/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt topic describe/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt topic describe/-X') _kt_nargs=1 ;;
+        'kt topic describe/--profile') _kt_nargs=1 ;;
         'kt topic describe/--timeout') _kt_nargs=1 ;;
         'kt topic describe/--topic'|'kt topic describe/-t') _kt_nargs=1 ;;
         'kt topic list/--bootstrap-server'|'kt topic list/-b') _kt_nargs=1 ;;
+        'kt topic list/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt topic list/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt topic list/-X') _kt_nargs=1 ;;
+        'kt topic list/--profile') _kt_nargs=1 ;;
         'kt topic list/--timeout') _kt_nargs=1 ;;
         'kt topic list/--topic'|'kt topic list/-t') _kt_nargs=1 ;;
         'kt transactions abort/--bootstrap-server'|'kt transactions abort/-b') _kt_nargs=1 ;;
+        'kt transactions abort/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt transactions abort/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt transactions abort/-X') _kt_nargs=1 ;;
+        'kt transactions abort/--profile') _kt_nargs=1 ;;
         'kt transactions abort/--timeout') _kt_nargs=1 ;;
         'kt transactions abort/--topic') _kt_nargs=1 ;;
         'kt transactions abort/--partition') _kt_nargs=1 ;;
@@ -543,26 +710,68 @@ _kt_option() {
         'kt transactions abort/--producer-epoch') _kt_nargs=1 ;;
         'kt transactions abort/--coordinator-epoch') _kt_nargs=1 ;;
         'kt transactions describe/--bootstrap-server'|'kt transactions describe/-b') _kt_nargs=1 ;;
+        'kt transactions describe/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt transactions describe/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt transactions describe/-X') _kt_nargs=1 ;;
+        'kt transactions describe/--profile') _kt_nargs=1 ;;
         'kt transactions describe/--timeout') _kt_nargs=1 ;;
         'kt transactions describe/--transactional-id') _kt_nargs=1 ;;
         'kt transactions describe-producers/--bootstrap-server'|'kt transactions describe-producers/-b') _kt_nargs=1 ;;
+        'kt transactions describe-producers/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt transactions describe-producers/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt transactions describe-producers/-X') _kt_nargs=1 ;;
+        'kt transactions describe-producers/--profile') _kt_nargs=1 ;;
         'kt transactions describe-producers/--timeout') _kt_nargs=1 ;;
         'kt transactions describe-producers/--topic') _kt_nargs=1 ;;
         'kt transactions describe-producers/--partition') _kt_nargs=1 ;;
         'kt transactions describe-producers/--broker-id') _kt_nargs=1 ;;
         'kt transactions find-hanging/--bootstrap-server'|'kt transactions find-hanging/-b') _kt_nargs=1 ;;
+        'kt transactions find-hanging/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt transactions find-hanging/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt transactions find-hanging/-X') _kt_nargs=1 ;;
+        'kt transactions find-hanging/--profile') _kt_nargs=1 ;;
         'kt transactions find-hanging/--timeout') _kt_nargs=1 ;;
         'kt transactions find-hanging/--broker-id') _kt_nargs=1 ;;
         'kt transactions find-hanging/--topic') _kt_nargs=1 ;;
         'kt transactions find-hanging/--partition') _kt_nargs=1 ;;
         'kt transactions find-hanging/--max-transaction-timeout') _kt_nargs=1 ;;
         'kt transactions list/--bootstrap-server'|'kt transactions list/-b') _kt_nargs=1 ;;
+        'kt transactions list/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt transactions list/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt transactions list/-X') _kt_nargs=1 ;;
+        'kt transactions list/--profile') _kt_nargs=1 ;;
         'kt transactions list/--timeout') _kt_nargs=1 ;;
         'kt transactions list/--duration-filter') _kt_nargs=1 ;;
         'kt tui/--bootstrap-server'|'kt tui/-b') _kt_nargs=1 ;;
+        'kt tui/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt tui/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt tui/-X') _kt_nargs=1 ;;
+        'kt tui/--profile') _kt_nargs=1 ;;
         'kt tui/--interval'|'kt tui/-i') _kt_nargs=1 ;;
         'kt tui/--timeout') _kt_nargs=1 ;;
         'kt tui/--theme') _kt_nargs=1 ;;
+        'kt user scram add/--mechanism') _kt_nargs=1 _kt_kind=choice _kt_words=$'scram-sha-256\nscram-sha-512' ;;
+        'kt user scram add/--iterations') _kt_nargs=1 ;;
+        'kt user scram add/--password-file') _kt_nargs=1 _kt_kind=file ;;
+        'kt user scram add/--bootstrap-server'|'kt user scram add/-b') _kt_nargs=1 ;;
+        'kt user scram add/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt user scram add/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt user scram add/-X') _kt_nargs=1 ;;
+        'kt user scram add/--profile') _kt_nargs=1 ;;
+        'kt user scram add/--timeout') _kt_nargs=1 ;;
+        'kt user scram delete/--mechanism') _kt_nargs=1 _kt_kind=choice _kt_words=$'scram-sha-256\nscram-sha-512' ;;
+        'kt user scram delete/--bootstrap-server'|'kt user scram delete/-b') _kt_nargs=1 ;;
+        'kt user scram delete/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt user scram delete/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt user scram delete/-X') _kt_nargs=1 ;;
+        'kt user scram delete/--profile') _kt_nargs=1 ;;
+        'kt user scram delete/--timeout') _kt_nargs=1 ;;
+        'kt user scram describe/--bootstrap-server'|'kt user scram describe/-b') _kt_nargs=1 ;;
+        'kt user scram describe/--command-config') _kt_nargs=1 _kt_kind=file ;;
+        'kt user scram describe/-F') _kt_nargs=1 _kt_kind=file ;;
+        'kt user scram describe/-X') _kt_nargs=1 ;;
+        'kt user scram describe/--profile') _kt_nargs=1 ;;
+        'kt user scram describe/--timeout') _kt_nargs=1 ;;
     esac
 }
 

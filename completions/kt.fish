@@ -5,6 +5,8 @@
 # __kt_child PATH WORD: the path of subcommand WORD of PATH (aliases resolved).
 function __kt_child --argument-names path word
     switch "$path/$word"
+        case 'kt/acl'
+            echo 'kt acl'
         case 'kt/analyze'
             echo 'kt analyze'
         case 'kt/broker'
@@ -35,6 +37,8 @@ function __kt_child --argument-names path word
             echo 'kt metadata'
         case 'kt/produce'
             echo 'kt produce'
+        case 'kt/profile'
+            echo 'kt profile'
         case 'kt/reassign-partitions'
             echo 'kt reassign-partitions'
         case 'kt/replica'
@@ -45,8 +49,12 @@ function __kt_child --argument-names path word
             echo 'kt transactions'
         case 'kt/tui'
             echo 'kt tui'
+        case 'kt/user'
+            echo 'kt user'
         case 'kt/dump-segment'
             echo 'kt dump-log-segments'
+        case 'kt acl/check'
+            echo 'kt acl check'
         case 'kt analyze/anomalies'
             echo 'kt analyze anomalies'
         case 'kt analyze/keys'
@@ -103,6 +111,16 @@ function __kt_child --argument-names path word
             echo 'kt metadata shell'
         case 'kt metadata/timeline'
             echo 'kt metadata timeline'
+        case 'kt profile/create'
+            echo 'kt profile create'
+        case 'kt profile/delete'
+            echo 'kt profile delete'
+        case 'kt profile/list'
+            echo 'kt profile list'
+        case 'kt profile/show'
+            echo 'kt profile show'
+        case 'kt profile/use'
+            echo 'kt profile use'
         case 'kt replica/diff'
             echo 'kt replica diff'
         case 'kt topic/alter'
@@ -125,12 +143,76 @@ function __kt_child --argument-names path word
             echo 'kt transactions find-hanging'
         case 'kt transactions/list'
             echo 'kt transactions list'
+        case 'kt user/scram'
+            echo 'kt user scram'
+        case 'kt user scram/add'
+            echo 'kt user scram add'
+        case 'kt user scram/delete'
+            echo 'kt user scram delete'
+        case 'kt user scram/describe'
+            echo 'kt user scram describe'
     end
 end
 
 # __kt_nargs PATH OPTION: how many values OPTION of PATH takes.
 function __kt_nargs --argument-names path option
     switch "$path/$option"
+        case 'kt acl/--topic'
+            echo 1
+        case 'kt acl/--group'
+            echo 1
+        case 'kt acl/--transactional-id'
+            echo 1
+        case 'kt acl/--resource-pattern-type'
+            echo 1
+        case 'kt acl/--allow-principal'
+            echo 1
+        case 'kt acl/--deny-principal'
+            echo 1
+        case 'kt acl/--allow-host'
+            echo 1
+        case 'kt acl/--deny-host'
+            echo 1
+        case 'kt acl/--operation'
+            echo 1
+        case 'kt acl/--principal'
+            echo 1
+        case 'kt acl/--bootstrap-server' 'kt acl/-b'
+            echo 1
+        case 'kt acl/--command-config'
+            echo 1
+        case 'kt acl/-F'
+            echo 1
+        case 'kt acl/-X'
+            echo 1
+        case 'kt acl/--profile'
+            echo 1
+        case 'kt acl/--timeout'
+            echo 1
+        case 'kt acl check/--principal'
+            echo 1
+        case 'kt acl check/--operation'
+            echo 1
+        case 'kt acl check/--topic'
+            echo 1
+        case 'kt acl check/--group'
+            echo 1
+        case 'kt acl check/--transactional-id'
+            echo 1
+        case 'kt acl check/--host'
+            echo 1
+        case 'kt acl check/--bootstrap-server' 'kt acl check/-b'
+            echo 1
+        case 'kt acl check/--command-config'
+            echo 1
+        case 'kt acl check/-F'
+            echo 1
+        case 'kt acl check/-X'
+            echo 1
+        case 'kt acl check/--profile'
+            echo 1
+        case 'kt acl check/--timeout'
+            echo 1
         case 'kt analyze anomalies/--to'
             echo 1
         case 'kt analyze anomalies/--format'
@@ -263,6 +345,14 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt cluster describe/--bootstrap-server' 'kt cluster describe/-b'
             echo 1
+        case 'kt cluster describe/--command-config'
+            echo 1
+        case 'kt cluster describe/-F'
+            echo 1
+        case 'kt cluster describe/-X'
+            echo 1
+        case 'kt cluster describe/--profile'
+            echo 1
         case 'kt cluster describe/--timeout'
             echo 1
         case 'kt cluster describe/--zookeeper'
@@ -321,6 +411,14 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt configs alter/--bootstrap-server' 'kt configs alter/-b'
             echo 1
+        case 'kt configs alter/--command-config'
+            echo 1
+        case 'kt configs alter/-F'
+            echo 1
+        case 'kt configs alter/-X'
+            echo 1
+        case 'kt configs alter/--profile'
+            echo 1
         case 'kt configs alter/--timeout'
             echo 1
         case 'kt configs alter/--entity-type'
@@ -333,6 +431,14 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt configs describe/--bootstrap-server' 'kt configs describe/-b'
             echo 1
+        case 'kt configs describe/--command-config'
+            echo 1
+        case 'kt configs describe/-F'
+            echo 1
+        case 'kt configs describe/-X'
+            echo 1
+        case 'kt configs describe/--profile'
+            echo 1
         case 'kt configs describe/--timeout'
             echo 1
         case 'kt configs describe/--entity-type'
@@ -340,6 +446,14 @@ function __kt_nargs --argument-names path option
         case 'kt configs describe/--entity-name'
             echo 1
         case 'kt consume/--bootstrap-server' 'kt consume/-b'
+            echo 1
+        case 'kt consume/--command-config'
+            echo 1
+        case 'kt consume/-F'
+            echo 1
+        case 'kt consume/-X'
+            echo 1
+        case 'kt consume/--profile'
             echo 1
         case 'kt consume/--timeout'
             echo 1
@@ -405,11 +519,27 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt group delete/--bootstrap-server' 'kt group delete/-b'
             echo 1
+        case 'kt group delete/--command-config'
+            echo 1
+        case 'kt group delete/-F'
+            echo 1
+        case 'kt group delete/-X'
+            echo 1
+        case 'kt group delete/--profile'
+            echo 1
         case 'kt group delete/--timeout'
             echo 1
         case 'kt group delete/--group' 'kt group delete/-g'
             echo 1
         case 'kt group describe/--bootstrap-server' 'kt group describe/-b'
+            echo 1
+        case 'kt group describe/--command-config'
+            echo 1
+        case 'kt group describe/-F'
+            echo 1
+        case 'kt group describe/-X'
+            echo 1
+        case 'kt group describe/--profile'
             echo 1
         case 'kt group describe/--timeout'
             echo 1
@@ -417,9 +547,25 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt group list/--bootstrap-server' 'kt group list/-b'
             echo 1
+        case 'kt group list/--command-config'
+            echo 1
+        case 'kt group list/-F'
+            echo 1
+        case 'kt group list/-X'
+            echo 1
+        case 'kt group list/--profile'
+            echo 1
         case 'kt group list/--timeout'
             echo 1
         case 'kt group reset-offsets/--bootstrap-server' 'kt group reset-offsets/-b'
+            echo 1
+        case 'kt group reset-offsets/--command-config'
+            echo 1
+        case 'kt group reset-offsets/-F'
+            echo 1
+        case 'kt group reset-offsets/-X'
+            echo 1
+        case 'kt group reset-offsets/--profile'
             echo 1
         case 'kt group reset-offsets/--timeout'
             echo 1
@@ -437,6 +583,14 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt leader-election/--bootstrap-server' 'kt leader-election/-b'
             echo 1
+        case 'kt leader-election/--command-config'
+            echo 1
+        case 'kt leader-election/-F'
+            echo 1
+        case 'kt leader-election/-X'
+            echo 1
+        case 'kt leader-election/--profile'
+            echo 1
         case 'kt leader-election/--timeout'
             echo 1
         case 'kt leader-election/--election-type'
@@ -448,6 +602,14 @@ function __kt_nargs --argument-names path option
         case 'kt leader-election/--path-to-json-file'
             echo 1
         case 'kt log-dirs describe/--bootstrap-server' 'kt log-dirs describe/-b'
+            echo 1
+        case 'kt log-dirs describe/--command-config'
+            echo 1
+        case 'kt log-dirs describe/-F'
+            echo 1
+        case 'kt log-dirs describe/-X'
+            echo 1
+        case 'kt log-dirs describe/--profile'
             echo 1
         case 'kt log-dirs describe/--timeout'
             echo 1
@@ -473,6 +635,14 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt produce/--bootstrap-server' 'kt produce/-b'
             echo 1
+        case 'kt produce/--command-config'
+            echo 1
+        case 'kt produce/-F'
+            echo 1
+        case 'kt produce/-X'
+            echo 1
+        case 'kt produce/--profile'
+            echo 1
         case 'kt produce/--timeout'
             echo 1
         case 'kt produce/--partition' 'kt produce/-p'
@@ -493,7 +663,21 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt produce/--batch-size'
             echo 1
+        case 'kt profile create/--bootstrap-server' 'kt profile create/-b'
+            echo 1
+        case 'kt profile create/-X'
+            echo 1
+        case 'kt profile create/--from-properties'
+            echo 1
         case 'kt reassign-partitions/--bootstrap-server' 'kt reassign-partitions/-b'
+            echo 1
+        case 'kt reassign-partitions/--command-config'
+            echo 1
+        case 'kt reassign-partitions/-F'
+            echo 1
+        case 'kt reassign-partitions/-X'
+            echo 1
+        case 'kt reassign-partitions/--profile'
             echo 1
         case 'kt reassign-partitions/--timeout'
             echo 1
@@ -511,11 +695,17 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt reassign-partitions/--interval'
             echo 1
-        case 'kt reassign-partitions/--command-config'
-            echo 1
         case 'kt replica diff/--reference'
             echo 1
         case 'kt topic alter/--bootstrap-server' 'kt topic alter/-b'
+            echo 1
+        case 'kt topic alter/--command-config'
+            echo 1
+        case 'kt topic alter/-F'
+            echo 1
+        case 'kt topic alter/-X'
+            echo 1
+        case 'kt topic alter/--profile'
             echo 1
         case 'kt topic alter/--timeout'
             echo 1
@@ -526,6 +716,14 @@ function __kt_nargs --argument-names path option
         case 'kt topic alter/--replica-assignment'
             echo 1
         case 'kt topic create/--bootstrap-server' 'kt topic create/-b'
+            echo 1
+        case 'kt topic create/--command-config'
+            echo 1
+        case 'kt topic create/-F'
+            echo 1
+        case 'kt topic create/-X'
+            echo 1
+        case 'kt topic create/--profile'
             echo 1
         case 'kt topic create/--timeout'
             echo 1
@@ -541,11 +739,27 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt topic delete/--bootstrap-server' 'kt topic delete/-b'
             echo 1
+        case 'kt topic delete/--command-config'
+            echo 1
+        case 'kt topic delete/-F'
+            echo 1
+        case 'kt topic delete/-X'
+            echo 1
+        case 'kt topic delete/--profile'
+            echo 1
         case 'kt topic delete/--timeout'
             echo 1
         case 'kt topic delete/--topic' 'kt topic delete/-t'
             echo 1
         case 'kt topic describe/--bootstrap-server' 'kt topic describe/-b'
+            echo 1
+        case 'kt topic describe/--command-config'
+            echo 1
+        case 'kt topic describe/-F'
+            echo 1
+        case 'kt topic describe/-X'
+            echo 1
+        case 'kt topic describe/--profile'
             echo 1
         case 'kt topic describe/--timeout'
             echo 1
@@ -553,11 +767,27 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt topic list/--bootstrap-server' 'kt topic list/-b'
             echo 1
+        case 'kt topic list/--command-config'
+            echo 1
+        case 'kt topic list/-F'
+            echo 1
+        case 'kt topic list/-X'
+            echo 1
+        case 'kt topic list/--profile'
+            echo 1
         case 'kt topic list/--timeout'
             echo 1
         case 'kt topic list/--topic' 'kt topic list/-t'
             echo 1
         case 'kt transactions abort/--bootstrap-server' 'kt transactions abort/-b'
+            echo 1
+        case 'kt transactions abort/--command-config'
+            echo 1
+        case 'kt transactions abort/-F'
+            echo 1
+        case 'kt transactions abort/-X'
+            echo 1
+        case 'kt transactions abort/--profile'
             echo 1
         case 'kt transactions abort/--timeout'
             echo 1
@@ -575,11 +805,27 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt transactions describe/--bootstrap-server' 'kt transactions describe/-b'
             echo 1
+        case 'kt transactions describe/--command-config'
+            echo 1
+        case 'kt transactions describe/-F'
+            echo 1
+        case 'kt transactions describe/-X'
+            echo 1
+        case 'kt transactions describe/--profile'
+            echo 1
         case 'kt transactions describe/--timeout'
             echo 1
         case 'kt transactions describe/--transactional-id'
             echo 1
         case 'kt transactions describe-producers/--bootstrap-server' 'kt transactions describe-producers/-b'
+            echo 1
+        case 'kt transactions describe-producers/--command-config'
+            echo 1
+        case 'kt transactions describe-producers/-F'
+            echo 1
+        case 'kt transactions describe-producers/-X'
+            echo 1
+        case 'kt transactions describe-producers/--profile'
             echo 1
         case 'kt transactions describe-producers/--timeout'
             echo 1
@@ -590,6 +836,14 @@ function __kt_nargs --argument-names path option
         case 'kt transactions describe-producers/--broker-id'
             echo 1
         case 'kt transactions find-hanging/--bootstrap-server' 'kt transactions find-hanging/-b'
+            echo 1
+        case 'kt transactions find-hanging/--command-config'
+            echo 1
+        case 'kt transactions find-hanging/-F'
+            echo 1
+        case 'kt transactions find-hanging/-X'
+            echo 1
+        case 'kt transactions find-hanging/--profile'
             echo 1
         case 'kt transactions find-hanging/--timeout'
             echo 1
@@ -603,17 +857,77 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt transactions list/--bootstrap-server' 'kt transactions list/-b'
             echo 1
+        case 'kt transactions list/--command-config'
+            echo 1
+        case 'kt transactions list/-F'
+            echo 1
+        case 'kt transactions list/-X'
+            echo 1
+        case 'kt transactions list/--profile'
+            echo 1
         case 'kt transactions list/--timeout'
             echo 1
         case 'kt transactions list/--duration-filter'
             echo 1
         case 'kt tui/--bootstrap-server' 'kt tui/-b'
             echo 1
+        case 'kt tui/--command-config'
+            echo 1
+        case 'kt tui/-F'
+            echo 1
+        case 'kt tui/-X'
+            echo 1
+        case 'kt tui/--profile'
+            echo 1
         case 'kt tui/--interval' 'kt tui/-i'
             echo 1
         case 'kt tui/--timeout'
             echo 1
         case 'kt tui/--theme'
+            echo 1
+        case 'kt user scram add/--mechanism'
+            echo 1
+        case 'kt user scram add/--iterations'
+            echo 1
+        case 'kt user scram add/--password-file'
+            echo 1
+        case 'kt user scram add/--bootstrap-server' 'kt user scram add/-b'
+            echo 1
+        case 'kt user scram add/--command-config'
+            echo 1
+        case 'kt user scram add/-F'
+            echo 1
+        case 'kt user scram add/-X'
+            echo 1
+        case 'kt user scram add/--profile'
+            echo 1
+        case 'kt user scram add/--timeout'
+            echo 1
+        case 'kt user scram delete/--mechanism'
+            echo 1
+        case 'kt user scram delete/--bootstrap-server' 'kt user scram delete/-b'
+            echo 1
+        case 'kt user scram delete/--command-config'
+            echo 1
+        case 'kt user scram delete/-F'
+            echo 1
+        case 'kt user scram delete/-X'
+            echo 1
+        case 'kt user scram delete/--profile'
+            echo 1
+        case 'kt user scram delete/--timeout'
+            echo 1
+        case 'kt user scram describe/--bootstrap-server' 'kt user scram describe/-b'
+            echo 1
+        case 'kt user scram describe/--command-config'
+            echo 1
+        case 'kt user scram describe/-F'
+            echo 1
+        case 'kt user scram describe/-X'
+            echo 1
+        case 'kt user scram describe/--profile'
+            echo 1
+        case 'kt user scram describe/--timeout'
             echo 1
         case '*'
             echo 0
@@ -650,6 +964,7 @@ function __kt_is --argument-names want
 end
 
 complete -c kt -f
+complete -c kt -n "__kt_is 'kt'" -a 'acl' -d 'Add, remove and list ACLs, like kafka-acls.sh.'
 complete -c kt -n "__kt_is 'kt'" -a 'analyze' -d 'Forensic analyses of log segments on Spark (needs `pip install \'kt[spark]\'`).'
 complete -c kt -n "__kt_is 'kt'" -a 'broker' -d 'Run a Kafka-compatible broker.'
 complete -c kt -n "__kt_is 'kt'" -a 'checkpoint' -d 'Show and edit checkpoint files of a Kafka log directory.'
@@ -666,13 +981,60 @@ complete -c kt -n "__kt_is 'kt'" -a 'leader-election' -d 'Run preferred or uncle
 complete -c kt -n "__kt_is 'kt'" -a 'log-dirs' -d 'Describe brokers\' log directories (like kafka-log-dirs.sh), or inspect one offline.'
 complete -c kt -n "__kt_is 'kt'" -a 'metadata' -d 'KRaft metadata forensics: browse the cluster as of any offset, tell its history.'
 complete -c kt -n "__kt_is 'kt'" -a 'produce' -d 'Write records to TOPIC: one per line of stdin (or of --file), like kcat -P.'
+complete -c kt -n "__kt_is 'kt'" -a 'profile' -d 'Keep named clusters: bootstrap servers plus TLS/SASL settings.'
 complete -c kt -n "__kt_is 'kt'" -a 'reassign-partitions' -d 'Move partition replicas between brokers (like kafka-reassign-partitions.sh).'
 complete -c kt -n "__kt_is 'kt'" -a 'replica' -d 'Offline forensics across the replicas of a partition.'
 complete -c kt -n "__kt_is 'kt'" -a 'topic' -d 'Create, list, describe, alter and delete topics (like kafka-topics.sh).'
 complete -c kt -n "__kt_is 'kt'" -a 'transactions' -d 'Inspect transactions and recover from hanging ones (like kafka-transactions.sh).'
 complete -c kt -n "__kt_is 'kt'" -a 'tui' -d 'Watch a cluster live in a terminal dashboard.'
+complete -c kt -n "__kt_is 'kt'" -a 'user' -d 'Users of a secured cluster: their SCRAM credentials.'
 complete -c kt -n "__kt_is 'kt'" -s 'V' -l 'version' -d 'Show the version and exit.'
 complete -c kt -n "__kt_is 'kt'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt acl'" -a 'check' -d 'Whether a principal may do an operation on one resource, and which ACL decides.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'add' -d 'Add ACLs.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'remove' -d 'Remove ACLs.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'list' -d 'List ACLs.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'topic' -x -d 'A topic (or *); repeatable.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'group' -x -d 'A group (or *); repeatable.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'cluster' -d 'The cluster resource (kafka-cluster).'
+complete -c kt -n "__kt_is 'kt acl'" -l 'transactional-id' -x -d 'A transactional id.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'resource-pattern-type' -x -a 'any literal match prefixed' -d 'literal, prefixed (add/remove/list), any or match (list/remove).'
+complete -c kt -n "__kt_is 'kt acl'" -l 'allow-principal' -x
+complete -c kt -n "__kt_is 'kt acl'" -l 'deny-principal' -x
+complete -c kt -n "__kt_is 'kt acl'" -l 'allow-host' -x -d 'Default * with a principal.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'deny-host' -x -d 'Default * with a principal.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'operation' -x -d 'Default All; repeatable.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'principal' -x -d '--list: only these.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'producer' -d 'WRITE, DESCRIBE, CREATE on the topics.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'consumer' -d 'READ, DESCRIBE on topics; READ on groups.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'idempotent' -d 'With --producer: IDEMPOTENT_WRITE.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'force' -d '--remove without asking.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'json' -d 'The resulting ACLs as JSON.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt acl'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt acl'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt acl'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
+complete -c kt -n "__kt_is 'kt acl'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt acl'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'principal' -x -d 'Who, e.g. User:alice.'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'operation' -x -d 'What, e.g. Read.'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'topic' -x
+complete -c kt -n "__kt_is 'kt acl check'" -l 'group' -x
+complete -c kt -n "__kt_is 'kt acl check'" -l 'transactional-id' -x
+complete -c kt -n "__kt_is 'kt acl check'" -l 'cluster'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'host' -x -d 'The client\'s IP address (* : ACLs for any host only).'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'allow-everyone-if-no-acl-found' -d 'Decide as a broker with allow.everyone.if.no.acl.found=true.'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'json' -d 'The verdict as JSON.'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt acl check'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt acl check'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
+complete -c kt -n "__kt_is 'kt acl check'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt acl check'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt analyze'" -a 'anomalies' -d 'Everything suspicious in the segments.'
 complete -c kt -n "__kt_is 'kt analyze'" -a 'keys' -d 'The history of one key: its records across all partitions and segments.'
 complete -c kt -n "__kt_is 'kt analyze'" -a 'metadata' -d 'KRaft metadata logs of many clusters: leader churn and unavailability.'
@@ -773,7 +1135,12 @@ complete -c kt -n "__kt_is 'kt cluster'" -a 'status' -d 'Which processes of the 
 complete -c kt -n "__kt_is 'kt cluster'" -a 'stop' -d 'Stop brokers (--broker N, repeatable) or ZooKeeper of the cluster in --dir.'
 complete -c kt -n "__kt_is 'kt cluster'" -a 'up' -d 'Start a local cluster in the background, or the parts of it that are down.'
 complete -c kt -n "__kt_is 'kt cluster'" -s 'h' -l 'help' -d 'Show this message and exit.'
-complete -c kt -n "__kt_is 'kt cluster describe'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt cluster describe'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt cluster describe'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt cluster describe'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt cluster describe'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt cluster describe'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt cluster describe'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
 complete -c kt -n "__kt_is 'kt cluster describe'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt cluster describe'" -l 'zookeeper' -x -d 'Also read the controller epoch from this ZooKeeper.'
 complete -c kt -n "__kt_is 'kt cluster describe'" -l 'json' -d 'One JSON object.'
@@ -829,7 +1196,12 @@ complete -c kt -n "__kt_is 'kt compaction estimate'" -F
 complete -c kt -n "__kt_is 'kt configs'" -a 'alter' -d 'Set and remove dynamic configs (IncrementalAlterConfigs, else AlterConfigs).'
 complete -c kt -n "__kt_is 'kt configs'" -a 'describe' -d 'Print configs in kafka-configs.sh\'s format:'
 complete -c kt -n "__kt_is 'kt configs'" -s 'h' -l 'help' -d 'Show this message and exit.'
-complete -c kt -n "__kt_is 'kt configs alter'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt configs alter'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt configs alter'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt configs alter'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt configs alter'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt configs alter'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt configs alter'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
 complete -c kt -n "__kt_is 'kt configs alter'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt configs alter'" -l 'entity-type' -x -a 'brokers topics' -d 'What to change.'
 complete -c kt -n "__kt_is 'kt configs alter'" -l 'entity-name' -x -d 'Topic name or broker id.'
@@ -837,7 +1209,12 @@ complete -c kt -n "__kt_is 'kt configs alter'" -l 'entity-default' -d 'The clust
 complete -c kt -n "__kt_is 'kt configs alter'" -l 'add-config' -x -d 'Set configs ([a,b] for lists).'
 complete -c kt -n "__kt_is 'kt configs alter'" -l 'delete-config' -x -d 'Remove configs.'
 complete -c kt -n "__kt_is 'kt configs alter'" -s 'h' -l 'help' -d 'Show this message and exit.'
-complete -c kt -n "__kt_is 'kt configs describe'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt configs describe'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt configs describe'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt configs describe'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt configs describe'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt configs describe'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt configs describe'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
 complete -c kt -n "__kt_is 'kt configs describe'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt configs describe'" -l 'entity-type' -x -a 'brokers topics' -d 'What to describe.'
 complete -c kt -n "__kt_is 'kt configs describe'" -l 'entity-name' -x -d 'Topic name or broker id (topics: default all).'
@@ -845,7 +1222,12 @@ complete -c kt -n "__kt_is 'kt configs describe'" -l 'entity-default' -d 'The cl
 complete -c kt -n "__kt_is 'kt configs describe'" -l 'all' -d 'Every config, not only the dynamic ones.'
 complete -c kt -n "__kt_is 'kt configs describe'" -l 'json' -d 'One JSON object per entity (NDJSON).'
 complete -c kt -n "__kt_is 'kt configs describe'" -s 'h' -l 'help' -d 'Show this message and exit.'
-complete -c kt -n "__kt_is 'kt consume'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt consume'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt consume'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt consume'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt consume'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt consume'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt consume'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
 complete -c kt -n "__kt_is 'kt consume'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt consume'" -l 'partition' -s 'p' -x -d 'Only this partition (repeatable; default: all).'
 complete -c kt -n "__kt_is 'kt consume'" -l 'offset' -s 'o' -x -d 'Start at beginning, end, stored, N, -N (N before the end) or s@MS (first...'
@@ -901,11 +1283,20 @@ complete -c kt -n "__kt_is 'kt group'" -a 'describe' -d 'Describe groups: commit
 complete -c kt -n "__kt_is 'kt group'" -a 'list' -d 'List group ids, one per line (with --state: a GROUP STATE table).'
 complete -c kt -n "__kt_is 'kt group'" -a 'reset-offsets' -d 'Reset a group\'s committed offsets; shows the plan unless --execute.'
 complete -c kt -n "__kt_is 'kt group'" -s 'h' -l 'help' -d 'Show this message and exit.'
-complete -c kt -n "__kt_is 'kt group delete'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt group delete'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt group delete'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt group delete'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt group delete'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt group delete'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt group delete'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
 complete -c kt -n "__kt_is 'kt group delete'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt group delete'" -l 'group' -s 'g' -x -d 'Group to delete.'
 complete -c kt -n "__kt_is 'kt group delete'" -s 'h' -l 'help' -d 'Show this message and exit.'
-complete -c kt -n "__kt_is 'kt group describe'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt group describe'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt group describe'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt group describe'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt group describe'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt group describe'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
 complete -c kt -n "__kt_is 'kt group describe'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt group describe'" -l 'group' -s 'g' -x -d 'The group (repeatable).'
 complete -c kt -n "__kt_is 'kt group describe'" -l 'all-groups' -d 'Describe every group.'
@@ -914,12 +1305,22 @@ complete -c kt -n "__kt_is 'kt group describe'" -l 'state' -d 'Show the group\'s
 complete -c kt -n "__kt_is 'kt group describe'" -l 'verbose' -s 'v' -d 'With --members: list each assignment.'
 complete -c kt -n "__kt_is 'kt group describe'" -l 'json' -d 'One JSON object per group (NDJSON).'
 complete -c kt -n "__kt_is 'kt group describe'" -s 'h' -l 'help' -d 'Show this message and exit.'
-complete -c kt -n "__kt_is 'kt group list'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt group list'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt group list'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt group list'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt group list'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt group list'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt group list'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
 complete -c kt -n "__kt_is 'kt group list'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt group list'" -l 'state' -d 'Show each group\'s state too.'
 complete -c kt -n "__kt_is 'kt group list'" -l 'json' -d 'A JSON array of groups.'
 complete -c kt -n "__kt_is 'kt group list'" -s 'h' -l 'help' -d 'Show this message and exit.'
-complete -c kt -n "__kt_is 'kt group reset-offsets'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt group reset-offsets'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt group reset-offsets'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt group reset-offsets'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt group reset-offsets'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt group reset-offsets'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt group reset-offsets'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
 complete -c kt -n "__kt_is 'kt group reset-offsets'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt group reset-offsets'" -l 'group' -s 'g' -x -d 'The group.'
 complete -c kt -n "__kt_is 'kt group reset-offsets'" -l 'topic' -s 't' -x -d 'Reset this topic (or these of its partitions); repeatable.'
@@ -947,7 +1348,12 @@ complete -c kt -n "__kt_is 'kt index verify'" -l 'json' -d 'One JSON object per 
 complete -c kt -n "__kt_is 'kt index verify'" -l 'quiet' -s 'q' -d 'Print only the problems.'
 complete -c kt -n "__kt_is 'kt index verify'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt index verify'" -F
-complete -c kt -n "__kt_is 'kt leader-election'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt leader-election'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt leader-election'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt leader-election'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt leader-election'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt leader-election'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt leader-election'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
 complete -c kt -n "__kt_is 'kt leader-election'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt leader-election'" -l 'election-type' -x -a 'preferred unclean' -d 'preferred: move leadership back to the preferred replica; unclean: elect a...'
 complete -c kt -n "__kt_is 'kt leader-election'" -l 'topic' -x -d 'The topic of the one partition to elect (with --partition).'
@@ -959,7 +1365,12 @@ complete -c kt -n "__kt_is 'kt leader-election'" -s 'h' -l 'help' -d 'Show this 
 complete -c kt -n "__kt_is 'kt log-dirs'" -a 'describe' -d 'Describe brokers\' log directories and the partitions in them.'
 complete -c kt -n "__kt_is 'kt log-dirs'" -a 'inspect' -d 'Inspect a log directory offline (no broker needed; nothing is written).'
 complete -c kt -n "__kt_is 'kt log-dirs'" -s 'h' -l 'help' -d 'Show this message and exit.'
-complete -c kt -n "__kt_is 'kt log-dirs describe'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt log-dirs describe'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt log-dirs describe'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt log-dirs describe'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt log-dirs describe'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt log-dirs describe'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt log-dirs describe'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
 complete -c kt -n "__kt_is 'kt log-dirs describe'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt log-dirs describe'" -l 'broker-list' -x -d 'Only these brokers (default: all).'
 complete -c kt -n "__kt_is 'kt log-dirs describe'" -l 'topic-list' -x -d 'Only these topics\' partitions.'
@@ -985,7 +1396,12 @@ complete -c kt -n "__kt_is 'kt metadata timeline'" -l 'summary' -d 'Per-partitio
 complete -c kt -n "__kt_is 'kt metadata timeline'" -l 'json' -d 'NDJSON: one object per event (or the summary object).'
 complete -c kt -n "__kt_is 'kt metadata timeline'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt metadata timeline'" -F
-complete -c kt -n "__kt_is 'kt produce'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt produce'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt produce'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt produce'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt produce'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt produce'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt produce'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
 complete -c kt -n "__kt_is 'kt produce'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt produce'" -l 'partition' -s 'p' -x -d 'Write every record here.'
 complete -c kt -n "__kt_is 'kt produce'" -l 'key-delimiter' -s 'K' -x -d 'Split each input record into KEY DELIM VALUE.'
@@ -1000,7 +1416,30 @@ complete -c kt -n "__kt_is 'kt produce'" -l 'acks' -x -a '-1 all 0 1' -d 'Replic
 complete -c kt -n "__kt_is 'kt produce'" -l 'batch-size' -x -d 'Records per batch.'
 complete -c kt -n "__kt_is 'kt produce'" -l 'json' -d 'Print a JSON summary of what was written.'
 complete -c kt -n "__kt_is 'kt produce'" -s 'h' -l 'help' -d 'Show this message and exit.'
-complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt profile'" -a 'create' -d 'Create a profile (its settings are checked first).'
+complete -c kt -n "__kt_is 'kt profile'" -a 'delete' -d 'Delete a profile.'
+complete -c kt -n "__kt_is 'kt profile'" -a 'list' -d 'List the profiles; the current one is marked with *.'
+complete -c kt -n "__kt_is 'kt profile'" -a 'show' -d 'Show a profile (the current one by default); secrets are masked.'
+complete -c kt -n "__kt_is 'kt profile'" -a 'use' -d 'Make NAME the profile online commands use without --profile.'
+complete -c kt -n "__kt_is 'kt profile'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt profile create'" -l 'bootstrap-server' -s 'b' -x -d 'The cluster\'s bootstrap servers.'
+complete -c kt -n "__kt_is 'kt profile create'" -s 'X' -x -d 'A client property (security.protocol, ssl.*, sasl.*), repeatable.'
+complete -c kt -n "__kt_is 'kt profile create'" -l 'from-properties' -r -F -d 'Take the properties (and bootstrap.servers) of a properties file.'
+complete -c kt -n "__kt_is 'kt profile create'" -l 'use' -d 'Make it the current profile.'
+complete -c kt -n "__kt_is 'kt profile create'" -l 'force' -d 'Replace an existing profile of that name.'
+complete -c kt -n "__kt_is 'kt profile create'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt profile delete'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt profile list'" -l 'json' -d 'JSON output.'
+complete -c kt -n "__kt_is 'kt profile list'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt profile show'" -l 'json' -d 'JSON output.'
+complete -c kt -n "__kt_is 'kt profile show'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt profile use'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
 complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'generate' -d 'Propose a plan.'
 complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'execute' -d 'Start the plan\'s reassignments.'
@@ -1021,7 +1460,6 @@ complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'clear-throttles-when-do
 complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'wait-timeout' -x -d '--clear-throttles-when-done: stop waiting after this long (throttles stay).'
 complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'watch' -d '--progress: refresh until nothing is in progress.'
 complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'interval' -x -d '--progress, --clear-throttles-when-done: seconds between samples.'
-complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'command-config' -r -F -d 'Admin client properties (Kafka\'s): bootstrap.servers, client.id...'
 complete -c kt -n "__kt_is 'kt reassign-partitions'" -l 'json' -d 'JSON output.'
 complete -c kt -n "__kt_is 'kt reassign-partitions'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt replica'" -a 'diff' -d 'Compare the replicas of each partition, with no broker running.'
@@ -1036,14 +1474,24 @@ complete -c kt -n "__kt_is 'kt topic'" -a 'delete' -d 'Delete topics.'
 complete -c kt -n "__kt_is 'kt topic'" -a 'describe' -d 'Describe topics in kafka-topics.sh --describe\'s format.'
 complete -c kt -n "__kt_is 'kt topic'" -a 'list' -d 'List topic names, one per line.'
 complete -c kt -n "__kt_is 'kt topic'" -s 'h' -l 'help' -d 'Show this message and exit.'
-complete -c kt -n "__kt_is 'kt topic alter'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt topic alter'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt topic alter'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt topic alter'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt topic alter'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt topic alter'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt topic alter'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
 complete -c kt -n "__kt_is 'kt topic alter'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt topic alter'" -l 'topic' -s 't' -x -d 'Topic name, comma list or regex (or TOPIC).'
 complete -c kt -n "__kt_is 'kt topic alter'" -l 'partitions' -x -d 'The new partition count.'
 complete -c kt -n "__kt_is 'kt topic alter'" -l 'replica-assignment' -x -d 'Replicas of every partition (existing ones first, as kafka-topics.sh takes it).'
 complete -c kt -n "__kt_is 'kt topic alter'" -l 'if-exists' -d 'Succeed when the topic does not exist.'
 complete -c kt -n "__kt_is 'kt topic alter'" -s 'h' -l 'help' -d 'Show this message and exit.'
-complete -c kt -n "__kt_is 'kt topic create'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt topic create'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt topic create'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt topic create'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt topic create'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt topic create'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt topic create'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
 complete -c kt -n "__kt_is 'kt topic create'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt topic create'" -l 'topic' -s 't' -x -d 'The topic to create (or the TOPIC argument).'
 complete -c kt -n "__kt_is 'kt topic create'" -l 'partitions' -x -d 'Partition count (broker default).'
@@ -1053,12 +1501,22 @@ complete -c kt -n "__kt_is 'kt topic create'" -l 'config' -x -d 'Topic config ov
 complete -c kt -n "__kt_is 'kt topic create'" -l 'if-not-exists' -d 'Succeed when the topic already exists.'
 complete -c kt -n "__kt_is 'kt topic create'" -l 'validate-only' -d 'Check the request; create nothing.'
 complete -c kt -n "__kt_is 'kt topic create'" -s 'h' -l 'help' -d 'Show this message and exit.'
-complete -c kt -n "__kt_is 'kt topic delete'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt topic delete'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt topic delete'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt topic delete'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt topic delete'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt topic delete'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt topic delete'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
 complete -c kt -n "__kt_is 'kt topic delete'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt topic delete'" -l 'topic' -s 't' -x -d 'Topic name, comma list or regex (or TOPIC).'
 complete -c kt -n "__kt_is 'kt topic delete'" -l 'if-exists' -d 'Succeed when the topic does not exist.'
 complete -c kt -n "__kt_is 'kt topic delete'" -s 'h' -l 'help' -d 'Show this message and exit.'
-complete -c kt -n "__kt_is 'kt topic describe'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt topic describe'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt topic describe'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt topic describe'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt topic describe'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt topic describe'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt topic describe'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
 complete -c kt -n "__kt_is 'kt topic describe'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt topic describe'" -l 'topic' -s 't' -x -d 'Topic name, comma list or regex (default: all).'
 complete -c kt -n "__kt_is 'kt topic describe'" -l 'exclude-internal' -d 'Leave out internal topics.'
@@ -1071,7 +1529,12 @@ complete -c kt -n "__kt_is 'kt topic describe'" -l 'under-preferred-replica-part
 complete -c kt -n "__kt_is 'kt topic describe'" -l 'topics-with-overrides' -d 'Only topics with config overrides (no partitions).'
 complete -c kt -n "__kt_is 'kt topic describe'" -l 'json' -d 'One JSON object per topic (NDJSON).'
 complete -c kt -n "__kt_is 'kt topic describe'" -s 'h' -l 'help' -d 'Show this message and exit.'
-complete -c kt -n "__kt_is 'kt topic list'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt topic list'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt topic list'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt topic list'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt topic list'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt topic list'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt topic list'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
 complete -c kt -n "__kt_is 'kt topic list'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt topic list'" -l 'topic' -s 't' -x -d 'Only topics matching this name or regex.'
 complete -c kt -n "__kt_is 'kt topic list'" -l 'exclude-internal' -d 'Leave out internal topics.'
@@ -1083,7 +1546,12 @@ complete -c kt -n "__kt_is 'kt transactions'" -a 'describe-producers' -d 'The ac
 complete -c kt -n "__kt_is 'kt transactions'" -a 'find-hanging' -d 'Find hanging transactions: open on a partition (DescribeProducers) for longer than --max-transaction-timeout, and unknown to their coordinator — no transactional id has the producer id, or its current transaction does not include the partition — so no marker will ever end them and they hold back READ_COMMITTED consumers.'
 complete -c kt -n "__kt_is 'kt transactions'" -a 'list' -d 'List the transactions of every broker: TransactionalId Coordinator ProducerId TransactionState.'
 complete -c kt -n "__kt_is 'kt transactions'" -s 'h' -l 'help' -d 'Show this message and exit.'
-complete -c kt -n "__kt_is 'kt transactions abort'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt transactions abort'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt transactions abort'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt transactions abort'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt transactions abort'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt transactions abort'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt transactions abort'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
 complete -c kt -n "__kt_is 'kt transactions abort'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt transactions abort'" -l 'topic' -x -d 'Topic name.'
 complete -c kt -n "__kt_is 'kt transactions abort'" -l 'partition' -x -d 'Partition number.'
@@ -1092,19 +1560,34 @@ complete -c kt -n "__kt_is 'kt transactions abort'" -l 'producer-id' -x -d 'Prod
 complete -c kt -n "__kt_is 'kt transactions abort'" -l 'producer-epoch' -x -d 'Producer epoch.'
 complete -c kt -n "__kt_is 'kt transactions abort'" -l 'coordinator-epoch' -x -d 'Coordinator epoch.'
 complete -c kt -n "__kt_is 'kt transactions abort'" -s 'h' -l 'help' -d 'Show this message and exit.'
-complete -c kt -n "__kt_is 'kt transactions describe'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt transactions describe'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt transactions describe'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt transactions describe'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt transactions describe'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt transactions describe'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt transactions describe'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
 complete -c kt -n "__kt_is 'kt transactions describe'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt transactions describe'" -l 'transactional-id' -x -d 'The transactional id.'
 complete -c kt -n "__kt_is 'kt transactions describe'" -l 'json' -d 'One JSON object.'
 complete -c kt -n "__kt_is 'kt transactions describe'" -s 'h' -l 'help' -d 'Show this message and exit.'
-complete -c kt -n "__kt_is 'kt transactions describe-producers'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt transactions describe-producers'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt transactions describe-producers'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt transactions describe-producers'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt transactions describe-producers'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt transactions describe-producers'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt transactions describe-producers'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
 complete -c kt -n "__kt_is 'kt transactions describe-producers'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt transactions describe-producers'" -l 'topic' -x -d 'Topic name.'
 complete -c kt -n "__kt_is 'kt transactions describe-producers'" -l 'partition' -x -d 'Partition number.'
 complete -c kt -n "__kt_is 'kt transactions describe-producers'" -l 'broker-id' -x -d 'The replica to ask (default: the leader).'
 complete -c kt -n "__kt_is 'kt transactions describe-producers'" -l 'json' -d 'One JSON object per line (NDJSON).'
 complete -c kt -n "__kt_is 'kt transactions describe-producers'" -s 'h' -l 'help' -d 'Show this message and exit.'
-complete -c kt -n "__kt_is 'kt transactions find-hanging'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt transactions find-hanging'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt transactions find-hanging'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt transactions find-hanging'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt transactions find-hanging'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt transactions find-hanging'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt transactions find-hanging'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
 complete -c kt -n "__kt_is 'kt transactions find-hanging'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt transactions find-hanging'" -l 'broker-id' -x -d 'Search the partitions with a replica on this broker.'
 complete -c kt -n "__kt_is 'kt transactions find-hanging'" -l 'topic' -x -d 'Only this topic (required with --partition).'
@@ -1113,14 +1596,59 @@ complete -c kt -n "__kt_is 'kt transactions find-hanging'" -l 'max-transaction-t
 complete -c kt -n "__kt_is 'kt transactions find-hanging'" -l 'include-tracked' -d 'Also report open transactions their coordinator still tracks (it aborts them...'
 complete -c kt -n "__kt_is 'kt transactions find-hanging'" -l 'json' -d 'One JSON object per line (NDJSON).'
 complete -c kt -n "__kt_is 'kt transactions find-hanging'" -s 'h' -l 'help' -d 'Show this message and exit.'
-complete -c kt -n "__kt_is 'kt transactions list'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt transactions list'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt transactions list'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt transactions list'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt transactions list'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt transactions list'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt transactions list'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
 complete -c kt -n "__kt_is 'kt transactions list'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt transactions list'" -l 'duration-filter' -x -d 'Only transactions running longer than this (ms); < 0: all.'
 complete -c kt -n "__kt_is 'kt transactions list'" -l 'json' -d 'One JSON object per line (NDJSON).'
 complete -c kt -n "__kt_is 'kt transactions list'" -s 'h' -l 'help' -d 'Show this message and exit.'
-complete -c kt -n "__kt_is 'kt tui'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).'
+complete -c kt -n "__kt_is 'kt tui'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt tui'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt tui'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt tui'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt tui'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt tui'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
 complete -c kt -n "__kt_is 'kt tui'" -l 'interval' -s 'i' -x -d 'Refresh every SECONDS (+/- change it, p pauses).'
 complete -c kt -n "__kt_is 'kt tui'" -l 'timeout' -x -d 'Per-request timeout of a refresh; a cluster slower than this shows as...'
 complete -c kt -n "__kt_is 'kt tui'" -l 'theme' -x -d 'Textual theme, e.g. textual-light, textual-dark, nord (the palette changes...'
 complete -c kt -n "__kt_is 'kt tui'" -l 'paused' -d 'Start with the periodic refresh paused.'
 complete -c kt -n "__kt_is 'kt tui'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt user'" -a 'scram' -d 'SCRAM-SHA-256/512 credentials (stored by the brokers as Kafka stores them).'
+complete -c kt -n "__kt_is 'kt user'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt user scram'" -a 'add' -d 'Create or replace a user\'s credential for a mechanism.'
+complete -c kt -n "__kt_is 'kt user scram'" -a 'delete' -d 'Remove a user\'s credential for a mechanism.'
+complete -c kt -n "__kt_is 'kt user scram'" -a 'describe' -d 'The mechanisms and iteration counts of users\' credentials (all users when none is named); never any secret.'
+complete -c kt -n "__kt_is 'kt user scram'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt user scram add'" -l 'mechanism' -x -a 'scram-sha-256 scram-sha-512' -d 'The SCRAM mechanism.'
+complete -c kt -n "__kt_is 'kt user scram add'" -l 'iterations' -x -d 'PBKDF2 iterations (4096 to 16384).'
+complete -c kt -n "__kt_is 'kt user scram add'" -l 'password-file' -r -F -d 'Read the password from this file (\'-\': stdin; default: a hidden prompt, or...'
+complete -c kt -n "__kt_is 'kt user scram add'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt user scram add'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt user scram add'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt user scram add'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt user scram add'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt user scram add'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
+complete -c kt -n "__kt_is 'kt user scram add'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt user scram add'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt user scram delete'" -l 'mechanism' -x -a 'scram-sha-256 scram-sha-512' -d 'The SCRAM mechanism.'
+complete -c kt -n "__kt_is 'kt user scram delete'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt user scram delete'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt user scram delete'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt user scram delete'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt user scram delete'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt user scram delete'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
+complete -c kt -n "__kt_is 'kt user scram delete'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt user scram delete'" -s 'h' -l 'help' -d 'Show this message and exit.'
+complete -c kt -n "__kt_is 'kt user scram describe'" -l 'json' -d 'One JSON document.'
+complete -c kt -n "__kt_is 'kt user scram describe'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
+complete -c kt -n "__kt_is 'kt user scram describe'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
+complete -c kt -n "__kt_is 'kt user scram describe'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
+complete -c kt -n "__kt_is 'kt user scram describe'" -s 'F' -r -F -d 'Client properties file (as kcat -F).'
+complete -c kt -n "__kt_is 'kt user scram describe'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
+complete -c kt -n "__kt_is 'kt user scram describe'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
+complete -c kt -n "__kt_is 'kt user scram describe'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
+complete -c kt -n "__kt_is 'kt user scram describe'" -s 'h' -l 'help' -d 'Show this message and exit.'

@@ -17,6 +17,7 @@ from kt.tools.console import first_sentence
 # name -> "module:attribute". One line per command or command group; aliases point
 # at the same object. Keep sorted by name.
 COMMANDS: dict[str, str] = {
+    "acl": "kt.tools.acl_cmd:acl",
     "analyze": "kt.tools.analyze_cmd:analyze",
     "broker": "kt.tools.broker_cmd:broker",
     "checkpoint": "kt.tools.checkpoint_cmd:checkpoint",
@@ -33,11 +34,13 @@ COMMANDS: dict[str, str] = {
     "log-dirs": "kt.tools.log_dirs_cmd:log_dirs",
     "metadata": "kt.tools.metadata_cmd:metadata",
     "produce": "kt.tools.produce_cmd:produce",
+    "profile": "kt.tools.profile_cmd:profile",
     "reassign-partitions": "kt.tools.reassign_cmd:reassign_partitions",
     "replica": "kt.tools.replica_cmd:replica",
     "topic": "kt.tools.topic_cmd:topic",
     "transactions": "kt.tools.transactions_cmd:transactions",
     "tui": "kt.tools.tui_cmd:tui",
+    "user": "kt.tools.user_cmd:user",
 }
 
 # Aliases are listed in help once, under their main name.

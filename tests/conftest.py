@@ -104,3 +104,22 @@ def cluster(shared_cluster: Any):
 
     heal(shared_cluster)
     return shared_cluster
+
+
+@pytest.fixture(autouse=True)
+def _no_user_connection_settings(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Online commands read the user's profiles and find ./kt-cluster by themselves;
+    tests must not: a developer's current profile would send them elsewhere."""
+    monkeypatch.setenv("KT_CONFIG", str(tmp_path_factory.getbasetemp() / "no-profiles.json"))
+    monkeypatch.delenv("KT_PROFILE", raising=False)
+    monkeypatch.delenv("KT_CLUSTER_DIR", raising=False)
+
+
+@pytest.fixture(scope="session")
+def tls_pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CA and certificates made for this test session (tests/tls_harness.py)."""
+    from tls_harness import make_pki
+
+    return make_pki(tmp_path_factory.mktemp("pki"))

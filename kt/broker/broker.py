@@ -38,6 +38,7 @@ from kt.broker.producer_ids import ProducerIdManager
 from kt.broker.replica_manager import ReplicaManager
 from kt.broker.replication.alter_log_dirs import ReplicaAlterLogDirsManager
 from kt.broker.replication.quota import ReplicationThrottles
+from kt.broker.security.authorizer import make_authorizer
 from kt.broker.services import HandlerServices, NodeState
 from kt.broker.settings import DynamicSettings, MaintenanceSettings, TopicCreationSettings
 from kt.broker.topic_admin import TopicAdmin
@@ -188,6 +189,11 @@ class Broker:
             producer_ids=self.producer_ids,
             advertised_listeners=self.advertised_listeners,
         )
+        # The ACL authorizer when `authorizer.class.name` asks for one (its ACLs are
+        # loaded and followed by the server, kt.broker.security.broker_security).
+        self.authorizer = make_authorizer(config.props)
+        # Called after every change of the dynamic configs (the server's TLS reload).
+        self.reconfigure_hooks: list[Callable[[], None]] = []
         self.services = HandlerServices(
             node=node,
             config=config,
@@ -202,6 +208,7 @@ class Broker:
             topic_creation=creator,
             topic_configs=self.topic_configs,
             cluster=self.membership,
+            authorizer=self.authorizer,
         )
         # Answers every request, from the network and from the loopback links.
         self.dispatcher = RequestDispatcher(self.services)
@@ -295,7 +302,7 @@ class Broker:
             return self.config.advertised
         out = []
         for bound, adv in zip(self.bound_listeners, self.config.advertised):
-            out.append(Listener(adv.name, adv.host, bound.port))
+            out.append(Listener(adv.name, adv.host, bound.port, adv.protocol))
         return out or self.config.advertised
 
     def _dir_failure_from_any_thread(self, d: Path, exc: BaseException) -> None:
@@ -340,6 +347,8 @@ class Broker:
             controller.settings.unclean_leader_election_default = unclean
         if changed:
             log.info("dynamic broker configs changed: %s", sorted(changed))
+        for hook in self.reconfigure_hooks:
+            hook()
 
     # --- topics ----------------------------------------------------------
 

@@ -15,6 +15,11 @@ from pathlib import Path
 
 from kt.broker import dynamic_config as dyn
 from kt.broker.connection_quotas import ConfigValueError, parse_overrides
+from kt.broker.security import support
+from kt.broker.security.authorizer import make_authorizer
+from kt.broker.security.broker_security import check_listener_security
+from kt.broker.security.listener_security import SecurityConfigError
+from kt.broker.security.listeners import ListenerConfigError, Listeners, resolve_listeners
 from kt.storage.errors import CorruptCheckpointError
 from kt.storage.log_config import LONG_MAX, LogConfig
 from kt.storage.meta_properties import parse_properties as java_properties
@@ -110,7 +115,8 @@ _KNOWN_PREFIXES = ("log.", "num.", "socket.", "offsets.", "group.", "transaction
                    "broker.", "node.", "listener", "advertised.", "cluster.", "connections.",
                    "fetch.", "producer.", "quota.", "reserved.", "request.", "share.",
                    "authorizer.", "super.", "control.", "alter.", "create.", "leader.",
-                   "max.connections", "max.incremental")  # fmt: skip
+                   "max.connections", "max.incremental", "connection.failed.",
+                   "principal.", "allow.everyone")  # fmt: skip
 
 
 class ConfigError(ValueError):
@@ -119,11 +125,12 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Listener:
-    """One listener: name (security protocol for now), host and port."""
+    """One listener: name, host, port and the security protocol its name maps to."""
 
     name: str
     host: str
     port: int
+    protocol: str = "PLAINTEXT"
 
 
 @dataclass(slots=True)
@@ -137,6 +144,8 @@ class BrokerConfig:
     advertised: list[Listener]
     log_config: LogConfig
     unknown_keys: list[str] = field(default_factory=list)
+    #: The resolved listener settings (protocols, inter-broker listener).
+    listener_settings: Listeners | None = None
     # The dynamic layers (/config/brokers/<default> and /config/brokers/<id>) as this
     # broker applies them; set through apply_dynamic only.
     dynamic_defaults: dict[str, str] = field(default_factory=dict)
@@ -296,19 +305,33 @@ def load_config(
         raise ConfigError("log.dirs is empty")
     if len({d.resolve() for d in log_dirs}) != len(log_dirs):
         raise ConfigError(f"log.dirs lists a directory twice: {dirs_value}")
-    listeners = parse_listeners(props["listeners"], "listeners")
+    try:
+        resolved = resolve_listeners(props)
+    except ListenerConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    listeners = [Listener(ep.name, ep.host, ep.port, ep.protocol) for ep in resolved.listeners]
     advertised = (
-        parse_listeners(props["advertised.listeners"], "advertised.listeners")
-        if props.get("advertised.listeners")
+        [Listener(ep.name, ep.host, ep.port, ep.protocol) for ep in resolved.advertised]
+        if resolved.advertised_given
         else [_advertise(lst) for lst in listeners]
     )
+    # Security asked for but not implemented is refused, never served in plaintext.
+    refusal = support.unsupported(props, given, resolved)
+    if refusal is not None:
+        raise ConfigError(refusal)
+    try:
+        check_listener_security(props, resolved.listeners)
+        make_authorizer(props)
+    except (SecurityConfigError, ValueError) as exc:
+        raise ConfigError(str(exc)) from None
     log_props = log_properties(props)
     try:
         log_config = LogConfig.from_properties(log_props)
     except Exception as exc:  # StorageError from a malformed value
         raise ConfigError(str(exc)) from None
     unknown = sorted(k for k in given if not k.startswith(_KNOWN_PREFIXES))
-    cfg = BrokerConfig(props, node_id, log_dirs, listeners, advertised, log_config, unknown)
+    cfg = BrokerConfig(props, node_id, log_dirs, listeners, advertised, log_config, unknown,
+                       listener_settings=resolved)  # fmt: skip
     for key in ("num.partitions", "socket.request.max.bytes", "offsets.topic.num.partitions",
                 "transaction.state.log.num.partitions", "max.connections",
                 "max.connections.per.ip"):  # fmt: skip
@@ -350,33 +373,13 @@ def log_properties(props: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def parse_listeners(value: str, key: str) -> list[Listener]:
-    """`PLAINTEXT://host:port,...` (an empty host means all interfaces)."""
-    out = []
-    for part in value.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        m = re.fullmatch(r"([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:]*):(\d+)", part)
-        if not m:
-            raise ConfigError(f"{key}: {part!r} is not NAME://host:port")
-        host = m.group(2).strip("[]")
-        port = int(m.group(3))
-        if not 0 <= port <= 65535:
-            raise ConfigError(f"{key}: port {port} out of range")
-        out.append(Listener(m.group(1).upper(), host, port))
-    if not out:
-        raise ConfigError(f"{key} is empty")
-    return out
-
-
 def _advertise(listener: Listener) -> Listener:
     host = listener.host
     if host in ("", "0.0.0.0", "::"):
         import socket
 
         host = socket.getfqdn()
-    return Listener(listener.name, host, listener.port)
+    return Listener(listener.name, host, listener.port, listener.protocol)
 
 
 def _int(key: str, value: str) -> int:

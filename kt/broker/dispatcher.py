@@ -54,12 +54,20 @@ class RequestDispatcher:
         return api_key in self.handlers
 
     async def dispatch(
-        self, header: RequestHeader, body: Struct, client_host: str, connection_id: int
+        self,
+        header: RequestHeader,
+        body: Struct,
+        client_host: str,
+        connection_id: int,
+        *,
+        principal: str = "User:ANONYMOUS",
+        listener: str = "",
     ) -> Any:
         """The handler's result for the request (a body, a DeferredResponse, or None
-        for no response); an exception becomes the request's error response."""
+        for no response); an exception becomes the request's error response.
+        `principal` and `listener` are the connection's (see RequestContext)."""
         handler = self.handlers[header.api_key]
-        ctx = RequestContext(self.services, header, client_host, connection_id)
+        ctx = RequestContext(self.services, header, client_host, connection_id, principal, listener)
         try:
             result = await handler(ctx, body)
         except CloseConnection:

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import fields
 
 from kt.broker.errors import InvalidRequestError
+from kt.broker.security.keystore_reload import is_reconfigurable
 from kt.broker.topic_configs import TOPIC_CONFIGS, InvalidConfig, parse, to_string
 from kt.storage.log_config import LONG_MAX, LogConfig
 
@@ -227,14 +228,16 @@ def validate_change(props: Mapping[str, str], per_broker: bool) -> None:
                 "Cannot update these configs at default cluster level, broker id must be "
                 f"specified: {scala_set(only)}"
             )
-    unsupported = [k for k in props if is_kafka_key(k) and k not in KT_DYNAMIC]
+    unsupported = [
+        k for k in props if is_kafka_key(k) and k not in KT_DYNAMIC and not is_reconfigurable(k)
+    ]
     if unsupported:
         raise InvalidRequestError(
             f"Cannot update these configs dynamically: {scala_set(unsupported)} (kt applies "
             "only these broker configs at runtime: the log.* topic defaults, message.max.bytes, "
             "min.insync.replicas, unclean.leader.election.enable, "
-            "transaction.partition.verification.enable and the replication and log-dir "
-            "move rates)"
+            "transaction.partition.verification.enable, the replication and log-dir "
+            "move rates and the listener-prefixed keystore and truststore settings)"
         )
 
 
@@ -245,7 +248,7 @@ def usable(props: Mapping[str, str], per_broker: bool, what: str) -> dict[str, s
     out: dict[str, str] = {}
     dropped: list[str] = []
     for key, value in props.items():
-        if is_kafka_key(key) and key not in KT_DYNAMIC:
+        if is_kafka_key(key) and key not in KT_DYNAMIC and not is_reconfigurable(key):
             dropped.append(key)
             continue
         if not per_broker and _per_broker_only(key):

@@ -171,7 +171,8 @@ class ClusterMembership:
         another live broker with our id is an error."""
         node, config = self._node, self._config
         endpoints = tuple(
-            znodes.Endpoint(lst.name, lst.host, lst.port) for lst in self._advertised_listeners()
+            znodes.Endpoint(lst.name, lst.host, lst.port, lst.protocol)
+            for lst in self._advertised_listeners()
         )
         reg = znodes.BrokerRegistration(
             node.node_id, endpoints, int(time.time() * 1000), rack=config.rack

@@ -30,13 +30,20 @@ import collections
 import itertools
 import logging
 import os
+import struct
+import time
+from dataclasses import dataclass
 from typing import IO, Any, cast
 
 from kt.broker import handlers
 from kt.broker.connection_quotas import ConnectionQuotas
 from kt.broker.dispatcher import RequestDispatcher
+from kt.broker.error_responses import error_response
 from kt.broker.errors import CloseConnection
 from kt.broker.handlers import DeferredResponse
+from kt.broker.security.authenticator import SaslAuthenticator, Step
+from kt.broker.security.listener_security import ListenerSecurity
+from kt.broker.security.principal import ANONYMOUS, PrincipalMappingError, ssl_principal
 from kt.protocol import (
     DecodeError,
     ErrorCode,
@@ -51,6 +58,13 @@ from kt.protocol.framing import FrameReceiver
 log = logging.getLogger("kt.broker.network")
 
 _conn_ids = itertools.count(1)
+
+
+@dataclass(frozen=True, slots=True)
+class _RawToken:
+    """A frame after a SaslHandshake v0: a raw SASL token, not a Kafka request."""
+
+    data: bytes
 
 
 class _FdFile:
@@ -96,11 +110,17 @@ class _Connection(asyncio.BufferedProtocol):
     """One client connection: frames are received in place (see FrameReceiver) and
     queued; a processor task answers them in order."""
 
-    def __init__(self, server: NetworkServer) -> None:
+    def __init__(self, server: NetworkServer, security: ListenerSecurity | None = None) -> None:
         self.server = server
         self.conn_id = next(_conn_ids)
         self.receiver = FrameReceiver(server.max_request_size)
-        self.queue: asyncio.Queue[Request | None] = asyncio.Queue()
+        self.queue: asyncio.Queue[Request | _RawToken | None] = asyncio.Queue()
+        # The listener's security; who the peer is (TLS certificate or SASL), and
+        # the SASL exchange that must complete before any other request is served.
+        self.security = security
+        self.listener = security.endpoint.name if security is not None else ""
+        self.principal = ANONYMOUS
+        self.auth: SaslAuthenticator | None = None
         self.transport: asyncio.Transport | None = None
         self.host = "unknown"
         self.closed = False
@@ -141,10 +161,31 @@ class _Connection(asyncio.BufferedProtocol):
             self.transport.abort()
             return
         self.admitted = True
+        if self.security is not None and not self._identify(self.transport):
+            return
         loop = asyncio.get_running_loop()
         self.last_activity = loop.time()
         self.task = loop.create_task(self.server._run(self))
         self.server.connections.add(self)
+
+    def _identify(self, transport: asyncio.Transport) -> bool:
+        """The principal of a TLS client certificate (SSL listeners), the SASL
+        exchange (SASL listeners); False when the connection was refused."""
+        sec = self.security
+        assert sec is not None
+        if sec.sasl is not None:
+            self.auth = SaslAuthenticator(sec.sasl, self.host, time.monotonic)
+        elif sec.ssl_context is not None:
+            ssl_object = transport.get_extra_info("ssl_object")
+            der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+            try:
+                self.principal = ssl_principal(der, sec.mapper)
+            except PrincipalMappingError as exc:
+                log.info("Failed authentication with /%s (%s)", self.host, exc)
+                self.closed = True
+                transport.abort()
+                return False
+        return True
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.receiver.get_buffer()
@@ -153,6 +194,18 @@ class _Connection(asyncio.BufferedProtocol):
         self.last_activity = asyncio.get_running_loop().time()
         try:
             for frame in self.receiver.buffer_updated(nbytes):
+                auth = self.auth
+                if auth is not None and not auth.complete:
+                    if len(frame) > auth.settings.max_receive_size:
+                        log.info(
+                            "Failed authentication with /%s (Failing SASL authentication due "
+                            "to invalid receive size)", self.host,
+                        )  # fmt: skip
+                        self.close()
+                        return
+                    if auth.expects_raw:
+                        self.queue.put_nowait(_RawToken(bytes(frame)))
+                        continue
                 header, body = decode_request(frame)
                 self.queue.put_nowait(Request(header, body))
         except DecodeError as exc:
@@ -279,14 +332,24 @@ class NetworkServer:
         self.native_sendfile = True
         handlers.load_all()
 
-    async def start(self, host: str, port: int, *, serving: bool = True) -> int:
+    async def start(
+        self,
+        host: str,
+        port: int,
+        *,
+        serving: bool = True,
+        security: ListenerSecurity | None = None,
+    ) -> int:
         """Listen on host:port; return the bound port (useful with port 0). With
         `serving=False` the socket is bound (the port is ours) but connections are
-        accepted only after `serve()`."""
+        accepted only after `serve()`. `security`: the listener's TLS context and
+        SASL settings (None: plaintext, anonymous)."""
         loop = asyncio.get_running_loop()
+        ssl_context = security.ssl_context if security is not None else None
         server = await loop.create_server(
-            lambda: _Connection(self), host or None, port, reuse_address=True,
-            start_serving=serving,
+            lambda: _Connection(self, security), host or None, port, reuse_address=True,
+            start_serving=serving, ssl=ssl_context,
+            ssl_handshake_timeout=10.0 if ssl_context is not None else None,
         )  # fmt: skip
         self.servers.append(server)
         if self._reaper is None:
@@ -354,7 +417,29 @@ class NetworkServer:
                 conn.reading_paused = False
                 if conn.transport is not None and not conn.closed:
                     conn.transport.resume_reading()
+            if isinstance(req, _RawToken):
+                assert conn.auth is not None
+                if not await self._apply_raw(conn, conn.auth.on_raw_frame(req.data)):
+                    return
+                continue
             header = req.header
+            auth = conn.auth
+            if auth is not None:
+                if not auth.complete and req.body is None:
+                    # Kafka: an unsupported version before authentication is a close
+                    log.info("closing connection %d from %s: API %s v%s before "
+                             "authentication", conn_id, host, header.api_key,
+                             header.api_version)  # fmt: skip
+                    return
+                step = auth.on_request(header.api_key, header.api_version, req.body)
+                if auth.complete and auth.principal is not None:
+                    conn.principal = auth.principal
+                if not step.forward:
+                    if not await self._written(conn, 0):
+                        return
+                    if not await self._apply(conn, req, step):
+                        return
+                    continue
             # Anything but a Produce is handled as Kafka would: once every earlier
             # response is out.
             pipelined = header.api_key in _PIPELINED
@@ -379,7 +464,10 @@ class NetworkServer:
                 log.warning("closing connection %d: no handler for API %d", conn_id, header.api_key)
                 return
             try:
-                body = await self.dispatcher.dispatch(header, req.body, host, conn_id)
+                body = await self.dispatcher.dispatch(
+                    header, req.body, host, conn_id, principal=conn.principal,
+                    listener=conn.listener,
+                )  # fmt: skip
             except CloseConnection as exc:
                 log.info("closing connection %d from %s: %s", conn_id, host, exc)
                 # The responses before this request still go out first.
@@ -407,6 +495,41 @@ class NetworkServer:
                     "cannot send the response to %s v%d", header.api_key, header.api_version
                 )
                 return
+
+    async def _apply(self, conn: _Connection, req: Request, step: Step) -> bool:
+        """Carry out an authentication step for a request; False to close."""
+        if step.delay_s:
+            # Kafka's connection.failed.authentication.delay.ms: slow down guessing
+            await asyncio.sleep(step.delay_s)
+        if step.log:
+            log.info("%s", step.log)
+        header = req.header
+        try:
+            if step.response is not None:
+                await self._send(conn, header, step.response)
+            elif step.error_code is not None and req.body is not None:
+                response = error_response(header.api_key, header.api_version, req.body,
+                                          ErrorCode(step.error_code), None)  # fmt: skip
+                await self._send(conn, header, response)
+        except ConnectionError:
+            return False
+        return not step.close
+
+    async def _apply_raw(self, conn: _Connection, step: Step) -> bool:
+        """Carry out a step of a v0 (raw token) exchange; False to close."""
+        if step.delay_s:
+            await asyncio.sleep(step.delay_s)
+        if step.log:
+            log.info("%s", step.log)
+        if step.raw is not None:
+            try:
+                conn.write(struct.pack(">i", len(step.raw)) + step.raw)
+                await conn.drain()
+            except ConnectionError:
+                return False
+        if conn.auth is not None and conn.auth.complete and conn.auth.principal is not None:
+            conn.principal = conn.auth.principal
+        return not step.close
 
     def _defer(self, conn: _Connection, header: RequestHeader, body: Any) -> None:
         """Queue a response behind the deferred ones; the writer sends it in turn."""

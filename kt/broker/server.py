@@ -35,6 +35,8 @@ from kt.broker.metadata.in_process import InProcessStore
 from kt.broker.metadata.store import CoordinationStore
 from kt.broker.metadata.zookeeper import ZooKeeperStore
 from kt.broker.network import NetworkServer
+from kt.broker.security.broker_security import BrokerSecurity
+from kt.broker.security.listeners import EndPoint
 from kt.storage.meta_properties import read_meta_properties
 
 log = logging.getLogger("kt.broker")
@@ -92,6 +94,17 @@ class RunningBroker:
             else None
         )
         self.membership: ClusterMembership = self.broker.membership
+        # Every listener's TLS context and SASL settings (checked by load_config).
+        endpoints = (
+            config.listener_settings.listeners
+            if config.listener_settings is not None
+            else [EndPoint(lst.name, lst.host, lst.port, lst.protocol) for lst in config.listeners]
+        )
+        self.security = BrokerSecurity(config.props, endpoints)
+        # KIP-226: a keystore replaced through the dynamic configs reaches new connections
+        self.broker.reconfigure_hooks.append(
+            lambda: self.security.reload_tls({**config.props, **config.dynamic_own})
+        )
         self._opened = False
         self._joined = False
 
@@ -101,8 +114,14 @@ class RunningBroker:
         started = time.monotonic()
         config, broker = self.config, self.broker
         for lst in config.listeners:
-            port = await self.net.start(lst.host, lst.port, serving=False) if self.net else lst.port
-            broker.bound_listeners.append(Listener(lst.name, lst.host, port))
+            port = (
+                await self.net.start(
+                    lst.host, lst.port, serving=False, security=self.security.listener(lst.name)
+                )
+                if self.net
+                else lst.port
+            )
+            broker.bound_listeners.append(Listener(lst.name, lst.host, port, lst.protocol))
         membership = self.membership
         candidate = _candidate_cluster_id(config)
         if config.zookeeper_connect is None:
@@ -110,6 +129,8 @@ class RunningBroker:
             # directories are validated and locked before it is opened.
             candidate = broker.lock_dirs(candidate)
         cluster_id = await membership.connect(candidate)
+        # SCRAM credentials and JWKS keys, before the first connection is accepted
+        await self.security.start(membership.store, broker.authorizer)
         await membership.load_dynamic_broker_configs()
         broker.open(cluster_id, await membership.topic_configs())
         self._opened = True
@@ -154,6 +175,7 @@ class RunningBroker:
         await broker.stop_replication_tasks()
         await self.membership.leave()
         await broker.stop_background_tasks()
+        self.security.close()
         if self._opened:
             broker.close()
         if self._joined:

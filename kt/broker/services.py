@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from kt.broker.metadata_store import TopicInfo
     from kt.broker.replica_manager import ReplicaManager
     from kt.broker.replication.quota import ReplicationThrottles
+    from kt.broker.security.authorizer import AclAuthorizer
     from kt.broker.topic_admin import TopicAdmin
     from kt.broker.transactions.service import TransactionService
 
@@ -133,6 +134,8 @@ class HandlerServices:
     topic_creation: TopicCreation
     topic_configs: TopicConfigSync
     cluster: ClusterAccess
+    #: The ACL authorizer (`authorizer.class.name`); None: every request is allowed.
+    authorizer: AclAuthorizer | None = None
 
     @classmethod
     def only(cls, **given: Any) -> HandlerServices:
@@ -141,4 +144,7 @@ class HandlerServices:
         unknown = set(given) - names
         if unknown:
             raise TypeError(f"no such services: {sorted(unknown)}")
-        return cls(**{name: given.get(name, absent(name)) for name in sorted(names)})
+        defaults: dict[str, Any] = {"authorizer": None}
+        return cls(
+            **{name: given.get(name, defaults.get(name, absent(name))) for name in sorted(names)}
+        )

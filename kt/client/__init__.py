@@ -50,6 +50,7 @@ from kt.client.core import (
     BrokerInfo,
     ClusterMetadata,
     ControllerUnknownError,
+    KafkaAuthenticationError,
     KafkaConnectionError,
     KafkaError,
     KafkaTimeoutError,
@@ -80,6 +81,7 @@ from kt.client.records import (
     TopicPartition,
     decode_records,
 )
+from kt.client.security import SecurityConfig, SecurityConfigError
 
 
 class KafkaClient(RecordsMixin, AdminMixin, GroupsMixin):
@@ -88,7 +90,8 @@ class KafkaClient(RecordsMixin, AdminMixin, GroupsMixin):
     Options: `client_id`, `request_timeout` (seconds per request),
     `connect_timeout` (seconds to reach a bootstrap server, all attempts
     included), `retries` and `retry_backoff` / `max_retry_backoff` (seconds) for
-    retriable errors.
+    retriable errors, `security` (a `SecurityConfig`: TLS and SASL; PLAINTEXT
+    when None).
     """
 
     async def __aenter__(self) -> KafkaClient:
@@ -122,6 +125,7 @@ __all__ = [
     "GroupDescription",
     "GroupListing",
     "GroupMember",
+    "KafkaAuthenticationError",
     "KafkaClient",
     "KafkaConnectionError",
     "KafkaError",
@@ -134,6 +138,8 @@ __all__ = [
     "PartitionReassignment",
     "ProduceResult",
     "RecordSpec",
+    "SecurityConfig",
+    "SecurityConfigError",
     "TopicInfo",
     "TopicPartition",
     "UnsupportedApiError",

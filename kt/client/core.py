@@ -20,17 +20,23 @@ import asyncio
 import contextlib
 import errno
 import os
+import random
 import re
+import socket
+import ssl
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from kt.client.security import SecurityConfig, SecurityConfigError
+from kt.client.tls_errors import explain_ssl_error, explain_verification, peer_certificate
 from kt.protocol import apis
 from kt.protocol.codec import Api
-from kt.protocol.connection import ClientConnection
+from kt.protocol.connection import RAW_TOKEN, ClientConnection
 from kt.protocol.errors import ErrorCode, ProtocolError, error_for_code
+from kt.protocol.sasl import SaslError, SaslExchange
 from kt.protocol.schema import Struct
 
 T = TypeVar("T")
@@ -112,11 +118,21 @@ class KafkaConnectionError(Exception):
 
     `refused` is True when the broker's host answered that nothing listens on the
     port (on every address the name resolves to): retrying soon rarely helps.
+    `fatal` is True when retrying cannot help at all (a certificate refused, a
+    TLS/plaintext mismatch, credentials refused): callers stop at once.
     """
 
-    def __init__(self, message: str, *, refused: bool = False) -> None:
+    def __init__(self, message: str, *, refused: bool = False, fatal: bool = False) -> None:
         super().__init__(message)
         self.refused = refused
+        self.fatal = fatal
+
+
+class KafkaAuthenticationError(KafkaConnectionError):
+    """SASL authentication failed, or TLS refused a certificate (always fatal)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, fatal=True)
 
 
 # asyncio.open_connection joins the errors of a name with several addresses
@@ -242,8 +258,10 @@ class BrokerConnection:
         connect_timeout: float = 10.0,
         request_timeout: float = 30.0,
         read_size: int = 1 << 16,
+        security: SecurityConfig | None = None,
     ) -> None:
         self.host = host
+        self.security = security or SecurityConfig()
         # Bytes read from the socket at a time (and the stream's buffer limit): a
         # replica fetcher receiving 1 MiB responses reads them in a few calls.
         self.read_size = read_size
@@ -261,6 +279,18 @@ class BrokerConnection:
         self._closed_reason: str | None = None
         #: api key -> (min, max) the broker advertises
         self.broker_versions: dict[int, tuple[int, int]] = {}
+        #: monotonic time to re-authenticate at (KIP-368), None when not needed
+        self._reauth_at: float | None = None
+        self._reauth_lock = asyncio.Lock()
+        #: the SASL session lifetime the broker announced, ms (0: none)
+        self.session_lifetime_ms = 0
+        #: KIP-368 re-authentications done on this connection
+        self.reauthentications = 0
+        #: bytes received on this connection so far (to recognise a TLS answer)
+        self._received = 0
+        self._first_bytes = b""
+        #: responses received on this connection
+        self._answered = 0
 
     @property
     def address(self) -> str:
@@ -296,24 +326,176 @@ class BrokerConnection:
                 # to be trusted as read in our version: ask in v0, which all speak.
                 resp = await self._api_versions(0)
             check(resp.error_code, f"{self.address}: ApiVersions")
+            self.broker_versions = {
+                k.api_key: (k.min_version, k.max_version) for k in resp.api_keys
+            }
+            if self.security.uses_sasl:
+                await self._authenticate(reauth=False)
+        except KafkaConnectionError as exc:
+            await self.close()
+            if self._tls_closed_without_client_certificate(exc):
+                raise KafkaConnectionError(
+                    f"{self.address}: TLS: the broker closed the connection after the handshake "
+                    "without answering: it requires a client certificate (mutual TLS): set "
+                    "ssl.certificate.location and ssl.key.location, or ssl.keystore.location",
+                    fatal=True,
+                ) from None
+            if exc.fatal or self._received or not self._plaintext_eof():
+                raise
+            # Closed before any answer: a TLS listener does that to a plaintext
+            # client's first request. A broker going down does too, so look: a TLS
+            # handshake that succeeds settles it.
+            if await peer_certificate(self.host, self.port, self.connect_timeout) is None:
+                raise
+            raise KafkaConnectionError(
+                f"{self.address}: the broker speaks TLS on this port but the client does "
+                "not (use security.protocol=SSL or SASL_SSL)",
+                fatal=True,
+            ) from None
         except BaseException:
             await self.close()
             raise
-        self.broker_versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+    def _tls_closed_without_client_certificate(self, exc: KafkaConnectionError) -> bool:
+        # With TLS 1.3 the client's handshake ends before the broker checks for a
+        # client certificate; a broker that requires one then drops the connection,
+        # with an alert (reported as such) or a bare reset/close (this case).
+        reason = self._closed_reason or ""
+        return (
+            self.security.uses_tls
+            and not self.security.client_certificate
+            and not exc.fatal
+            and not self._received
+            and reason.startswith(("connection lost", "connection closed by the broker"))
+        )
+
+    def _plaintext_eof(self) -> bool:
+        # closed or reset before any byte came back, on a plaintext connection
+        reason = self._closed_reason or ""
+        return not self.security.uses_tls and reason.startswith(
+            ("connection closed by the broker", "connection lost")
+        )
+
+    async def _authenticate(self, *, reauth: bool) -> None:
+        """Run the SASL exchange (SaslHandshake, then the mechanism's tokens)."""
+        try:
+            mechanism = await self.security.mechanism_for_connection(self.host)
+            exchange = SaslExchange(
+                mechanism,
+                self.broker_versions.get(apis.SASL_HANDSHAKE.key),
+                self.broker_versions.get(apis.SASL_AUTHENTICATE.key),
+                reauth=reauth,
+            )
+            while not exchange.done:
+                step = exchange.step()
+                assert step is not None
+                if step.api is None:
+                    try:
+                        body = await self._send_raw(step.raw)
+                    except KafkaConnectionError:
+                        exchange.raw_closed()
+                        raise
+                    exchange.raw_response(bytes(body.auth_bytes or b""))
+                elif step.api is apis.SASL_HANDSHAKE:
+                    body = await self._send(step.api, step.version, step.body,
+                                            timeout=self.connect_timeout, sasl=True)  # fmt: skip
+                    exchange.handshake_response(body)
+                else:
+                    body = await self._send(step.api, step.version, step.body,
+                                            timeout=self.connect_timeout, sasl=True)  # fmt: skip
+                    exchange.authenticate_response(body)
+        except SaslError as exc:
+            self._fail_all(str(exc))
+            raise KafkaAuthenticationError(f"{self.address}: {exc}") from None
+        except SecurityConfigError as exc:
+            self._fail_all(str(exc))
+            raise KafkaAuthenticationError(f"{self.address}: {exc}") from None
+        except KafkaConnectionError as exc:
+            if reauth or exc.fatal:
+                raise
+            # Closed in the middle of the exchange: the broker refused without saying.
+            raise KafkaAuthenticationError(
+                f"{exc} (during SASL {self.security.mechanism} authentication)"
+            ) from None
+        self.session_lifetime_ms = exchange.session_lifetime_ms
+        if exchange.session_lifetime_ms > 0:
+            # As Kafka's client: at 85-95% of the lifetime, so that many connections
+            # opened together do not all re-authenticate at once.
+            share = 0.85 + random.random() * 0.10
+            self._reauth_at = time.monotonic() + exchange.session_lifetime_ms * share / 1000
+        else:
+            self._reauth_at = None
+
+    async def _maybe_reauthenticate(self) -> None:
+        """Re-authenticate (KIP-368) when the session is near its end; other senders
+        wait meanwhile, since the broker takes nothing else during the exchange."""
+        async with self._reauth_lock:
+            if self._reauth_at is not None and time.monotonic() >= self._reauth_at:
+                try:
+                    # sets the next _reauth_at from the new session's lifetime
+                    await self._authenticate(reauth=True)
+                except KafkaConnectionError as exc:
+                    self._reauth_at = None
+                    self._fail_all(str(exc).split(": ", 1)[-1])
+                    raise
+                self.reauthentications += 1
+
+    async def reauthenticate(self) -> None:
+        """Re-authenticate now (what happens by itself before the session ends)."""
+        self._reauth_at = time.monotonic()
+        await self._maybe_reauthenticate()
 
     async def _open(self) -> None:
         self._conn = ClientConnection(self._client_id)
         self._closed_reason = None
         self._protocol_failed = False
+        self._received = 0
+        self._first_bytes = b""
+        self._answered = 0
+        ctx = self.security.ssl_context if self.security.uses_tls else None
+        tls: dict[str, Any] = {}
+        if ctx is not None:
+            tls = {
+                "ssl": ctx,
+                "server_hostname": self.host,
+                "ssl_handshake_timeout": self.connect_timeout,
+            }
         try:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port, limit=self.read_size),
+                asyncio.open_connection(self.host, self.port, limit=self.read_size, **tls),
                 self.connect_timeout,
             )
         except TimeoutError:
+            if ctx is not None:
+                raise KafkaConnectionError(
+                    f"{self.address}: TLS handshake got no answer in "
+                    f"{self.connect_timeout:g}s (a plaintext listener? then use "
+                    "security.protocol=PLAINTEXT or SASL_PLAINTEXT)",
+                    fatal=True,
+                ) from None
             raise KafkaConnectionError(
                 f"{self.address}: connection timed out after {self.connect_timeout:g}s"
             ) from None
+        except ssl.SSLCertVerificationError as exc:
+            der = await peer_certificate(self.host, self.port, self.connect_timeout)
+            message = explain_verification(exc, self.host, der, self.security.trust_source)
+            raise KafkaAuthenticationError(f"{self.address}: {message}") from None
+        except ssl.SSLError as exc:
+            raise KafkaConnectionError(
+                f"{self.address}: {explain_ssl_error(exc, during_handshake=True)}", fatal=True
+            ) from None
+        except (ConnectionResetError, BrokenPipeError) as exc:
+            if ctx is None:
+                raise KafkaConnectionError(
+                    f"{self.address}: {os.strerror(exc.errno or 104).lower()}"
+                ) from None
+            raise KafkaConnectionError(
+                f"{self.address}: TLS handshake failed: the broker reset the connection "
+                "(a plaintext listener? then use security.protocol=PLAINTEXT or SASL_PLAINTEXT)",
+                fatal=True,
+            ) from None
+        except socket.gaierror:
+            raise KafkaConnectionError(f"{self.address}: cannot resolve host {self.host}") from None
         except OSError as exc:
             refused = _connection_refused(exc)
             if exc.errno:
@@ -377,10 +559,52 @@ class BrokerConnection:
     ) -> Struct:
         """Send a request (negotiated version unless given) and await its response."""
         v = self.version_for(api) if version is None else version
-        resp: Struct | None = await self._send(api, v, body, timeout=timeout)
+        try:
+            resp: Struct | None = await self._send(api, v, body, timeout=timeout)
+        except KafkaConnectionError:
+            if not self._answered_only_versions():
+                raise
+            # A SASL listener closes, without a word, on the first request that is
+            # not ApiVersions from a client that skipped authentication: ask it.
+            offered = await self._sasl_mechanisms_offered()
+            if offered is None:
+                raise
+            wanted = "SASL_SSL" if self.security.uses_tls else "SASL_PLAINTEXT"
+            raise KafkaConnectionError(
+                f"{self.address}: the broker requires SASL authentication (a SASL listener; "
+                f"it offers {', '.join(offered) or 'no mechanism'}): set "
+                f"security.protocol={wanted} and sasl.mechanism",
+                fatal=True,
+            ) from None
         if resp is None:
             raise ValueError("request() needs a request that is answered; use send_only()")
         return resp
+
+    def _answered_only_versions(self) -> bool:
+        return (
+            not self.security.uses_sasl
+            and self._answered == 1
+            and (self._closed_reason or "").startswith("connection closed by the broker")
+        )
+
+    async def _sasl_mechanisms_offered(self) -> list[str] | None:
+        """The mechanisms a SaslHandshake on a new connection lists, or None when the
+        listener is not a SASL one (Kafka answers ILLEGAL_SASL_STATE there)."""
+        probe = BrokerConnection(self.host, self.port, client_id=self._client_id,
+                                 connect_timeout=self.connect_timeout,
+                                 security=self.security)  # fmt: skip
+        try:
+            await probe._open()
+            body = apis.SASL_HANDSHAKE.request(mechanism="PLAIN")
+            resp = await probe._send(apis.SASL_HANDSHAKE, 1, body,
+                                     timeout=self.connect_timeout, sasl=True)  # fmt: skip
+        except (KafkaConnectionError, KafkaTimeoutError):
+            return None
+        finally:
+            await probe.close()
+        if resp.error_code not in (0, ErrorCode.UNSUPPORTED_SASL_MECHANISM):
+            return None
+        return list(resp.mechanisms or [])
 
     async def send_only(self, api: Api, body: Any, *, version: int | None = None) -> None:
         """Send a request the broker does not answer (Produce with acks=0)."""
@@ -395,7 +619,15 @@ class BrokerConnection:
         *,
         timeout: float | None = None,
         expect_response: bool = True,
+        sasl: bool = False,
     ) -> Any:
+        # While a re-authentication runs, other requests wait: the broker takes
+        # nothing but its SASL requests until it ends (it would close the connection).
+        if not sasl and (
+            self._reauth_lock.locked()
+            or (self._reauth_at is not None and time.monotonic() >= self._reauth_at)
+        ):
+            await self._maybe_reauthenticate()
         if self._closed_reason is not None or self._writer is None:
             raise KafkaConnectionError(f"{self.address}: {self._closed_reason or 'not connected'}")
         correlation_id, data = self._conn.send_request(
@@ -431,6 +663,20 @@ class BrokerConnection:
                 self._abandon(correlation_id, fut)
             raise
 
+    async def _send_raw(self, token: bytes) -> Struct:
+        """Send a raw SASL token (v0 handshake) and await the broker's raw answer."""
+        if self._closed_reason is not None or self._writer is None:
+            raise KafkaConnectionError(f"{self.address}: {self._closed_reason or 'not connected'}")
+        fut: asyncio.Future[Struct] = asyncio.get_running_loop().create_future()
+        self._pending[RAW_TOKEN] = fut
+        self._writer.write(self._conn.send_raw(token))
+        try:
+            async with asyncio.timeout(self.connect_timeout):
+                return await fut
+        except TimeoutError:
+            self._pending.pop(RAW_TOKEN, None)
+            raise KafkaTimeoutError(f"{self.address}: SASL got no answer") from None
+
     def _abandon(self, correlation_id: int, fut: asyncio.Future[Struct]) -> None:
         # The caller was cancelled (e.g. `kt tui` quit while a screen tailed): nobody
         # will await this future again. Failed later, when the connection closes, it
@@ -448,26 +694,40 @@ class BrokerConnection:
                 data = await self._reader.read(self.read_size)
                 if not data:
                     break
+                if self._received < 2:
+                    self._first_bytes += data[:2]
+                self._received += len(data)
                 for resp in self._conn.receive_data(data):
+                    self._answered += 1
                     fut = self._pending.pop(resp.correlation_id, None)
                     if fut is not None and not fut.done():
                         fut.set_result(resp.body)
         except asyncio.CancelledError:
             reason = "connection closed"
+        except ssl.SSLError as exc:
+            reason = explain_ssl_error(exc, during_handshake=False)
         except OSError as exc:
             reason = f"connection lost: {exc.strerror or exc}"
         except ProtocolError as exc:
+            if self._first_bytes[:1] in (b"\x15", b"\x16") and self._first_bytes[1:2] == b"\x03":
+                # a TLS record (alert or handshake) where a Kafka response should be
+                reason = (
+                    "the broker answered with TLS: it is a TLS listener "
+                    "(use security.protocol=SSL or SASL_SSL)"
+                )
+                self._fail_all(reason, fatal=True)
+                return
             self._protocol_failed = True
             reason = f"protocol error: {exc}"
         self._fail_all(reason)
 
-    def _fail_all(self, reason: str) -> None:
+    def _fail_all(self, reason: str, *, fatal: bool = False) -> None:
         if self._closed_reason is None:
             self._closed_reason = reason
         pending, self._pending = self._pending, {}
         for fut in pending.values():
             if not fut.done():
-                fut.set_exception(KafkaConnectionError(f"{self.address}: {reason}"))
+                fut.set_exception(KafkaConnectionError(f"{self.address}: {reason}", fatal=fatal))
         if self._writer is not None:
             self._writer.close()
 
@@ -502,8 +762,11 @@ class ClientCore:
         retry_backoff: float = 0.1,
         max_retry_backoff: float = 1.0,
         metadata_max_age: float = 300.0,
+        security: SecurityConfig | None = None,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
+        #: TLS and SASL for every connection (PLAINTEXT when None)
+        self.security = security or SecurityConfig()
         self.client_id = client_id
         self.request_timeout = request_timeout
         self.connect_timeout = connect_timeout
@@ -536,6 +799,7 @@ class ClientCore:
             client_id=self.client_id,
             connect_timeout=self.connect_timeout,
             request_timeout=self.request_timeout,
+            security=self.security,
         )
 
     async def start(self) -> None:
@@ -560,6 +824,8 @@ class ClientCore:
                 try:
                     await conn.connect()
                 except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                    if isinstance(exc, KafkaConnectionError) and exc.fatal:
+                        raise  # certificates, credentials, TLS on one side only
                     errors[conn.address] = str(exc).split(": ", 1)[-1]
                     refused += isinstance(exc, KafkaConnectionError) and exc.refused
                     continue
@@ -685,6 +951,8 @@ class ClientCore:
                 return await op()
             except (KafkaError, KafkaConnectionError, KafkaTimeoutError) as exc:
                 if isinstance(exc, KafkaError) and not exc.retriable:
+                    raise
+                if isinstance(exc, KafkaConnectionError) and exc.fatal:
                     raise
                 if attempt >= attempts or self._closed:
                     raise

@@ -902,6 +902,83 @@ results []
 """,
 )  # fmt: skip
 
+DESCRIBE_ACLS = Api(
+    29, "DescribeAcls", "0-3", "2+",
+    request="""
+resource_type_filter int8
+resource_name_filter string ?0+
+pattern_type_filter int8 1+ =3
+principal_filter string ?0+
+host_filter string ?0+
+operation int8
+permission_type int8
+""",
+    response="""
+throttle_time_ms int32
+error_code int16
+error_message string ?0+
+resources []
+  resource_type int8
+  resource_name string
+  pattern_type int8 1+ =3
+  acls []
+    principal string
+    host string
+    operation int8
+    permission_type int8
+""",
+)  # fmt: skip
+
+CREATE_ACLS = Api(
+    30, "CreateAcls", "0-3", "2+",
+    request="""
+creations []
+  resource_type int8
+  resource_name string
+  resource_pattern_type int8 1+ =3
+  principal string
+  host string
+  operation int8
+  permission_type int8
+""",
+    response="""
+throttle_time_ms int32
+results []
+  error_code int16
+  error_message string ?0+
+""",
+)  # fmt: skip
+
+DELETE_ACLS = Api(
+    31, "DeleteAcls", "0-3", "2+",
+    request="""
+filters []
+  resource_type_filter int8
+  resource_name_filter string ?0+
+  pattern_type_filter int8 1+ =3
+  principal_filter string ?0+
+  host_filter string ?0+
+  operation int8
+  permission_type int8
+""",
+    response="""
+throttle_time_ms int32
+filter_results []
+  error_code int16
+  error_message string ?0+
+  matching_acls []
+    error_code int16
+    error_message string ?0+
+    resource_type int8
+    resource_name string
+    pattern_type int8 1+ =3
+    principal string
+    host string
+    operation int8
+    permission_type int8
+""",
+)  # fmt: skip
+
 SASL_AUTHENTICATE = Api(
     36, "SaslAuthenticate", "0-2", "2+",
     request="""
@@ -1177,6 +1254,48 @@ transaction_states []
 """,
 )  # fmt: skip
 
+DESCRIBE_USER_SCRAM_CREDENTIALS = Api(
+    50, "DescribeUserScramCredentials", "0", "0+",
+    request="""
+users [] ?0+
+  name string
+""",
+    response="""
+throttle_time_ms int32
+error_code int16
+error_message string ?0+
+results []
+  user string
+  error_code int16
+  error_message string ?0+
+  credential_infos []
+    mechanism int8
+    iterations int32
+""",
+)  # fmt: skip
+
+ALTER_USER_SCRAM_CREDENTIALS = Api(
+    51, "AlterUserScramCredentials", "0", "0+",
+    request="""
+deletions []
+  name string
+  mechanism int8
+upsertions []
+  name string
+  mechanism int8
+  iterations int32
+  salt bytes
+  salted_password bytes
+""",
+    response="""
+throttle_time_ms int32
+results []
+  user string
+  error_code int16
+  error_message string ?0+
+""",
+)  # fmt: skip
+
 ALL_APIS: tuple[Api, ...] = (
     PRODUCE,
     FETCH,
@@ -1211,6 +1330,9 @@ ALL_APIS: tuple[Api, ...] = (
     ALTER_CONFIGS,
     ALTER_REPLICA_LOG_DIRS,
     DESCRIBE_LOG_DIRS,
+    DESCRIBE_ACLS,
+    CREATE_ACLS,
+    DELETE_ACLS,
     SASL_AUTHENTICATE,
     CREATE_PARTITIONS,
     DELETE_GROUPS,
@@ -1224,6 +1346,8 @@ ALL_APIS: tuple[Api, ...] = (
     DESCRIBE_PRODUCERS,
     DESCRIBE_TRANSACTIONS,
     LIST_TRANSACTIONS,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
+    ALTER_USER_SCRAM_CREDENTIALS,
 )
 
 #: API key -> Api

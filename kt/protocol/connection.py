@@ -3,7 +3,9 @@
 `ClientConnection` turns request objects into bytes to send and received bytes
 into responses, matching each response to its request by correlation id (Kafka
 answers strictly in order, so a mismatch is a protocol violation). It knows that
-Produce with acks=0 gets no response.
+Produce with acks=0 gets no response. For SASL after a v0 handshake (brokers older
+than SaslAuthenticate), `send_raw` frames a bare token and its answer comes back
+as a `Response` with `raw` set and no header.
 
 `ServerConnection` turns received bytes into (header, body) requests and encodes
 responses with the right header for the request they answer.
@@ -19,9 +21,10 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from kt.protocol.apis import PRODUCE
+from kt.protocol.apis import PRODUCE, SASL_AUTHENTICATE
 from kt.protocol.errors import CorrelationIdMismatch
 from kt.protocol.framing import DEFAULT_MAX_FRAME_SIZE, FrameDecoder
+from kt.protocol.framing import frame as framed
 from kt.protocol.headers import (
     RequestHeader,
     ResponseHeader,
@@ -44,6 +47,9 @@ class Response:
     api_version: int
     header: ResponseHeader
     body: Struct
+    #: a raw SASL token (the answer to `send_raw`; api_key is then RAW_TOKEN and
+    #: `body` a SaslAuthenticate v0 response carrying it)
+    raw: bytes | None = None
 
     @property
     def correlation_id(self) -> int:
@@ -57,6 +63,10 @@ class Request:
 
     header: RequestHeader
     body: Struct | None
+
+
+#: api_key of the in-flight entry (and Response) of a raw SASL token
+RAW_TOKEN = -1
 
 
 class ClientConnection:
@@ -103,6 +113,11 @@ class ClientConnection:
             self._in_flight.append((correlation_id, api_key, api_version))
         return correlation_id, data
 
+    def send_raw(self, token: bytes) -> bytes:
+        """Frame a raw SASL token (v0 handshake); its answer is a raw frame too."""
+        self._in_flight.append((RAW_TOKEN, RAW_TOKEN, 0))
+        return framed(token)
+
     def receive_data(self, data: bytes | bytearray | memoryview) -> list[Response]:
         """Feed received bytes; returns the responses they complete, in order.
 
@@ -114,6 +129,12 @@ class ClientConnection:
             if not self._in_flight:
                 raise CorrelationIdMismatch("response received with no request in flight")
             expected, api_key, api_version = self._in_flight[0]
+            if api_key == RAW_TOKEN:
+                self._in_flight.popleft()
+                # shaped as a SaslAuthenticate v0 answer, so callers read one shape
+                body = SASL_AUTHENTICATE.response(error_code=0, auth_bytes=frame)
+                out.append(Response(RAW_TOKEN, 0, ResponseHeader(RAW_TOKEN), body, frame))
+                continue
             got = peek_correlation_id(frame)
             if got != expected:
                 raise CorrelationIdMismatch(

@@ -18,7 +18,16 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
-from kt.client import EARLIEST, LATEST, Codec, ConsumerRecord, KafkaClient, KafkaError, RecordSpec
+from kt.client import (
+    EARLIEST,
+    LATEST,
+    Codec,
+    ConsumerRecord,
+    KafkaClient,
+    KafkaError,
+    RecordSpec,
+    SecurityConfig,
+)
 from kt.protocol.errors import ErrorCode
 from kt.spark.live_options import (
     OffsetSpec,
@@ -50,9 +59,21 @@ class DataLossError(RuntimeError):
 class SyncClient:
     """A KafkaClient with its own event loop, for synchronous callers."""
 
-    def __init__(self, bootstrap: str, *, client_id: str, request_timeout: float) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        client_id: str,
+        request_timeout: float,
+        security: Mapping[str, str] | None = None,
+    ) -> None:
         self.loop = asyncio.new_event_loop()
-        self.client = KafkaClient(bootstrap, client_id=client_id, request_timeout=request_timeout)
+        self.client = KafkaClient(
+            bootstrap,
+            client_id=client_id,
+            request_timeout=request_timeout,
+            security=SecurityConfig.from_properties(security or {}),
+        )
         try:
             self.run(self.client.start())
         except BaseException:
@@ -82,7 +103,10 @@ class SyncClient:
 def read_client(opts: ReadOptions | WriteOptions) -> SyncClient:
     """A SyncClient configured from the source's options."""
     return SyncClient(
-        opts.bootstrap, client_id=opts.client_id, request_timeout=opts.request_timeout
+        opts.bootstrap,
+        client_id=opts.client_id,
+        request_timeout=opts.request_timeout,
+        security=opts.security,
     )
 
 

@@ -78,6 +78,8 @@ class ReadOptions:
     client_id: str = "kt-spark"
     request_timeout: float = 30.0
     fetch_max_bytes: int = 8 * 1024 * 1024
+    #: client security properties (kafka.security.protocol, kafka.ssl.*, kafka.sasl.*)
+    security: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -93,10 +95,34 @@ class WriteOptions:
     #: well under the broker's default max.message.bytes (1 MiB)
     batch_bytes: int = 512 * 1024
     codec: str = "none"
+    #: client security properties (kafka.security.protocol, kafka.ssl.*, kafka.sasl.*)
+    security: Mapping[str, str] = field(default_factory=dict)
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in options.items() if v is not None}
+
+
+def _security(opts: dict[str, str]) -> dict[str, str]:
+    """The `kafka.`-prefixed security properties, as Spark's Kafka source passes them
+    to its clients (kafka.security.protocol, kafka.ssl.*, kafka.sasl.*); checked here
+    so a bad one fails the query at planning, not in a task."""
+    from kt.client.security import SECURITY_KEYS, SecurityConfig, SecurityConfigError
+
+    props = {k[len("kafka."):]: v for k, v in opts.items()
+             if k.startswith("kafka.") and k[len("kafka."):] in SECURITY_KEYS}  # fmt: skip
+    unknown = sorted(
+        k
+        for k in opts
+        if k.startswith(("kafka.ssl.", "kafka.sasl.")) and k[6:] not in SECURITY_KEYS
+    )
+    if unknown:
+        raise OptionError(f"option '{unknown[0]}' is not supported by the kt source")
+    try:
+        SecurityConfig.from_properties(props)
+    except SecurityConfigError as exc:
+        raise OptionError(f"kafka.{exc}") from None
+    return props
 
 
 def _bootstrap(opts: dict[str, str]) -> str:
@@ -244,6 +270,7 @@ def _common(opts: dict[str, str]) -> dict[str, object]:
     return {
         "client_id": opts.get("kafka.client.id", "kt-spark"),
         "request_timeout": _timeout(opts),
+        "security": _security(opts),
     }
 
 
@@ -314,6 +341,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         request_timeout=float(common["request_timeout"]),  # type: ignore[arg-type]
         batch_bytes=_int(opts, "kafka.batch.size") or 512 * 1024,
         codec=codec,
+        security=common["security"],  # type: ignore[arg-type]
     )
 
 

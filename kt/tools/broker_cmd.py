@@ -93,6 +93,12 @@ def start(
     root = logging.getLogger("kt")
     root.handlers[:] = [handler]
     root.setLevel(log_level.upper())
+    # Kafka's authorizer log (who was denied what) keeps its own logger name, so it
+    # can be routed apart; its INFO lines are the denials.
+    audit = logging.getLogger("kafka.authorizer.logger")
+    audit.handlers[:] = [handler]
+    audit.setLevel(log_level.upper())
+    audit.propagate = False
     # Named loggers at debug level whatever --log-level says (e.g. kt.timeline, the
     # failover timeline marks bench/cluster_bench.py reads): a diagnostic switch.
     for name in os.environ.get("KT_DEBUG_LOGGERS", "").split(","):

@@ -332,16 +332,20 @@ class LocalZooKeeper:
         return is_alive(self.pid, self.start_time)
 
     def stop(self, *, kill: bool = False, timeout: float = 10.0) -> None:
-        """SIGTERM (or SIGKILL) and wait; escalates to SIGKILL after `timeout`."""
+        """SIGTERM (or SIGKILL) and wait; escalates to SIGKILL after `timeout`. Returns
+        once the process is gone and its port free (so a start right after finds it
+        free), or PORT_RELEASE_TIMEOUT later."""
         sig = signal.SIGKILL if kill else signal.SIGTERM
-        if self.running:
-            log_marker(self.log_path, f"{'killing' if kill else 'stopping'} ZooKeeper "
-                                      f"(pid {self.pid}, {sig.name})")  # fmt: skip
+        if not self.running:
+            return
+        how = "killing" if kill else "stopping"
+        log_marker(self.log_path, f"{how} ZooKeeper (pid {self.pid}, {sig.name})")
         if signal_process(self.pid, self.start_time, sig) and not wait_gone(
             self.pid, self.start_time, timeout
         ):
             signal_process(self.pid, self.start_time, signal.SIGKILL)
             wait_gone(self.pid, self.start_time, 5.0)
+        wait_ports_free([self.port], PORT_RELEASE_TIMEOUT)
 
     def __enter__(self) -> LocalZooKeeper:
         return self if self.running else self.start()
@@ -427,6 +431,19 @@ class LocalBroker:
             int(doc.get("pid") or 0),
             doc.get("start_time"),
         )
+
+
+def internal_topic_defaults(brokers: int) -> dict[str, str]:
+    """The properties `LocalCluster.create` gives every broker of a cluster of
+    `brokers`: the internal topics' replication factors are strict in a cluster (as
+    in Kafka), so a cluster smaller than the default 3 gets ones it can meet."""
+    props = {"offsets.topic.replication.factor": str(min(3, brokers))}
+    if brokers < 3:
+        # __transaction_state's defaults (3 replicas, 2 in sync) need three
+        # brokers; with fewer, one replica each and one in sync.
+        props["transaction.state.log.replication.factor"] = str(brokers)
+        props["transaction.state.log.min.isr"] = "1"
+    return props
 
 
 def kt_command() -> list[str]:
@@ -520,14 +537,7 @@ class LocalCluster:
             members.append(LocalBroker(n, port, root / f"broker-{n}", rack))
         if not zookeeper_port and zk_before:
             zookeeper_port = keep("ZooKeeper", zk_before)
-        # The internal topics' replication factors are strict in a cluster (as in
-        # Kafka): a cluster smaller than the default 3 gets ones it can meet.
-        props = {"offsets.topic.replication.factor": str(min(3, brokers))}
-        if brokers < 3:
-            # __transaction_state's defaults (3 replicas, 2 in sync) need three
-            # brokers; with fewer, one replica each and one in sync.
-            props["transaction.state.log.replication.factor"] = str(brokers)
-            props["transaction.state.log.min.isr"] = "1"
+        props = internal_topic_defaults(brokers)
         props.update(overrides or {})
         try:
             session_ms = int(props.get("zookeeper.session.timeout.ms", DEFAULT_SESSION_TIMEOUT_MS))
@@ -564,6 +574,11 @@ class LocalCluster:
         brokers = [LocalBroker.from_json(b) for b in doc.get("brokers", [])]
         overrides = dict(doc.get("overrides", {}))
         # files written before racks and user_overrides were kept: the closest reading
+        # (the overrides less kt's own defaults for that many brokers)
+        user = doc.get("user_overrides")
+        if user is None:
+            defaults = internal_topic_defaults(max(1, len(brokers)))
+            user = {k: v for k, v in overrides.items() if defaults.get(k) != v}
         racks = doc.get("racks")
         if racks is None and brokers and all(b.rack for b in brokers):
             racks = [b.rack for b in brokers]
@@ -574,7 +589,7 @@ class LocalCluster:
             doc.get("chroot", ""),
             overrides,
             racks,
-            dict(doc.get("user_overrides", overrides)),
+            dict(user),
         )
 
     # --- addresses ----------------------------------------------------------------------
@@ -783,6 +798,7 @@ class LocalCluster:
             signal_process(b.pid, b.start_time, signal.SIGKILL)
             wait_gone(b.pid, b.start_time, 5.0)
             raise ClusterError(f"broker {broker_id} did not stop in {timeout:g}s; killed it")
+        wait_ports_free([b.port], PORT_RELEASE_TIMEOUT)
 
     @staticmethod
     def _mark_stop(b: LocalBroker, kill: bool) -> None:
@@ -892,6 +908,7 @@ class LocalCluster:
         line per broker that had to be killed after `timeout`."""
         problems = []
         sig = signal.SIGKILL if kill else signal.SIGTERM
+        stopped = [b.port for b in self.brokers if b.running]
         for b in self.brokers:
             if b.running:
                 self._mark_stop(b, kill)
@@ -903,6 +920,8 @@ class LocalCluster:
                 signal_process(b.pid, b.start_time, signal.SIGKILL)
                 wait_gone(b.pid, b.start_time, 5.0)
                 problems.append(f"broker {b.broker_id} did not stop in {timeout:g}s; killed it")
+        # the next `up` should find every port as it left it: free
+        wait_ports_free(stopped, PORT_RELEASE_TIMEOUT)
         if self.zookeeper is not None:
             self.zookeeper.stop(kill=kill)
         return problems

@@ -52,7 +52,6 @@ from kt.admin.reassignment import (
 from kt.client import OP_SET, RESOURCE_BROKER, KafkaClient, PartitionReassignment
 from kt.cluster.assignment import BrokerMetadata
 from kt.protocol.errors import ErrorCode
-from kt.tools.command_config import apply_command_config
 from kt.tools.console import emit_json, fail, handle_errors, stdout_is_terminal, usage_error
 from kt.tools.wire import Wire, wire_options
 
@@ -159,16 +158,10 @@ def _topics_from(path: str) -> list[str]:
     metavar="SECONDS",
     help="--progress, --clear-throttles-when-done: seconds between samples.",
 )  # fmt: skip
-@click.option(
-    "--command-config", metavar="FILE",
-    help="Admin client properties (Kafka's): bootstrap.servers, client.id, "
-    "request.timeout.ms, default.api.timeout.ms, security.protocol=PLAINTEXT.",
-)  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="JSON output.")
 @handle_errors
 def reassign_partitions(
     wire: Wire,
-    command_config: str | None,
     mode: str | None,
     topics_to_move_json_file: str | None,
     broker_list: str | None,
@@ -205,8 +198,8 @@ def reassign_partitions(
     Kafka's throttles (both rates on every broker involved, the topics'
     throttled-replica lists); --verify clears them once nothing of the plan is
     in progress, and --cancel at once, unless --preserve-throttles. --command-config reads Kafka's
-    admin properties file; a property kt cannot honour (TLS, SASL, ...) is an
-    error, not ignored.
+    admin properties file (bootstrap.servers, client.id, timeouts, TLS and SASL
+    settings), as every online kt command does.
 
     A log_dirs entry other than "any" moves that broker's replica to that log
     directory (absolute, as `kt log-dirs describe` shows it): --execute checks
@@ -225,7 +218,6 @@ def reassign_partitions(
     --wait-timeout stop the wait and leave the throttles in place, saying to run
     --verify (exit 130 / 143 / 1).
     """
-    wire = apply_command_config(wire, command_config)
     if mode is None:
         usage_error(
             "Command must include exactly one action: --generate, --execute, --verify, "

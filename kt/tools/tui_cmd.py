@@ -8,21 +8,13 @@ import sys
 
 import click
 
+from kt.tools.connect_settings import ConnectSettings
 from kt.tools.console import handle_errors, usage_error
-from kt.tools.wire import DEFAULT_BOOTSTRAP, MAX_CONNECT_TIMEOUT
+from kt.tools.wire import MAX_CONNECT_TIMEOUT, connection_options, wire_from_settings
 
 
 @click.command()
-@click.option(
-    "--bootstrap-server",
-    "-b",
-    "bootstrap",
-    envvar="KT_BOOTSTRAP_SERVER",
-    default=DEFAULT_BOOTSTRAP,
-    show_default=True,
-    metavar="HOST:PORT[,...]",
-    help="Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER).",
-)
+@connection_options
 @click.option(
     "--interval",
     "-i",
@@ -48,7 +40,9 @@ from kt.tools.wire import DEFAULT_BOOTSTRAP, MAX_CONNECT_TIMEOUT
 )
 @click.option("--paused", is_flag=True, help="Start with the periodic refresh paused.")
 @handle_errors
-def tui(bootstrap: str, interval: float, timeout: float, theme: str | None, paused: bool) -> None:
+def tui(
+    settings: ConnectSettings, interval: float, timeout: float, theme: str | None, paused: bool
+) -> None:
     """Watch a cluster live in a terminal dashboard.
 
     Brokers, topics, partitions, consumer lag, log directories and messages,
@@ -76,10 +70,13 @@ def tui(bootstrap: str, interval: float, timeout: float, theme: str | None, paus
     from kt.tui.app import KtApp
     from kt.tui.sampler import ClusterSampler
 
+    bootstrap = settings.bootstrap
     try:
         parse_bootstrap(bootstrap)
     except ValueError as exc:
         usage_error(f"--bootstrap-server: {exc}")
+    # TLS/SASL settings checked now (a bad one is a usage error), shared by every client
+    security = wire_from_settings(settings, timeout, True).security()
 
     def client_factory() -> KafkaClient:
         return KafkaClient(
@@ -87,15 +84,16 @@ def tui(bootstrap: str, interval: float, timeout: float, theme: str | None, paus
             client_id="kt-tui",
             request_timeout=max(timeout, 5.0),
             connect_timeout=min(timeout, MAX_CONNECT_TIMEOUT),
+            security=security,
         )
 
-    sampler = ClusterSampler(bootstrap, request_timeout=timeout)
+    sampler = ClusterSampler(bootstrap, request_timeout=timeout, security=security)
     app = KtApp(
         sampler,
         bootstrap=bootstrap,
         interval=interval,
         client_factory=client_factory,
-        actions=ClusterActions(bootstrap, request_timeout=max(timeout, 15.0)),
+        actions=ClusterActions(bootstrap, request_timeout=max(timeout, 15.0), security=security),
         paused=paused,
         theme=theme,
     )

@@ -41,6 +41,7 @@ from kt.client import (
     KafkaError,
     KafkaTimeoutError,
     NewTopic,
+    SecurityConfig,
     TopicInfo,
 )
 from kt.protocol.errors import ErrorCode
@@ -70,9 +71,16 @@ class _Refused(Exception):
 class ClusterActions:
     """Topic and group actions against one cluster."""
 
-    def __init__(self, bootstrap: str, *, request_timeout: float = 15.0) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        request_timeout: float = 15.0,
+        security: SecurityConfig | None = None,
+    ) -> None:
         self.bootstrap = bootstrap
         self.request_timeout = request_timeout
+        self.security = security
 
     async def _with_client(self, fn: Callable[[KafkaClient], Awaitable[T]]) -> T:
         async with KafkaClient(
@@ -81,6 +89,7 @@ class ClusterActions:
             request_timeout=self.request_timeout,
             connect_timeout=self.request_timeout,
             retries=2,
+            security=self.security,
         ) as client:
             return await fn(client)
 

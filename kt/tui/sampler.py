@@ -40,7 +40,13 @@ from typing import Any, TypeVar
 
 from kt.admin.reassignment import LISTS, RATES, replica_progress
 from kt.client import BrokerInfo as ClientBroker
-from kt.client import KafkaClient, KafkaConnectionError, KafkaError, KafkaTimeoutError
+from kt.client import (
+    KafkaClient,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    SecurityConfig,
+)
 from kt.client.admin import RESOURCE_BROKER, RESOURCE_TOPIC
 from kt.protocol import apis
 from kt.protocol.consumer_protocol import decode_assignment
@@ -131,8 +137,11 @@ class ClusterSampler:
         connect_timeout: float | None = None,
         client_id: str = "kt-tui",
         isolate: bool = True,
+        security: SecurityConfig | None = None,
     ) -> None:
         self.bootstrap = bootstrap
+        #: TLS/SASL of the sampler's connections (PLAINTEXT when None)
+        self.security = security
         self.request_timeout = request_timeout
         self.connect_timeout = request_timeout if connect_timeout is None else connect_timeout
         self.client_id = client_id
@@ -264,6 +273,7 @@ class ClusterSampler:
             request_timeout=self.request_timeout,
             connect_timeout=self.connect_timeout,
             retries=0,
+            security=self.security,
         )
 
     async def _drop_client(self) -> None:

@@ -10,6 +10,7 @@ run with no change.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import queue
@@ -146,9 +147,25 @@ def test_cli_up_status_down(tmp_path: Path) -> None:
         # a cluster of two gets an offsets topic it can create (replication factor 2)
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
-        desc = admin.describe_consumer_groups(["g2"])["g2"].result(timeout=60)
-        assert desc.coordinator.id in (1, 2)
+        admins = [AdminClient({"bootstrap.servers": c.bootstrap_servers})]
+
+        def coordinator() -> int | None:
+            # librdkafka's admin gives up after two COORDINATOR_NOT_AVAILABLE answers
+            # (the offsets topic is still loading) and then waits out its timeout:
+            # ask again rather than wait once
+            try:
+                f = admins[0].describe_consumer_groups(["g2"], request_timeout=10)["g2"]
+                return int(f.result(timeout=20).coordinator.id)
+            except Exception:
+                return None
+
+        try:
+            wait_for(lambda: coordinator() in (1, 2), timeout=120)
+        finally:
+            # destroyed while its brokers still run: librdkafka aborted the whole
+            # test process once when its handle outlived them (SIGABRT during `down`)
+            admins.clear()
+            gc.collect()
     finally:
         down = kt("cluster", "down", "--dir", d)
     assert down.exit_code == 0, down.stderr

@@ -49,6 +49,11 @@ class RequestContext:
     header: RequestHeader
     client_host: str
     connection_id: int
+    #: Who sent the request: `User:<name>` from SASL or the TLS certificate, else
+    #: `User:ANONYMOUS`.
+    principal: str = "User:ANONYMOUS"
+    #: The listener the connection arrived on ("" for the loopback link).
+    listener: str = ""
 
     @property
     def version(self) -> int:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kt.broker.authorization import CLUSTER_OPERATIONS, OPERATIONS_NOT_REQUESTED
+from kt.broker.authorization import OPERATIONS_NOT_REQUESTED, authorize_cluster, operations
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.handlers.readiness import NOT_READY_TOPIC, not_ready_message
+from kt.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kt.protocol import ErrorCode, Struct, apis
 
 BROKERS = 1
@@ -44,10 +45,13 @@ async def describe_cluster(ctx: RequestContext, request: Struct) -> Any:
             endpoint_type=endpoint, cluster_id=s.node.cluster_id, controller_id=-1,
             brokers=[], cluster_authorized_operations=OPERATIONS_NOT_REQUESTED,
         )  # fmt: skip
-    ops = (
-        CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
-        else OPERATIONS_NOT_REQUESTED
-    )  # fmt: skip
+    ops = OPERATIONS_NOT_REQUESTED
+    if request.include_cluster_authorized_operations:
+        ops = (
+            operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
+            if authorize_cluster(ctx, AclOperation.DESCRIBE)
+            else 0
+        )
     cache = s.topics.cache
     if not cache.ready:
         # No view of the cluster yet: a retriable error, not an empty cluster.
@@ -59,7 +63,7 @@ async def describe_cluster(ctx: RequestContext, request: Struct) -> Any:
         )  # fmt: skip
     brokers = []
     for b in cache.alive_brokers():
-        ep = b.endpoint_for(s.node.listener_name)
+        ep = b.endpoint(ctx.listener) if ctx.listener else b.endpoint_for(s.node.listener_name)
         if ep is not None:
             brokers.append({"broker_id": b.broker_id, "host": ep.host, "port": ep.port,
                             "rack": b.rack})  # fmt: skip

@@ -25,6 +25,7 @@ from collections import Counter
 from typing import Any
 
 from kt.broker import dynamic_config as dyn
+from kt.broker.authorization import authorize, authorize_cluster
 from kt.broker.config import DEFAULTS, log_properties
 from kt.broker.errors import (
     BrokerError,
@@ -36,6 +37,11 @@ from kt.broker.errors import (
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.handlers.readiness import NOT_READY_TOPIC, not_ready_message, ready
 from kt.broker.metadata_store import topic_name_problem
+from kt.broker.security.acl import AclOperation, ResourceType
+from kt.broker.security.keystore_reload import is_reconfigurable
+from kt.broker.security.keystore_reload import validate_change as validate_keystore_change
+from kt.broker.security.listeners import TLS_PROTOCOLS, ListenerConfig
+from kt.broker.security.tls import TlsConfigError
 from kt.broker.topic_configs import (
     LIST_KEYS,
     TOPIC_CONFIGS,
@@ -75,6 +81,8 @@ async def describe_configs(ctx: RequestContext, request: Struct) -> Any:
                                "resource_type": res.resource_type,
                                "resource_name": res.resource_name, "configs": []}  # fmt: skip
         try:
+            _authorize_configs(ctx, res.resource_type, res.resource_name,
+                               AclOperation.DESCRIBE_CONFIGS)  # fmt: skip
             if res.resource_type == TOPIC:
                 # As Kafka's brokers: a topic's config as ZooKeeper holds it now.
                 await ctx.services.topic_configs.refresh(res.resource_name)
@@ -158,8 +166,19 @@ def _check_broker_id(ctx: RequestContext, name: str, allow_empty: bool = True) -
         )
 
 
+#: Kafka's PASSWORD-typed keys that hold key material inline (a private key, or
+#: certificates a deployment may treat as secret): never shown, like passwords.
+_KEY_MATERIAL = ("ssl.keystore.key", "ssl.keystore.certificate.chain",
+                 "ssl.truststore.certificates")  # fmt: skip
+
+
 def _sensitive(key: str) -> bool:
-    return "password" in key or key.endswith(".jaas.config") or "secret" in key
+    return (
+        "password" in key
+        or key.endswith(".jaas.config")
+        or "secret" in key
+        or key.endswith(_KEY_MATERIAL)
+    )
 
 
 def _guess_type(key: str, value: str) -> ConfigType:
@@ -283,6 +302,16 @@ def _describe_loggers() -> list[DescribedConfig]:
 # --- AlterConfigs and IncrementalAlterConfigs ----------------------------------------
 
 
+def _authorize_configs(ctx: RequestContext, rtype: int, name: str, op: AclOperation) -> None:
+    """DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, or on the cluster for broker,
+    broker-logger and client-metrics resources; refused with the default text."""
+    if rtype == TOPIC:
+        if not authorize(ctx, op, ResourceType.TOPIC, name):
+            raise ResourceError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+    elif not authorize_cluster(ctx, op):
+        raise ResourceError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+
+
 def _duplicates(resources: Any) -> set[tuple[int, str]]:
     counts = Counter((r.resource_type, r.resource_name) for r in resources)
     return {k for k, n in counts.items() if n > 1}
@@ -299,6 +328,8 @@ async def alter_configs(ctx: RequestContext, request: Struct) -> Any:
         try:
             if (res.resource_type, res.resource_name) in dups:
                 raise ResourceError(ErrorCode.INVALID_REQUEST, DUPLICATE_RESOURCE)
+            _authorize_configs(ctx, res.resource_type, res.resource_name,
+                               AclOperation.ALTER_CONFIGS)  # fmt: skip
             if res.resource_type == BROKER:
                 await _alter_broker_legacy(ctx, res, validate_only)
             else:
@@ -323,6 +354,8 @@ async def incremental_alter_configs(ctx: RequestContext, request: Struct) -> Any
         try:
             if (res.resource_type, res.resource_name) in dups:
                 raise ResourceError(ErrorCode.INVALID_REQUEST, DUPLICATE_RESOURCE)
+            _authorize_configs(ctx, res.resource_type, res.resource_name,
+                               AclOperation.ALTER_CONFIGS)  # fmt: skip
             keys = Counter(c.name for c in res.configs)
             if any(n > 1 for n in keys.values()):
                 raise ResourceError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
@@ -479,6 +512,18 @@ def _check_effective(ctx: RequestContext, name: str, new: dict[str, str]) -> Non
     dyn.overlay(props, cfg.given())
     dyn.overlay(props, cfg.dynamic_defaults if name else new)
     dyn.overlay(props, new if name else cfg.dynamic_own)
+    if name and any(is_reconfigurable(k) for k in new):
+        # a replaced keystore must load and keep the listener's identity (KIP-226)
+        endpoints = cfg.listener_settings.listeners if cfg.listener_settings else ()
+        tls = [
+            ListenerConfig(cfg.props, ep.name, ep.protocol)
+            for ep in endpoints
+            if ep.protocol in TLS_PROTOCOLS
+        ]
+        try:
+            validate_keystore_change({**cfg.props, **cfg.dynamic_own}, {**cfg.props, **new}, tls)
+        except TlsConfigError as exc:
+            raise InvalidRequestError(str(exc)) from None
     log_props = {k: v for k, v in props.items() if k in dyn.LOG_KEYS or k.startswith("log.")}
     try:
         LogConfig.from_properties(log_properties(log_props))

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from kt.broker.authorization import require_cluster
 from kt.broker.controller.requests import TYPE_FULL
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.metadata.cache import Endpoint, LiveBroker, PartitionView
 from kt.broker.replica_manager import PartitionStateChange, StopReplicaChange
+from kt.broker.security.acl import AclOperation
 from kt.protocol import Struct, apis
 from kt.storage.checkpoint import TopicPartition
 
@@ -28,6 +30,7 @@ def _topic_id(value: Any) -> bytes:
 @handles(apis.LEADER_AND_ISR.key, (0, 7))
 async def leader_and_isr(ctx: RequestContext, request: Struct) -> Any:
     """Become leader or follower of the partitions listed."""
+    require_cluster(ctx, AclOperation.CLUSTER_ACTION)
     changes: list[PartitionStateChange] = []
     topic_ids: dict[str, bytes] = {}
     groups = (
@@ -94,6 +97,7 @@ def _uuid(raw: bytes) -> Any:
 @handles(apis.UPDATE_METADATA.key, (0, 8))
 async def update_metadata(ctx: RequestContext, request: Struct) -> Any:
     """Refresh this broker's metadata cache from the controller's view."""
+    require_cluster(ctx, AclOperation.CLUSTER_ACTION)
     brokers = []
     for b in request.live_brokers:
         if ctx.version == 0:
@@ -139,6 +143,7 @@ def _protocol_name(security_protocol: int) -> str:
 @handles(apis.STOP_REPLICA.key, (0, 4))
 async def stop_replica(ctx: RequestContext, request: Struct) -> Any:
     """Stop replicating the partitions listed (and delete them when asked)."""
+    require_cluster(ctx, AclOperation.CLUSTER_ACTION)
     changes: list[StopReplicaChange] = []
     if ctx.version == 0:
         for p in request.ungrouped_partitions:

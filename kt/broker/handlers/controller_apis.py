@@ -16,9 +16,11 @@ import time
 import uuid
 from typing import Any
 
+from kt.broker.authorization import require_cluster
 from kt.broker.controller.controller import IsrChange
 from kt.broker.controller_link import ControllerUnavailableError
 from kt.broker.handlers import RequestContext, handles
+from kt.broker.security.acl import AclOperation
 from kt.cluster.election import ElectionType
 from kt.protocol import ErrorCode, Struct, apis
 from kt.storage.checkpoint import TopicPartition
@@ -32,6 +34,7 @@ ElectionResults = dict[TopicPartition, tuple[int, str | None]]
 @handles(apis.CONTROLLED_SHUTDOWN.key, (0, 3))
 async def controlled_shutdown(ctx: RequestContext, request: Struct) -> Any:
     """Move leadership away from the broker that is shutting down."""
+    require_cluster(ctx, AclOperation.CLUSTER_ACTION)
     controller = ctx.services.cluster.active_controller()
     if controller is None:
         return apis.CONTROLLED_SHUTDOWN.response(
@@ -50,6 +53,7 @@ async def controlled_shutdown(ctx: RequestContext, request: Struct) -> Any:
 @handles(apis.ALTER_PARTITION.key, (0, 3))
 async def alter_partition(ctx: RequestContext, request: Struct) -> Any:
     """Validate and write a leader's ISR changes."""
+    require_cluster(ctx, AclOperation.CLUSTER_ACTION)
     controller = ctx.services.cluster.active_controller()
     if controller is None:
         return apis.ALTER_PARTITION.response(error_code=ErrorCode.NOT_CONTROLLER, topics=[])
@@ -109,6 +113,7 @@ async def elect_leaders(ctx: RequestContext, request: Struct) -> Any:
     """Preferred (v0+) or unclean (v1+, KIP-460) leader elections, run by the
     controller; answered once this broker's metadata shows the new leaders (or at
     the request's timeout), as Kafka's DelayedElectLeader does."""
+    require_cluster(ctx, AclOperation.ALTER)
     raw_type = request.election_type if ctx.version >= 1 else ElectionType.PREFERRED
     requested = (
         None

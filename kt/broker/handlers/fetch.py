@@ -23,6 +23,7 @@ import time
 from typing import Any
 
 from kt.broker import timeline
+from kt.broker.authorization import authorize, authorize_cluster
 from kt.broker.errors import BrokerError, error_code_for
 from kt.broker.fetch_sessions import (
     FINAL_EPOCH,
@@ -33,6 +34,7 @@ from kt.broker.fetch_sessions import (
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.handlers.readiness import unknown_topic_id
 from kt.broker.partition import Partition
+from kt.broker.security.acl import AclOperation, ResourceType
 from kt.protocol import ErrorCode, Struct, apis
 from kt.protocol.regions import ExternalRecords
 from kt.storage.errors import OffsetOutOfRangeError
@@ -55,8 +57,12 @@ async def fetch(ctx: RequestContext, request: Struct) -> Any:
         return apis.FETCH.response(
             throttle_time_ms=0, error_code=fctx.error, session_id=0, responses=[]
         )
+    # Authorization verdicts, decided (and logged) once per request: READ on each
+    # topic for a consumer, CLUSTER_ACTION for a follower (its partitions get
+    # TOPIC_AUTHORIZATION_FAILED otherwise, as in Kafka).
+    verdicts: dict[str, bool] = {}
     while True:
-        results, total, parts = _read_all(ctx, request, fctx.partitions)
+        results, total, parts = _read_all(ctx, request, fctx.partitions, verdicts)
         remaining = deadline - time.monotonic()
         if total >= request.min_bytes or remaining <= 0 or not parts or _answer_now(results):
             break
@@ -152,8 +158,23 @@ def _answer_now(results: list[tuple[FetchPartition, dict[str, Any]]]) -> bool:
     )
 
 
+def _may_read(ctx: RequestContext, name: str, replica_id: int, verdicts: dict[str, bool]) -> bool:
+    key = "\0follower" if replica_id >= 0 else name
+    verdict = verdicts.get(key)
+    if verdict is None:
+        if replica_id >= 0:
+            verdict = authorize_cluster(ctx, AclOperation.CLUSTER_ACTION)
+        else:
+            verdict = authorize(ctx, AclOperation.READ, ResourceType.TOPIC, name)
+        verdicts[key] = verdict
+    return verdict
+
+
 def _read_all(
-    ctx: RequestContext, request: Struct, partitions: list[FetchPartition]
+    ctx: RequestContext,
+    request: Struct,
+    partitions: list[FetchPartition],
+    verdicts: dict[str, bool] | None = None,
 ) -> tuple[list[tuple[FetchPartition, dict[str, Any]]], int, list[Partition]]:
     s = ctx.services
     replicas = s.replicas
@@ -186,6 +207,9 @@ def _read_all(
         if name is None:
             # (Not known yet, on a broker that just started: a retriable error instead.)
             entry["error_code"] = unknown_topic_id(ctx)
+            continue
+        if not _may_read(ctx, name, replica_id, verdicts if verdicts is not None else {}):
+            entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             continue
         try:
             part = replicas.get_partition_or_error(name, p.partition)

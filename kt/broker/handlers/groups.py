@@ -12,19 +12,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from kt.broker.authorization import GROUP_OPERATIONS, OPERATIONS_NOT_REQUESTED
+from kt.broker.authorization import (
+    OPERATIONS_NOT_REQUESTED,
+    authorize,
+    authorize_cluster,
+    operations,
+    require,
+)
 from kt.broker.groups import GroupCoordinator
 from kt.broker.groups.coordinator import JoinRequest
 from kt.broker.groups.offsets_log import partition_for
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.handlers.readiness import NOT_READY_COORDINATOR, not_ready_message, ready
 from kt.broker.metadata_store import CONSUMER_OFFSETS, TRANSACTION_STATE
+from kt.broker.security.acl import AclOperation, ResourceType
 from kt.protocol import ErrorCode, Struct, apis
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
 # ListGroups v5's group type of every group this coordinator runs (Kafka's GroupType).
 CLASSIC_GROUP_TYPE = "classic"
+
+
+def require_group(ctx: RequestContext, op: AclOperation, group_id: str) -> None:
+    """GROUP_AUTHORIZATION_FAILED for the whole request unless `op` on the group."""
+    require(ctx, op, ResourceType.GROUP, group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED)
 
 
 def coordinator(ctx: RequestContext) -> GroupCoordinator:
@@ -49,7 +61,15 @@ async def find_coordinator(ctx: RequestContext, request: Struct) -> Any:
     for key in keys:
         entry: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1,
                                  "error_code": ErrorCode.NONE, "error_message": None}  # fmt: skip
-        if not ready(ctx):
+        if key_type == KEY_TYPE_GROUP and not authorize(
+            ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key
+        ):
+            entry["error_code"] = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        elif key_type == KEY_TYPE_TRANSACTION and not authorize(
+            ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+        ):
+            entry["error_code"] = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif not ready(ctx):
             # No view of the cluster yet: nobody known to lead the coordinator's
             # partition, and the internal topic must not be "created" again.
             entry.update(error_code=NOT_READY_COORDINATOR, error_message=not_ready_message(ctx))
@@ -79,6 +99,7 @@ async def find_coordinator(ctx: RequestContext, request: Struct) -> Any:
 @handles(apis.JOIN_GROUP.key, (0, 9))
 async def join_group(ctx: RequestContext, request: Struct) -> Any:
     """Join a group; answered when the rebalance completes."""
+    require_group(ctx, AclOperation.READ, request.group_id)
     version = ctx.version
     req = JoinRequest(
         group_id=request.group_id,
@@ -119,6 +140,7 @@ async def join_group(ctx: RequestContext, request: Struct) -> Any:
 @handles(apis.SYNC_GROUP.key, (0, 5))
 async def sync_group(ctx: RequestContext, request: Struct) -> Any:
     """The member's assignment (the leader's SyncGroup carries everyone's)."""
+    require_group(ctx, AclOperation.READ, request.group_id)
     version = ctx.version
     assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
     result = await coordinator(ctx).sync_group(
@@ -142,6 +164,7 @@ async def sync_group(ctx: RequestContext, request: Struct) -> Any:
 @handles(apis.HEARTBEAT.key, (0, 4))
 async def heartbeat(ctx: RequestContext, request: Struct) -> Any:
     """Keep the member's session alive; REBALANCE_IN_PROGRESS asks it to rejoin."""
+    require_group(ctx, AclOperation.READ, request.group_id)
     error = coordinator(ctx).heartbeat(
         request.group_id,
         request.member_id,
@@ -154,6 +177,7 @@ async def heartbeat(ctx: RequestContext, request: Struct) -> Any:
 @handles(apis.LEAVE_GROUP.key, (0, 5))
 async def leave_group(ctx: RequestContext, request: Struct) -> Any:
     """Remove one member (v0-2) or a batch of members (v3+, also by instance id)."""
+    require_group(ctx, AclOperation.READ, request.group_id)
     version = ctx.version
     if version >= 3:
         leaving = [(m.member_id or "", m.group_instance_id) for m in request.members]
@@ -184,6 +208,10 @@ async def list_groups(ctx: RequestContext, request: Struct) -> Any:
     types = {t.lower() for t in request.types_filter} if ctx.version >= 5 else set()
     coord = coordinator(ctx)
     groups = coord.list_groups(states)
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE, log_if_denied=False):
+        # without DESCRIBE on the cluster, each group needs its own DESCRIBE
+        groups = [g for g in groups if authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP,
+                                                 g[0], log_if_denied=False)]  # fmt: skip
     if types and CLASSIC_GROUP_TYPE not in types:
         groups = []
     # Kafka lists what is loaded and says that more may follow; a broker with no
@@ -213,7 +241,16 @@ async def describe_groups(ctx: RequestContext, request: Struct) -> Any:
     want_ops = ctx.version >= 3 and request.include_authorized_operations
     out = []
     for gid in request.groups:
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, gid):
+            out.append({"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": gid,
+                        "group_state": "", "protocol_type": "", "protocol_data": "",
+                        "members": [],
+                        "authorized_operations": OPERATIONS_NOT_REQUESTED})  # fmt: skip
+            continue
         d = coord.describe_group(gid)
+        ops = OPERATIONS_NOT_REQUESTED
+        if want_ops and d.error == ErrorCode.NONE:
+            ops = operations(ctx, ResourceType.GROUP, gid)
         out.append(
             {
                 "error_code": d.error,
@@ -232,7 +269,7 @@ async def describe_groups(ctx: RequestContext, request: Struct) -> Any:
                     }
                     for m in d.members
                 ],
-                "authorized_operations": GROUP_OPERATIONS if want_ops else OPERATIONS_NOT_REQUESTED,
+                "authorized_operations": ops,
             }
         )
     return apis.DESCRIBE_GROUPS.response(throttle_time_ms=0, groups=out)
@@ -242,7 +279,11 @@ async def describe_groups(ctx: RequestContext, request: Struct) -> Any:
 async def delete_groups(ctx: RequestContext, request: Struct) -> Any:
     """Delete empty groups and their offsets (NON_EMPTY_GROUP while members remain)."""
     names = list(request.groups_names)
-    results = coordinator(ctx).delete_groups(names)
+    allowed = [g for g in dict.fromkeys(names)
+               if authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, g)]  # fmt: skip
+    results = coordinator(ctx).delete_groups(allowed)
+    for g in names:
+        results.setdefault(g, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     return apis.DELETE_GROUPS.response(
         throttle_time_ms=0,
         results=[{"group_id": g, "error_code": results[g]} for g in dict.fromkeys(names)],
@@ -264,7 +305,11 @@ def _coordinator_of(ctx: RequestContext, topic: str, key: str) -> dict[str, Any]
     leader = cache.broker(view.leader) if view is not None and view.leader >= 0 else None
     ep = None
     if leader is not None:
-        ep = leader.endpoint_for(ctx.services.node.listener_name)
+        ep = (
+            leader.endpoint(ctx.listener)
+            if ctx.listener
+            else leader.endpoint_for(ctx.services.node.listener_name)
+        )
     if leader is None or ep is None:
         return _not_available()
     return {"node_id": leader.broker_id, "host": ep.host, "port": ep.port}

@@ -21,8 +21,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kt.broker.authorization import authorize, authorize_by_resource_type, authorize_cluster
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.metadata.store import StoreError
+from kt.broker.security.acl import AclOperation, ResourceType
 from kt.protocol import ErrorCode, Struct, apis
 
 log = logging.getLogger(__name__)
@@ -39,7 +41,15 @@ async def init_producer_id(ctx: RequestContext, request: Struct) -> Any:
     """A new producer id at epoch 0 for an idempotent producer; the coordinator's
     answer for a transactional one."""
     if request.transactional_id is not None:
+        if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                         request.transactional_id):  # fmt: skip
+            return _refused(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         return await _transactional(ctx, request)
+    # idempotence (KIP-679): IDEMPOTENT_WRITE on the cluster, or WRITE on any topic
+    if not authorize_cluster(
+        ctx, AclOperation.IDEMPOTENT_WRITE, log_if_denied=False
+    ) and not authorize_by_resource_type(ctx, AclOperation.WRITE, ResourceType.TOPIC):
+        return _refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     try:
         pid = await ctx.services.allocate_producer_id()
     except (StoreError, RuntimeError) as exc:

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kt.broker.authorization import authorize, authorize_cluster
 from kt.broker.errors import BrokerError, error_code_for
 from kt.broker.handlers import RequestContext, handles
+from kt.broker.security.acl import AclOperation, ResourceType
 from kt.protocol import ErrorCode, Struct, apis
 
 UNDEFINED_EPOCH = -1
@@ -31,12 +33,20 @@ async def offset_for_leader_epoch(ctx: RequestContext, request: Struct) -> Any:
     replicas = ctx.services.replicas
     check_current = ctx.version >= 2
     topics = []
+    # KIP-320: CLUSTER_ACTION (followers), else DESCRIBE on each topic (consumers)
+    cluster = authorize_cluster(ctx, AclOperation.CLUSTER_ACTION, log_if_denied=False)
     for topic in request.topics:
         parts = []
+        described = cluster or authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                         topic.topic)  # fmt: skip
         for p in topic.partitions:
             entry: dict[str, Any] = {"partition": p.partition, "error_code": ErrorCode.NONE,
                                      "leader_epoch": UNDEFINED_EPOCH,
                                      "end_offset": UNDEFINED_OFFSET}  # fmt: skip
+            if not described:
+                entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                parts.append(entry)
+                continue
             current = p.current_leader_epoch if check_current else -1
             try:
                 epoch, offset = replicas.last_offset_for_leader_epoch(

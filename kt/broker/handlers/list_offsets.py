@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kt.broker.authorization import authorize
 from kt.broker.errors import BrokerError, error_code_for
 from kt.broker.handlers import RequestContext, handles
+from kt.broker.security.acl import AclOperation, ResourceType
 from kt.protocol import ErrorCode, Struct, apis
 
 READ_COMMITTED = 1
@@ -24,9 +26,15 @@ async def list_offsets(ctx: RequestContext, request: Struct) -> Any:
     topics = []
     for topic in request.topics:
         parts = []
+        described = authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
             entry: dict[str, Any] = {"partition_index": p.partition_index,
                                      "error_code": ErrorCode.NONE}  # fmt: skip
+            if not described:
+                entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                entry.update(offset=-1, timestamp=-1)
+                parts.append(entry)
+                continue
             try:
                 offset, timestamp, epoch = replicas.fetch_offset_for_timestamp(
                     topic.name,

@@ -19,8 +19,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from kt.broker.authorization import require_cluster
 from kt.broker.errors import BrokerError, error_code_for
 from kt.broker.handlers import RequestContext, handles
+from kt.broker.security.acl import AclOperation
 from kt.protocol import ErrorCode, Struct, apis
 from kt.storage.checkpoint import TopicPartition
 
@@ -28,6 +30,7 @@ from kt.storage.checkpoint import TopicPartition
 @handles(apis.DESCRIBE_LOG_DIRS.key, (0, 4))
 async def describe_log_dirs(ctx: RequestContext, request: Struct) -> Any:
     """Describe every log dir, with all partitions or the requested ones."""
+    require_cluster(ctx, AclOperation.DESCRIBE)
     s = ctx.services
     wanted: set[TopicPartition] | None = None
     if request.topics is not None:
@@ -93,6 +96,7 @@ def _describe_dir(ctx: RequestContext, d: Path, wanted: set[TopicPartition] | No
 @handles(apis.ALTER_REPLICA_LOG_DIRS.key, (0, 2))
 async def alter_replica_log_dirs(ctx: RequestContext, request: Struct) -> Any:
     """Move each named replica to its log directory; one error code per partition."""
+    require_cluster(ctx, AclOperation.ALTER)
     rm = ctx.services.replicas
     moves: dict[TopicPartition, str] = {}
     for entry in request.dirs:

@@ -7,14 +7,16 @@ from typing import Any
 
 from kt.broker import timeline
 from kt.broker.authorization import (
-    CLUSTER_OPERATIONS,
     OPERATIONS_NOT_REQUESTED,
-    TOPIC_OPERATIONS,
+    authorize,
+    authorize_cluster,
+    operations,
 )
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.handlers.readiness import NOT_READY_TOPIC
 from kt.broker.metadata.cache import PartitionView
 from kt.broker.metadata_store import CONSUMER_OFFSETS, INTERNAL_TOPICS, topic_name_problem
+from kt.broker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from kt.protocol import ErrorCode, Struct, apis
 from kt.storage.checkpoint import TopicPartition
 
@@ -39,14 +41,22 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
         return not_ready(ctx, request)
     requested = request.topics
     allow_create = ctx.version < 4 or request.allow_auto_topic_creation
-    topic_ops = OPERATIONS_NOT_REQUESTED
+    want_topic_ops = ctx.version >= 8 and bool(request.include_topic_authorized_operations)
     cluster_ops = OPERATIONS_NOT_REQUESTED
-    if ctx.version >= 8:
-        if request.include_topic_authorized_operations:
-            topic_ops = TOPIC_OPERATIONS
-        if ctx.version <= 10 and request.include_cluster_authorized_operations:
-            cluster_ops = CLUSTER_OPERATIONS
-    if requested is None or (ctx.version == 0 and not requested):
+    if ctx.version >= 8 and ctx.version <= 10 and request.include_cluster_authorized_operations:
+        cluster_ops = (
+            operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
+            if authorize_cluster(ctx, AclOperation.DESCRIBE)
+            else 0
+        )
+    all_topics = requested is None or (ctx.version == 0 and not requested)
+
+    def ops(name: str) -> int:
+        if not want_topic_ops:
+            return OPERATIONS_NOT_REQUESTED
+        return operations(ctx, ResourceType.TOPIC, name)
+
+    if all_topics:
         # v0 used an empty list for "all topics".
         names = sorted(store.topics)
         wanted: list[tuple[str | None, bytes | None]] = [(n, None) for n in names]
@@ -64,9 +74,35 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
                 topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None,
                                "topic_id": unknown, "partitions": []})  # fmt: skip
                 continue
+            if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, info.name):
+                denied = uuid.UUID(bytes=topic_id)
+                topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": None,
+                               "topic_id": denied, "partitions": []})  # fmt: skip
+                continue
             name = info.name
+        elif name is not None and not authorize(
+            ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name, log_if_denied=not all_topics
+        ):
+            # an all-topics answer leaves it out; asked by name, the topic is refused
+            if not all_topics:
+                topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,
+                               "topic_id": uuid.UUID(int=0), "is_internal": False,
+                               "partitions": []})  # fmt: skip
+            continue
         assert name is not None
+        topic_ops = ops(name)
         info = store.topics.get(name)
+        if (
+            info is None
+            and allow_create
+            and name not in INTERNAL_TOPICS
+            and topic_name_problem(name) is None
+            and s.config.get_bool("auto.create.topics.enable")
+            and not _may_create(ctx, name)
+        ):
+            topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,
+                           "partitions": [], "topic_authorized_operations": topic_ops})  # fmt: skip
+            continue
         if info is None:
             problem = topic_name_problem(name)
             if problem:
@@ -108,6 +144,13 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
         controller_id=cache.controller_id if cache.controller_id is not None else -1,
         topics=topics,
         cluster_authorized_operations=cluster_ops,
+    )
+
+
+def _may_create(ctx: RequestContext, name: str) -> bool:
+    """Auto-creation needs CREATE on the cluster or on the topic (Kafka's order)."""
+    return authorize_cluster(ctx, AclOperation.CREATE, log_if_denied=False) or authorize(
+        ctx, AclOperation.CREATE, ResourceType.TOPIC, name
     )
 
 
@@ -156,7 +199,12 @@ def live_brokers(ctx: RequestContext) -> list[dict[str, Any]]:
     """The live brokers as clients see them: each one's endpoint on our listener."""
     out = []
     for b in ctx.services.topics.cache.alive_brokers():
-        ep = b.endpoint_for(ctx.services.node.listener_name)
+        # the listener the client came in on (Kafka omits brokers without it)
+        ep = (
+            b.endpoint(ctx.listener)
+            if ctx.listener
+            else b.endpoint_for(ctx.services.node.listener_name)
+        )
         if ep is not None:
             out.append({"node_id": b.broker_id, "host": ep.host, "port": ep.port,
                         "rack": b.rack})  # fmt: skip

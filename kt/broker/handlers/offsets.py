@@ -14,9 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kt.broker.authorization import authorize, require
 from kt.broker.groups.group import OffsetEntry, now_ms
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.handlers.groups import coordinator
+from kt.broker.security.acl import AclOperation, ResourceType
 from kt.protocol import ErrorCode, Struct, apis
 
 NO_METADATA = ""
@@ -42,13 +44,20 @@ def _offsets_to_write(
     max_meta = coord.settings.offset_metadata_max_bytes
     valid: dict[Partition, OffsetEntry] = {}
     order: list[tuple[str, list[Partition]]] = []
+    readable: dict[str, bool] = {}
     for topic in topics:
         tps = []
+        if topic.name not in readable:
+            # READ on each topic (after READ on the group, checked by the caller)
+            readable[topic.name] = authorize(ctx, AclOperation.READ, ResourceType.TOPIC,
+                                             topic.name)  # fmt: skip
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
             tps.append(tp)
             metadata = p.committed_metadata if p.committed_metadata is not None else NO_METADATA
-            if coord.partition_exists is not None and not coord.partition_exists(*tp):
+            if not readable[topic.name]:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif coord.partition_exists is not None and not coord.partition_exists(*tp):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif len(metadata.encode("utf-8")) > max_meta:
                 errors[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
@@ -81,6 +90,8 @@ def _partition_errors(
 async def offset_commit(ctx: RequestContext, request: Struct) -> Any:
     """Commit offsets for a group member (or a group without members, generation -1)."""
     version = ctx.version
+    require(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id,
+            ErrorCode.GROUP_AUTHORIZATION_FAILED)  # fmt: skip
     coord = coordinator(ctx)
     retention = request.retention_time_ms if 2 <= version <= 4 else -1
 
@@ -116,6 +127,10 @@ async def offset_commit(ctx: RequestContext, request: Struct) -> Any:
 async def txn_offset_commit(ctx: RequestContext, request: Struct) -> Any:
     """Offsets committed as part of a producer's transaction (send_offsets_to_transaction)."""
     version = ctx.version
+    require(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id,
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)  # fmt: skip
+    require(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id,
+            ErrorCode.GROUP_AUTHORIZATION_FAILED)  # fmt: skip
     coord = coordinator(ctx)
     errors: dict[Partition, ErrorCode] = {}
     valid, order = _offsets_to_write(
@@ -145,8 +160,12 @@ def _no_expiry(_partition: Any, _now: int) -> int:
 def _fetch_group(
     ctx: RequestContext, group_id: str, topics: Any, require_stable: bool
 ) -> tuple[ErrorCode, list[dict[str, Any]]]:
-    """(group error, topics) of one group's OffsetFetch answer."""
+    """(group error, topics) of one group's OffsetFetch answer: DESCRIBE on the group,
+    then on each topic (asked-for topics are refused, an all-topics answer drops
+    the ones not described)."""
     coord = coordinator(ctx)
+    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
     wanted = None
     if topics is not None:
         wanted = [(t.name, p) for t in topics for p in t.partition_indexes]
@@ -160,7 +179,19 @@ def _fetch_group(
             return error, []
         # v0-1 have no group-level error: each partition carries it.
         found = [(t, p, None) for t, p in wanted]
+    described: dict[str, bool] = {}
     for topic, partition, entry in found:
+        if topic not in described:
+            described[topic] = authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic,
+                                         log_if_denied=wanted is not None)  # fmt: skip
+        if not described[topic]:
+            if wanted is not None:
+                by_topic.setdefault(topic, []).append(
+                    {"partition_index": partition, "committed_offset": -1,
+                     "committed_leader_epoch": -1, "metadata": NO_METADATA,
+                     "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+                )  # fmt: skip
+            continue
         if (topic, partition) in unstable:
             # Kafka answers no offset, and the error, for a partition still in flight.
             by_topic.setdefault(topic, []).append(
@@ -201,13 +232,18 @@ async def offset_fetch(ctx: RequestContext, request: Struct) -> Any:
 @handles(apis.OFFSET_DELETE.key, (0, 0))
 async def offset_delete(ctx: RequestContext, request: Struct) -> Any:
     """Delete a group's offsets of partitions none of its active members consumes."""
+    require(ctx, AclOperation.DELETE, ResourceType.GROUP, request.group_id,
+            ErrorCode.GROUP_AUTHORIZATION_FAILED)  # fmt: skip
     coord = coordinator(ctx)
     errors: dict[tuple[str, int], ErrorCode] = {}
     wanted: list[tuple[str, int]] = []
     for topic in request.topics:
+        readable = authorize(ctx, AclOperation.READ, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
-            if coord.partition_exists is not None and not coord.partition_exists(*tp):
+            if not readable:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif coord.partition_exists is not None and not coord.partition_exists(*tp):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 wanted.append(tp)

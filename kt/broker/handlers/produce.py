@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from kt.broker import timeline
+from kt.broker.authorization import authorize
 from kt.broker.errors import (
     BrokerError,
     CloseConnection,
@@ -33,6 +34,7 @@ from kt.broker.handlers import DeferredResponse, RequestContext, handles
 from kt.broker.handlers.readiness import unknown_partition
 from kt.broker.metadata_store import INTERNAL_TOPICS
 from kt.broker.replica_manager import replication_errors
+from kt.broker.security.acl import AclOperation, ResourceType
 from kt.broker.transactions.verification import VerificationGuard
 from kt.broker.transactions.verifier import produce_error
 from kt.protocol import ErrorCode, Struct, apis
@@ -59,6 +61,21 @@ async def produce(ctx: RequestContext, request: Struct) -> Any:
         # Kafka's KafkaApis: transactional batches need a transactional id (the one
         # an authorizer would check); the whole request is refused.
         return _refuse_all(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    txn_id = request.transactional_id if version >= MIN_VERSION else None
+    if (
+        txn_id is not None
+        and _has_transactional(request)
+        and not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id)
+    ):
+        return _refuse_all(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    # WRITE on each topic, checked before the topic's existence (as KafkaApis)
+    counts: dict[str, int] = {}
+    for topic in request.topic_data:
+        counts[topic.name] = counts.get(topic.name, 0) + 1
+    writable = {
+        name for name, n in counts.items()
+        if authorize(ctx, AclOperation.WRITE, ResourceType.TOPIC, name, ref_count=n)
+    }  # fmt: skip
     responses = []
     # The partitions whose records passed the request checks, in request order.
     accepted: list[tuple[TopicPartition, Any, dict[str, Any]]] = []
@@ -68,8 +85,12 @@ async def produce(ctx: RequestContext, request: Struct) -> Any:
             out: dict[str, Any] = {"index": pdata.index, "error_code": ErrorCode.NONE,
                                    "base_offset": -1, "log_append_time_ms": -1,
                                    "log_start_offset": -1}  # fmt: skip
-            problem = _request_problem(ctx, topic.name, pdata.index, pdata.records, version,
-                                       request.acks)  # fmt: skip
+            problem = (
+                _request_problem(ctx, topic.name, pdata.index, pdata.records, version,
+                                 request.acks)
+                if topic.name in writable or version < MIN_VERSION
+                else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            )  # fmt: skip
             if problem is not None:
                 out["error_code"] = problem
             else:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kt.broker.authorization import authorize
 from kt.broker.errors import BrokerError, UnknownTopicOrPartitionError, error_code_for
 from kt.broker.handlers import RequestContext, handles
+from kt.broker.security.acl import AclOperation, ResourceType
 from kt.protocol import ErrorCode, Struct, apis
 
 
@@ -17,9 +19,14 @@ async def describe_producers(ctx: RequestContext, request: Struct) -> Any:
     topics = []
     for topic in request.topics:
         parts = []
+        readable = authorize(ctx, AclOperation.READ, ResourceType.TOPIC, topic.name)
         for index in topic.partition_indexes:
             entry: dict[str, Any] = {"partition_index": index, "error_code": ErrorCode.NONE,
                                      "error_message": None, "active_producers": []}  # fmt: skip
+            if not readable:
+                entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                parts.append(entry)
+                continue
             try:
                 part = replicas.get_partition_or_error(topic.name, index)
             except UnknownTopicOrPartitionError:

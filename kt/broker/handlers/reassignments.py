@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kt.broker.authorization import require_cluster
 from kt.broker.handlers import RequestContext, handles
+from kt.broker.security.acl import AclOperation
 from kt.protocol import ErrorCode, Struct, apis
 from kt.storage.checkpoint import TopicPartition
 
@@ -17,6 +19,7 @@ from kt.storage.checkpoint import TopicPartition
 @handles(apis.ALTER_PARTITION_REASSIGNMENTS.key, (0, 0))
 async def alter_partition_reassignments(ctx: RequestContext, request: Struct) -> Any:
     """Start, change or cancel (replicas = null) partitions' reassignments."""
+    require_cluster(ctx, AclOperation.ALTER)
     controller = ctx.services.cluster.active_controller()
     requested: dict[TopicPartition, list[int] | None] = {}
     for t in request.topics:
@@ -47,6 +50,7 @@ async def alter_partition_reassignments(ctx: RequestContext, request: Struct) ->
 @handles(apis.LIST_PARTITION_REASSIGNMENTS.key, (0, 0))
 async def list_partition_reassignments(ctx: RequestContext, request: Struct) -> Any:
     """The reassignments in progress (of the listed partitions, or all)."""
+    require_cluster(ctx, AclOperation.DESCRIBE)
     controller = ctx.services.cluster.active_controller()
     tps = None
     if request.topics is not None:

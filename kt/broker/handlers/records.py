@@ -13,8 +13,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from kt.broker.authorization import authorize
 from kt.broker.errors import BrokerError, error_code_for
 from kt.broker.handlers import RequestContext, handles
+from kt.broker.security.acl import AclOperation, ResourceType
 from kt.protocol import ErrorCode, Struct, apis
 from kt.storage.errors import OffsetOutOfRangeError
 
@@ -29,7 +31,12 @@ async def delete_records(ctx: RequestContext, request: Struct) -> Any:
     topics = []
     for topic in request.topics:
         parts = []
+        deletable = authorize(ctx, AclOperation.DELETE, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
+            if not deletable:
+                parts.append({"partition_index": p.partition_index, "low_watermark": -1,
+                              "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED})  # fmt: skip
+                continue
             code, low = _delete_before(ctx, topic.name, p.partition_index, p.offset)
             moved = moved or code == ErrorCode.NONE
             parts.append({"partition_index": p.partition_index, "low_watermark": low,

@@ -14,9 +14,11 @@ import uuid
 from collections import Counter
 from typing import Any
 
+from kt.broker.authorization import authorize, authorize_cluster
 from kt.broker.errors import TopicError
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.handlers.readiness import not_ready_message, ready
+from kt.broker.security.acl import AclOperation, ResourceType
 from kt.broker.topic_configs import describe_topic
 from kt.protocol import ErrorCode, Struct, apis
 
@@ -30,6 +32,8 @@ async def create_topics(ctx: RequestContext, request: Struct) -> Any:
     validate_only = ctx.version >= 1 and bool(request.validate_only)
     counts = Counter(t.name for t in request.topics)
     results = []
+    # CREATE on the cluster covers every topic; else CREATE on each topic
+    cluster_create = authorize_cluster(ctx, AclOperation.CREATE, log_if_denied=False)
     for topic in request.topics:
         result: dict[str, Any] = {"name": topic.name, "topic_id": _ZERO_UUID,
                                   "error_code": ErrorCode.NONE, "error_message": None,
@@ -40,10 +44,26 @@ async def create_topics(ctx: RequestContext, request: Struct) -> Any:
                           error_message="Duplicate topic name.")  # fmt: skip
             results.append(result)
             continue
+        if not cluster_create and not authorize(
+            ctx, AclOperation.CREATE, ResourceType.TOPIC, topic.name
+        ):
+            result.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                          error_message="Authorization failed.")  # fmt: skip
+            results.append(result)
+            continue
         try:
             info = await _create_one(ctx, topic, validate_only, request.timeout_ms)
         except TopicError as exc:
             result.update(error_code=exc.code, error_message=exc.message)
+            results.append(result)
+            continue
+        if not authorize(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, topic.name,
+                         log_if_denied=False):  # fmt: skip
+            # created, but its configs are not shown
+            result.update(
+                topic_id=uuid.UUID(bytes=info.topic_id) if not validate_only else _ZERO_UUID,
+                topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            )
             results.append(result)
             continue
         result.update(
@@ -190,6 +210,7 @@ async def delete_topics(ctx: RequestContext, request: Struct) -> Any:
             # look for the controller again and retry).
             respond(name, tid, ErrorCode.NOT_CONTROLLER, not_ready_message(ctx))
             continue
+        by_id = name is None
         if name is None:
             info = s.topics.by_id(tid.bytes)
             if info is None:
@@ -197,6 +218,12 @@ async def delete_topics(ctx: RequestContext, request: Struct) -> Any:
                         "This server does not host this topic ID.")  # fmt: skip
                 continue
             name = info.name
+            if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                respond(None, tid, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+                continue
+        if not authorize(ctx, AclOperation.DELETE, ResourceType.TOPIC, name):
+            respond(None if by_id else name, tid, ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+            continue
         info = s.topics.topics.get(name)
         if info is None:
             respond(name, tid, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -222,6 +249,9 @@ async def create_partitions(ctx: RequestContext, request: Struct) -> Any:
         code, message = ErrorCode.NONE, None
         if counts[topic.name] > 1:
             code, message = ErrorCode.INVALID_REQUEST, "Duplicate topic name."
+        elif not authorize(ctx, AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            message = "The topic authorization is failed."
         else:
             assignments = (
                 None

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kt.broker.authorization import authorize, require, require_cluster
 from kt.broker.handlers import RequestContext, handles
-from kt.broker.metadata_store import CONSUMER_OFFSETS
+from kt.broker.metadata_store import CONSUMER_OFFSETS, INTERNAL_TOPICS
+from kt.broker.security.acl import AclOperation, ResourceType
 from kt.broker.transactions.coordinator import TransactionCoordinator
 from kt.protocol import ErrorCode, Struct, apis
 
@@ -48,13 +50,22 @@ async def _add_one(
     coord = _coordinator(ctx)
     if verify_only:
         return coord.verify_partitions(tid, pid, epoch, wanted)
+    if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+        return dict.fromkeys(wanted, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    writable = {
+        t: t in INTERNAL_TOPICS or authorize(ctx, AclOperation.WRITE, ResourceType.TOPIC, t)
+        for t in dict.fromkeys(t for t, _ in wanted)
+    }
     cache = ctx.services.topics.cache
+    denied = {tp for tp in wanted if not writable[tp[0]]}
     # Before this broker has the controller's view nothing is missing: the
     # coordinator answers (NOT_COORDINATOR, as it owns no transactions yet).
     missing = {tp for tp in wanted if cache.partition(*tp) is None} if cache.ready else set()
-    if missing:
-        return {tp: E.UNKNOWN_TOPIC_OR_PARTITION if tp in missing else E.OPERATION_NOT_ATTEMPTED
-                for tp in wanted}  # fmt: skip
+    if missing or denied:
+        # the failing partitions say why; the others were not attempted
+        return {tp: E.TOPIC_AUTHORIZATION_FAILED if tp in denied
+                else E.UNKNOWN_TOPIC_OR_PARTITION if tp in missing
+                else E.OPERATION_NOT_ATTEMPTED for tp in wanted}  # fmt: skip
     error = await coord.add_partitions(tid, pid, epoch, wanted)
     return dict.fromkeys(wanted, _fenced_for(ctx.version, 2, error))
 
@@ -70,6 +81,8 @@ async def add_partitions_to_txn(ctx: RequestContext, request: Struct) -> Any:
         return apis.ADD_PARTITIONS_TO_TXN.response(
             throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(errors)
         )
+    # v4+: brokers verifying their produce requests
+    require_cluster(ctx, AclOperation.CLUSTER_ACTION)
     results = []
     for txn in request.transactions:
         errors = await _add_one(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch,
@@ -85,6 +98,10 @@ async def add_partitions_to_txn(ctx: RequestContext, request: Struct) -> Any:
 async def add_offsets_to_txn(ctx: RequestContext, request: Struct) -> Any:
     """Add the group's `__consumer_offsets` partition to the transaction, so its
     TxnOffsetCommit is committed or aborted with it."""
+    require(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id,
+            E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)  # fmt: skip
+    require(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id,
+            E.GROUP_AUTHORIZATION_FAILED)  # fmt: skip
     partition = ctx.services.groups.partition_for(request.group_id)
     error = await _coordinator(ctx).add_partitions(
         request.transactional_id, request.producer_id, request.producer_epoch,
@@ -98,6 +115,8 @@ async def add_offsets_to_txn(ctx: RequestContext, request: Struct) -> Any:
 @handles(apis.END_TXN.key, (0, 3))
 async def end_txn(ctx: RequestContext, request: Struct) -> Any:
     """Commit or abort the producer's transaction."""
+    require(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id,
+            E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)  # fmt: skip
     error = await _coordinator(ctx).end_txn(
         request.transactional_id, request.producer_id, request.producer_epoch, request.committed
     )
@@ -110,6 +129,12 @@ async def describe_transactions(ctx: RequestContext, request: Struct) -> Any:
     coord = _coordinator(ctx)
     states = []
     for tid in request.transactional_ids:
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
+            states.append({"error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                           "transactional_id": tid, "transaction_state": "",
+                           "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
+                           "producer_id": -1, "producer_epoch": -1, "topics": []})  # fmt: skip
+            continue
         error, d = coord.describe(tid)
         entry: dict[str, Any] = {"error_code": error, "transactional_id": tid,
                                  "transaction_state": "", "transaction_timeout_ms": 0,
@@ -118,7 +143,9 @@ async def describe_transactions(ctx: RequestContext, request: Struct) -> Any:
         if d is not None:
             by_topic: dict[str, list[int]] = {}
             for topic, p in d.partitions:
-                by_topic.setdefault(topic, []).append(p)
+                if authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic,
+                             log_if_denied=False):  # fmt: skip
+                    by_topic.setdefault(topic, []).append(p)
             entry.update(
                 transaction_state=d.state,
                 transaction_timeout_ms=d.timeout_ms,
@@ -147,5 +174,7 @@ async def list_transactions(ctx: RequestContext, request: Struct) -> Any:
             {"transactional_id": d.transactional_id, "producer_id": d.producer_id,
              "transaction_state": d.state}
             for d in found
+            if authorize(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                         d.transactional_id, log_if_denied=False)
         ],
     )  # fmt: skip

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kt.broker.authorization import authorize_cluster, require_cluster
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.replica_manager import TxnMarker
+from kt.broker.security.acl import AclOperation
 from kt.protocol import ErrorCode, Struct, apis
 from kt.storage.checkpoint import TopicPartition
 
@@ -20,6 +22,8 @@ from kt.storage.checkpoint import TopicPartition
 @handles(apis.WRITE_TXN_MARKERS.key, (0, 1))
 async def write_txn_markers(ctx: RequestContext, request: Struct) -> Any:
     """Write every marker and answer each partition's outcome."""
+    if not authorize_cluster(ctx, AclOperation.ALTER, log_if_denied=False):
+        require_cluster(ctx, AclOperation.CLUSTER_ACTION)
     markers = [
         TxnMarker(
             producer_id=m.producer_id,

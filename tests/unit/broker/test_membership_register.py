@@ -47,7 +47,7 @@ def _membership(cluster: ScriptedCluster) -> ClusterMembership:
     m = ClusterMembership.__new__(ClusterMembership)
     m._node = NodeState(1, "PLAINTEXT")
     m._advertised_listeners = lambda: [  # type: ignore[assignment,return-value]
-        SimpleNamespace(name="PLAINTEXT", host="127.0.0.1", port=9092)
+        SimpleNamespace(name="PLAINTEXT", host="127.0.0.1", port=9092, protocol="PLAINTEXT")
     ]
     m._config = SimpleNamespace(rack=None, get_int=lambda key: 6000)  # type: ignore[assignment]
     m.cluster = cluster  # type: ignore[assignment]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from pathlib import Path
@@ -191,3 +192,23 @@ def test_a_process_that_ended_on_its_own_is_told_apart(tmp_path: Path) -> None:
         f"broker 2 is down (its log: kt cluster logs --broker 2{w}); "
         f"start it with: kt cluster start --broker 2{w}",
     ]
+
+
+def test_a_cluster_json_of_an_earlier_kt_is_read(tmp_path: Path) -> None:
+    """Files written before racks and user_overrides were recorded: the racks come
+    from the brokers, the operator's overrides are the recorded ones less kt's own
+    defaults (so a next `up` with fewer brokers gets defaults it can meet)."""
+    c = LocalCluster.create(tmp_path, 3, racks=["a", "b", "c"], overrides={"num.partitions": "4"})
+    c.save()
+    doc = json.loads(c.state_path.read_text())
+    del doc["racks"], doc["user_overrides"]
+    c.state_path.write_text(json.dumps(doc))
+    old = LocalCluster.load(tmp_path)
+    assert old.racks == ["a", "b", "c"]
+    assert old.user_overrides == {"num.partitions": "4"}
+    assert LocalCluster.create(tmp_path, 1, overrides=old.user_overrides).overrides == {
+        "offsets.topic.replication.factor": "1",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "num.partitions": "4",
+    }

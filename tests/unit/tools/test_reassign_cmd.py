@@ -276,9 +276,10 @@ def test_command_config_is_read_and_unsupported_properties_refused(tmp_path: Pat
     r = invoke("bootstrap.servers=127.0.0.1:1\n", "-b", "127.0.0.1:2", "--timeout", "2")
     assert r.exit_code == 1 and "127.0.0.1:2" in r.stderr and "127.0.0.1:1" not in r.stderr
     for text, message in [
-        ("bootstrap.servers=127.0.0.1:1\nsasl.mechanism=PLAIN\n",
-         "unsupported property sasl.mechanism"),
-        ("security.protocol=SSL\n", "security.protocol=SSL is not supported"),
+        ("bootstrap.servers=127.0.0.1:1\nsasl.login.class=x.Y\n",
+         "unsupported property sasl.login.class"),
+        ("security.protocol=SSLv3\n", "security.protocol=SSLv3: expected one of"),
+        ("security.protocol=SASL_SSL\n", "needs sasl.mechanism"),
         ("request.timeout.ms=soon\n", "request.timeout.ms=soon: not a positive integer"),
     ]:  # fmt: skip
         r = invoke(text)
@@ -292,8 +293,7 @@ def test_command_config_is_read_and_unsupported_properties_refused(tmp_path: Pat
 def test_command_config_sets_the_client_id_and_timeout(tmp_path: Path) -> None:
     from click.testing import CliRunner as Runner
 
-    from kt.tools.command_config import apply_command_config
-    from kt.tools.wire import Wire
+    from kt.tools.wire import Wire, wire_options
 
     props = tmp_path / "admin.properties"
     props.write_text("bootstrap.servers=h:1\nclient.id=ops\nrequest.timeout.ms=5000\n"
@@ -301,12 +301,13 @@ def test_command_config_sets_the_client_id_and_timeout(tmp_path: Path) -> None:
     seen: list[Wire] = []
 
     @click.command()
-    @click.option("--bootstrap", default="localhost:9092")
-    @click.option("--timeout", type=float, default=30.0)
-    def cmd(bootstrap: str, timeout: float) -> None:
-        seen.append(apply_command_config(Wire(bootstrap, timeout), str(props)))
+    @wire_options
+    def cmd(wire: Wire) -> None:
+        seen.append(wire)
 
-    assert Runner().invoke(cmd, []).exit_code == 0
+    env = {"KT_BOOTSTRAP_SERVER": None, "KT_PROFILE": None}
+    assert Runner().invoke(cmd, ["--command-config", str(props)], env=env).exit_code == 0
     assert seen[-1] == Wire("h:1", 60.0, "ops")
-    assert Runner().invoke(cmd, ["--timeout", "3"]).exit_code == 0
+    r = Runner().invoke(cmd, ["--command-config", str(props), "--timeout", "3"], env=env)
+    assert r.exit_code == 0
     assert seen[-1] == Wire("h:1", 3.0, "ops")

@@ -1,0 +1,182 @@
+"""`kt user scram add|delete|describe`: SCRAM credentials of a secured cluster,
+through Kafka's AlterUserScramCredentials / DescribeUserScramCredentials APIs (what
+`kafka-configs.sh --bootstrap-server ... --entity-type users` sends).
+
+The password never travels or is stored: the command salts it here (a random 32-byte
+salt, PBKDF2 with the mechanism's hash, RFC 5802's SaltedPassword) and sends the
+salted password, as Kafka's admin client does. It is read from a file, from stdin, or
+typed at a hidden prompt; never from the command line, where `ps` would show it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from kt.client import KafkaClient
+from kt.protocol import ErrorCode, apis
+from kt.tools.console import emit_json, fail, handle_errors, usage_error
+from kt.tools.wire import Wire, wire_options
+
+#: mechanism name -> (Kafka's admin-API code, hashlib name)
+MECHANISMS = {"SCRAM-SHA-256": (1, "sha256"), "SCRAM-SHA-512": (2, "sha512")}
+_NAMES = {code: name for name, (code, _) in MECHANISMS.items()}
+MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384
+
+
+@click.group()
+def user() -> None:
+    """Users of a secured cluster: their SCRAM credentials.
+
+    \b
+    Examples:
+      kt user scram add alice --mechanism SCRAM-SHA-512 --iterations 8192 -b host:9092
+      kt user scram add svc --password-file /run/secrets/svc-password -b host:9092
+      kt user scram describe -b host:9092
+      kt user scram delete alice --mechanism SCRAM-SHA-512 -b host:9092
+
+    Exit codes: 0 ok, 1 the operation failed (refused by the broker, unreachable
+    cluster), 2 usage error.
+    """
+
+
+@user.group()
+def scram() -> None:
+    """SCRAM-SHA-256/512 credentials (stored by the brokers as Kafka stores them)."""
+
+
+def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
+    """RFC 5802's SaltedPassword: PBKDF2 with the mechanism's HMAC."""
+    return hashlib.pbkdf2_hmac(MECHANISMS[mechanism][1], password.encode("utf-8"), salt,
+                               iterations)  # fmt: skip
+
+
+def _read_password(password_file: str | None) -> str:
+    if password_file == "-" or (password_file is None and not sys.stdin.isatty()):
+        text = sys.stdin.readline()
+    elif password_file is not None:
+        try:
+            text = Path(password_file).read_text(encoding="utf-8")
+        except OSError as exc:
+            usage_error(f"--password-file: {password_file}: {exc.strerror or exc}")
+    else:
+        text = click.prompt("Password", hide_input=True, confirmation_prompt=True)
+    password = text.rstrip("\r\n")
+    if not password:
+        usage_error("the password is empty")
+    return password
+
+
+def _result_error(result: Any) -> str | None:
+    if result.error_code == ErrorCode.NONE:
+        return None
+    code = ErrorCode(result.error_code)
+    return f"{code.name}: {result.error_message or code.message}"
+
+
+_mechanism = click.option(
+    "--mechanism",
+    type=click.Choice(sorted(MECHANISMS), case_sensitive=False),
+    default="SCRAM-SHA-512",
+    show_default=True,
+    help="The SCRAM mechanism.",
+)
+
+
+@scram.command("add")
+@click.argument("name")
+@_mechanism
+@click.option("--iterations", type=int, default=4096, show_default=True,
+              help=f"PBKDF2 iterations ({MIN_ITERATIONS} to {MAX_ITERATIONS}).")  # fmt: skip
+@click.option("--password-file", metavar="PATH",
+              help="Read the password from this file ('-': stdin; default: a hidden "
+              "prompt, or stdin when it is not a terminal).")  # fmt: skip
+@wire_options
+@handle_errors
+def scram_add(
+    name: str, mechanism: str, iterations: int, password_file: str | None, wire: Wire
+) -> None:
+    """Create or replace a user's credential for a mechanism."""
+    mechanism = mechanism.upper()
+    if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
+        usage_error(f"--iterations must be {MIN_ITERATIONS} to {MAX_ITERATIONS}, got {iterations}")
+    if not name:
+        usage_error("the user name is empty")
+    password = _read_password(password_file)
+    salt = secrets.token_bytes(32)
+    body = {
+        "deletions": [],
+        "upsertions": [{"name": name, "mechanism": MECHANISMS[mechanism][0],
+                        "iterations": iterations, "salt": salt,
+                        "salted_password": salted_password(mechanism, password, salt,
+                                                           iterations)}],
+    }  # fmt: skip
+    _alter(wire, name, body)
+
+
+@scram.command("delete")
+@click.argument("name")
+@_mechanism
+@wire_options
+@handle_errors
+def scram_delete(name: str, mechanism: str, wire: Wire) -> None:
+    """Remove a user's credential for a mechanism."""
+    body = {"deletions": [{"name": name, "mechanism": MECHANISMS[mechanism.upper()][0]}],
+            "upsertions": []}  # fmt: skip
+    _alter(wire, name, body)
+
+
+def _alter(wire: Wire, name: str, body: dict[str, Any]) -> None:
+    async def run(client: KafkaClient) -> Any:
+        return await client.send(apis.ALTER_USER_SCRAM_CREDENTIALS, body)
+
+    response = wire.run(run)
+    for result in response.results:
+        problem = _result_error(result)
+        if problem is not None:
+            fail(f"user {result.user}: {problem}")
+    click.echo(f"Completed updating config for user {name}.")
+
+
+@scram.command("describe")
+@click.argument("names", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="One JSON document.")
+@wire_options
+@handle_errors
+def scram_describe(names: tuple[str, ...], as_json: bool, wire: Wire) -> None:
+    """The mechanisms and iteration counts of users' credentials (all users when none
+    is named); never any secret."""
+
+    async def run(client: KafkaClient) -> Any:
+        users = [{"name": n} for n in names] or None
+        return await client.send(apis.DESCRIBE_USER_SCRAM_CREDENTIALS, {"users": users})
+
+    response = wire.run(run)
+    if response.error_code != ErrorCode.NONE:
+        code = ErrorCode(response.error_code)
+        fail(f"{code.name}: {response.error_message or code.message}")
+    out: dict[str, Any] = {}
+    problems = []
+    for r in response.results:
+        problem = _result_error(r)
+        if problem is not None:
+            problems.append(f"user {r.user}: {problem}")
+            continue
+        out[r.user] = [{"mechanism": _NAMES.get(c.mechanism, str(c.mechanism)),
+                        "iterations": c.iterations} for c in r.credential_infos]  # fmt: skip
+    if as_json:
+        emit_json(out)
+    else:
+        for u, creds in out.items():
+            listed = ", ".join(f"{c['mechanism']}=iterations={c['iterations']}" for c in creds)
+            # kafka-configs.sh's line
+            click.echo(f"SCRAM credential configs for user-principal '{u}' are {listed}")
+    for p in problems:
+        click.echo(f"kt: error: {p}", err=True)
+    if problems:
+        sys.exit(1)
