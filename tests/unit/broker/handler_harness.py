@@ -93,10 +93,10 @@ def call(
 
 
 class ReplicasOnly:
-    """No broker: a LogManager and a ReplicaManager on a temp dir, leading the topics
-    it was asked for, and the config; a handler that reads only `replicas` and
-    `config` gets `HandlerServices.only(replicas=..., config=...)` and nothing else
-    (any other service fails loudly when touched)."""
+    """No broker: a LogManager and a ReplicaManager (with its log-dir mover) on a
+    temp dir, leading the topics it was asked for, and the config; a handler that
+    reads only `replicas` and `config` gets `HandlerServices.only(replicas=...,
+    config=...)` and nothing else (any other service fails loudly when touched)."""
 
     TOPIC_ID = bytes(range(16))
 
@@ -104,6 +104,7 @@ class ReplicasOnly:
         from kt.broker.log_manager import LogManager
         from kt.broker.metadata.cache import LiveBroker, PartitionView
         from kt.broker.replica_manager import ReplicaManager
+        from kt.broker.replication.alter_log_dirs import ReplicaAlterLogDirsManager
         from kt.storage.checkpoint import TopicPartition
 
         props = {"log.dirs": str(tmp_path / "data"), "listeners": "PLAINTEXT://127.0.0.1:9092"}
@@ -117,7 +118,11 @@ class ReplicasOnly:
             self.node_id,
             self.logs,
             txn_verification_enabled=self.config.transaction_partition_verification_enable,
+            # As the root wires them: the mover (built next) needs the replica manager.
+            move_replica=lambda tp, path: self.mover.alter(tp, path),
         )
+        # Moves between log dirs, unthrottled.
+        self.mover = ReplicaAlterLogDirsManager(rm, self.logs, lambda: None)
         view = PartitionView(leader=self.node_id, leader_epoch=0, isr=(self.node_id,),
                              replicas=(self.node_id,))  # fmt: skip
         states = []
