@@ -40,7 +40,12 @@ from kt.broker.replication.alter_log_dirs import ReplicaAlterLogDirsManager
 from kt.broker.replication.quota import ReplicationThrottles
 from kt.broker.security.authorizer import make_authorizer
 from kt.broker.services import HandlerServices, NodeState
-from kt.broker.settings import DynamicSettings, MaintenanceSettings, TopicCreationSettings
+from kt.broker.settings import (
+    DynamicSettings,
+    InternalTopicSettings,
+    MaintenanceSettings,
+    TopicCreationSettings,
+)
 from kt.broker.topic_admin import TopicAdmin
 from kt.broker.topic_config_sync import TopicConfigs
 from kt.broker.topic_creation import TopicCreator
@@ -121,7 +126,7 @@ class Broker:
         # Loads __consumer_offsets when the server starts it.
         self.group_coordinator = groups = GroupCoordinator(
             CoordinatorSettings.from_config(config),
-            LogRecordStore(rm, topics, config, creator),
+            LogRecordStore(rm, topics, InternalTopicSettings.consumer_offsets(config), creator),
             # As Kafka's KafkaApis: the controller's view decides, not this broker's
             # replicas (a committed topic need not be hosted here). Before this
             # broker has a view (just started) nothing is called unknown: the group
@@ -141,7 +146,9 @@ class Broker:
         # Loads __transaction_state when the server starts it.
         self.transactions = txns = TransactionService(
             TxnSettings.from_config(config),
-            TransactionLogStore(rm, topics, config, creator),
+            TransactionLogStore(
+                rm, topics, InternalTopicSettings.transaction_state(config), creator
+            ),
             cache,
             peers,
             self.producer_ids.allocate,

@@ -95,3 +95,44 @@ class DynamicSettings:
                 config.transaction_partition_verification_enable
             ),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class InternalTopicSettings:
+    """How a coordinator's internal topic is created (kt.broker.coordinator_log):
+    `__consumer_offsets` from the offsets.topic.* settings, `__transaction_state`
+    from the transaction.state.log.* ones."""
+
+    num_partitions: int
+    replication_factor: int
+    #: The setting the replication factor came from (named in a refusal's log line).
+    replication_factor_key: str
+    segment_bytes: int
+    #: min.insync.replicas of the topic (None: the broker's default applies).
+    min_insync_replicas: int | None
+    #: A member of a ZooKeeper cluster (else the single node: one replica).
+    in_cluster: bool
+
+    @classmethod
+    def consumer_offsets(cls, config: BrokerConfig) -> InternalTopicSettings:
+        """`__consumer_offsets`' settings from the broker's config."""
+        return cls(
+            num_partitions=config.get_int("offsets.topic.num.partitions"),
+            replication_factor=config.get_int("offsets.topic.replication.factor"),
+            replication_factor_key="offsets.topic.replication.factor",
+            segment_bytes=config.get_int("offsets.topic.segment.bytes"),
+            min_insync_replicas=None,
+            in_cluster=config.zookeeper_connect is not None,
+        )
+
+    @classmethod
+    def transaction_state(cls, config: BrokerConfig) -> InternalTopicSettings:
+        """`__transaction_state`'s settings from the broker's config."""
+        return cls(
+            num_partitions=config.get_int("transaction.state.log.num.partitions"),
+            replication_factor=config.get_int("transaction.state.log.replication.factor"),
+            replication_factor_key="transaction.state.log.replication.factor",
+            segment_bytes=config.get_int("transaction.state.log.segment.bytes"),
+            min_insync_replicas=config.get_int("transaction.state.log.min.isr"),
+            in_cluster=config.zookeeper_connect is not None,
+        )

@@ -10,7 +10,12 @@ import pytest
 from handler_harness import InProcessBroker
 
 from kt.broker.config import load_config
-from kt.broker.settings import DynamicSettings, MaintenanceSettings, TopicCreationSettings
+from kt.broker.settings import (
+    DynamicSettings,
+    InternalTopicSettings,
+    MaintenanceSettings,
+    TopicCreationSettings,
+)
 from kt.storage.log_config import LONG_MAX
 
 
@@ -70,3 +75,18 @@ def test_reconfigure_replaces_the_snapshot_the_services_read(tmp_path: Path) -> 
         assert b.broker.replica_manager.txn_verification_enabled
     finally:
         b.close()
+
+
+def test_internal_topic_settings_per_topic() -> None:
+    cfg = load_config(None, {
+        "log.dirs": "/nonexistent", "offsets.topic.num.partitions": "5",
+        "offsets.topic.replication.factor": "2", "transaction.state.log.num.partitions": "3",
+        "transaction.state.log.min.isr": "2", "zookeeper.connect": "127.0.0.1:2181",
+    })  # fmt: skip
+    offsets = InternalTopicSettings.consumer_offsets(cfg)
+    assert (offsets.num_partitions, offsets.replication_factor) == (5, 2)
+    assert offsets.replication_factor_key == "offsets.topic.replication.factor"
+    assert offsets.min_insync_replicas is None and offsets.in_cluster
+    txn = InternalTopicSettings.transaction_state(cfg)
+    assert (txn.num_partitions, txn.min_insync_replicas) == (3, 2)
+    assert txn.replication_factor_key == "transaction.state.log.replication.factor"
