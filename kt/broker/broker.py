@@ -40,6 +40,12 @@ from kt.broker.replication.alter_log_dirs import ReplicaAlterLogDirsManager
 from kt.broker.replication.quota import ReplicationThrottles
 from kt.broker.security.authorizer import make_authorizer
 from kt.broker.services import HandlerServices, NodeState
+from kt.broker.settings import (
+    DynamicSettings,
+    InternalTopicSettings,
+    MaintenanceSettings,
+    TopicCreationSettings,
+)
 from kt.broker.topic_admin import TopicAdmin
 from kt.broker.topic_config_sync import TopicConfigs
 from kt.broker.topic_creation import TopicCreator
@@ -62,6 +68,8 @@ class Broker:
         self.node_id = config.node_id
         # Test-only I/O fault injection; does nothing unless its variable is set.
         faults.install_from_env()
+        # The dynamic settings as last applied; reconfigure() replaces the snapshot.
+        self.dynamic = DynamicSettings.from_config(config)
         # Peers are reached (and reach this broker) through the inter-broker listener.
         ib = config.listener_settings
         self.node = node = NodeState(
@@ -74,6 +82,8 @@ class Broker:
             failure_listener=self._dir_failure_from_any_thread,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Told when the controller deleted a topic (see topic_deleted).
+        self._on_topic_deleted: list[Callable[[str], None]] = []
         # What the controller said; topics as the controller described them (plus
         # their configs).
         cache = MetadataCache()
@@ -95,18 +105,22 @@ class Broker:
             fetch_topic_configs=_once_per_topic(self.topic_configs.refresh),
             submit_isr_change=lambda p, cb: self.membership.submit_isr_change(p, cb),
             replica_lag_time_max_ms=config.get_int("replica.lag.time.max.ms"),
-            txn_verification_enabled=config.transaction_partition_verification_enable,
+            txn_verification_enabled=self.dynamic.transaction_partition_verification_enable,
+            topic_deleted=self.topic_deleted,
+            # The mover (built below) needs the replica manager, and this it.
+            move_replica=lambda tp, path: self.log_dir_mover.alter(tp, path),
         )
         # Incremental fetch sessions (KIP-227) of followers and consumers.
         self.fetch_sessions = FetchSessionCache(
             config.get_int("max.incremental.fetch.session.cache.slots")
         )
         self.started_ms = int(time.time() * 1000)
-        self._on_topic_deleted: list[Callable[[str], None]] = []
         # Listeners as bound (port 0 resolved), set by the server once listening.
         self.bound_listeners: list[Listener] = []
         self.producer_ids = ProducerIdManager()
-        self.topic_creator = creator = TopicCreator(config, topics, lambda: self.membership.admin())
+        self.topic_creator = creator = TopicCreator(
+            TopicCreationSettings.from_config(config), topics, lambda: self.membership.admin()
+        )
         # Links to any broker (itself through the dispatcher, built last).
         peers = PeerLinks(config.node_id, node.listener_name, cache, lambda: self.dispatcher,
                           security=config.inter_broker_client)  # fmt: skip
@@ -117,7 +131,7 @@ class Broker:
         # Loads __consumer_offsets when the server starts it.
         self.group_coordinator = groups = GroupCoordinator(
             CoordinatorSettings.from_config(config),
-            LogRecordStore(rm, topics, config, creator),
+            LogRecordStore(rm, topics, InternalTopicSettings.consumer_offsets(config), creator),
             # As Kafka's KafkaApis: the controller's view decides, not this broker's
             # replicas (a committed topic need not be hosted here). Before this
             # broker has a view (just started) nothing is called unknown: the group
@@ -137,7 +151,9 @@ class Broker:
         # Loads __transaction_state when the server starts it.
         self.transactions = txns = TransactionService(
             TxnSettings.from_config(config),
-            TransactionLogStore(rm, topics, config, creator),
+            TransactionLogStore(
+                rm, topics, InternalTopicSettings.transaction_state(config), creator
+            ),
             cache,
             peers,
             self.producer_ids.allocate,
@@ -159,8 +175,9 @@ class Broker:
         )
         # Moves between this broker's log directories (AlterReplicaLogDirs).
         self.log_dir_mover = ReplicaAlterLogDirsManager(rm, logs, self.alter_log_dirs_rate)
-        rm.log_dir_mover = self.log_dir_mover
-        self.maintenance = LogMaintenance(config, logs, rm, self.log_dir_mover)
+        self.maintenance = LogMaintenance(
+            MaintenanceSettings.from_config(config), logs, rm, self.log_dir_mover
+        )
         # This broker as a member of its cluster (the single node: of its own).
         cluster_services = build_cluster_services(
             store,
@@ -318,7 +335,7 @@ class Broker:
         effective config (this broker's dynamic value, the cluster default, the
         static one; Kafka's default Long.MaxValue is no limit). Read before every
         chunk copied, so a change applies at once."""
-        rate = self.config.replica_alter_log_dirs_io_max_bytes_per_second
+        rate = self.dynamic.replica_alter_log_dirs_io_max_bytes_per_second
         return None if rate >= LONG_MAX else float(rate)
 
     def reconfigure(self, defaults: dict[str, str], own: dict[str, str]) -> None:
@@ -327,15 +344,16 @@ class Broker:
         place dynamic settings reach the services."""
         changed = self.config.apply_dynamic(defaults, own)
         cfg = self.config
+        self.dynamic = now = DynamicSettings.from_config(cfg)
         self.replication_throttles.apply_broker_configs(cfg.dynamic_defaults, cfg.dynamic_own)
         self.replica_manager.txn_verification_enabled = (
-            cfg.transaction_partition_verification_enable
+            now.transaction_partition_verification_enable
         )
         if changed:
             self.logs.reconfigure_defaults(cfg.effective_log_config(), self.topic_configs.of)
         controller = self.membership.joined_controller()
         if controller is not None:
-            unclean = cfg.unclean_leader_election_enable
+            unclean = now.unclean_leader_election_enable
             if unclean and not controller.settings.unclean_leader_election_default:
                 controller.enable_default_unclean_leader_election()
             controller.settings.unclean_leader_election_default = unclean
@@ -351,7 +369,9 @@ class Broker:
         return self.logs.default_config.with_overrides(self.topic_configs.of(name))
 
     def topic_deleted(self, name: str) -> None:
-        """Run the deletion callbacks (the controller deleted the topic's replicas)."""
+        """The controller deleted the topic (an UpdateMetadata dropped its partitions):
+        forget its config overrides, and the group coordinator drops every group's
+        offsets of it (Kafka's GroupCoordinator.onPartitionsDeleted)."""
         self.metadata.drop_configs(name)
         for callback in self._on_topic_deleted:
             callback(name)

@@ -27,9 +27,9 @@ from kt.storage.checkpoint import TopicPartition
 from kt.storage.log import AppendOrigin
 
 if TYPE_CHECKING:
-    from kt.broker.config import BrokerConfig
     from kt.broker.metadata.topics import TopicsView
     from kt.broker.replica_manager import ReplicaManager
+    from kt.broker.settings import InternalTopicSettings
     from kt.broker.topic_creation import TopicCreator
 
 
@@ -126,12 +126,12 @@ class CoordinatorLog:
         self,
         replicas: ReplicaManager,
         topics: TopicsView,
-        config: BrokerConfig,
+        settings: InternalTopicSettings,
         creator: TopicCreator,
     ) -> None:
         self.replicas = replicas
         self.topics = topics
-        self.config = config
+        self.settings = settings
         self.creator = creator
 
     def exists(self) -> bool:

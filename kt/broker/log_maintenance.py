@@ -17,11 +17,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kt.broker.config import BrokerConfig
     from kt.broker.log_manager import LogManager
     from kt.broker.partition import Partition
     from kt.broker.replica_manager import ReplicaManager
     from kt.broker.replication.alter_log_dirs import ReplicaAlterLogDirsManager
+    from kt.broker.settings import MaintenanceSettings
     from kt.storage.retention import RetentionPlan, RetentionResult
 
 log = logging.getLogger("kt.broker")
@@ -32,12 +32,12 @@ class LogMaintenance:
 
     def __init__(
         self,
-        config: BrokerConfig,
+        settings: MaintenanceSettings,
         logs: LogManager,
         replicas: ReplicaManager,
         log_dir_mover: ReplicaAlterLogDirsManager,
     ) -> None:
-        self.config = config
+        self.settings = settings
         self.logs = logs
         self.replicas = replicas
         self.log_dir_mover = log_dir_mover
@@ -48,16 +48,14 @@ class LogMaintenance:
         """Periodic checkpoints (recovery points, log start offsets, high watermarks),
         written from a worker thread so their fsyncs never stall the event loop."""
         loop = asyncio.get_running_loop()
-        cfg = self.config
-        for interval_key, plan in (
-            ("log.flush.offset.checkpoint.interval.ms", self.logs.recovery_point_plan),
-            ("log.flush.start.offset.checkpoint.interval.ms", self.logs.log_start_offset_plan),
-            ("replica.high.watermark.checkpoint.interval.ms", self.logs.high_watermark_plan),
+        cfg = self.settings
+        for interval_ms, plan in (
+            (cfg.recovery_point_checkpoint_interval_ms, self.logs.recovery_point_plan),
+            (cfg.log_start_offset_checkpoint_interval_ms, self.logs.log_start_offset_plan),
+            (cfg.high_watermark_checkpoint_interval_ms, self.logs.high_watermark_plan),
         ):
             self._tasks.append(
-                loop.create_task(
-                    _every_in_thread(cfg.get_int(interval_key) / 1000, plan, self.logs.write_plan)
-                )
+                loop.create_task(_every_in_thread(interval_ms / 1000, plan, self.logs.write_plan))
             )
         self._tasks.append(loop.create_task(_every(1.0, self._flush_by_time)))
         self._tasks.append(
@@ -162,7 +160,7 @@ class LogMaintenance:
     def start_replication_tasks(self) -> None:
         """Kafka's isr-expiration task: every replica.lag.time.max.ms / 2, led
         partitions drop followers that stopped catching up."""
-        lag = self.config.get_int("replica.lag.time.max.ms")
+        lag = self.settings.replica_lag_time_max_ms
         rm = self.replicas
         self._replication_tasks.append(
             asyncio.get_running_loop().create_task(
@@ -198,14 +196,14 @@ class LogMaintenance:
 async def _retention_schedule(maintenance: LogMaintenance) -> None:
     """Retention passes: the first after log.initial.task.delay.ms, then every
     log.retention.check.interval.ms (Kafka's kafka-log-retention task)."""
-    cfg = maintenance.config
-    await asyncio.sleep(cfg.get_int("log.initial.task.delay.ms") / 1000)
+    cfg = maintenance.settings
+    await asyncio.sleep(cfg.initial_task_delay_ms / 1000)
     while True:
         try:
             await maintenance.run_retention()
         except Exception:
             log.exception("retention pass failed")
-        await asyncio.sleep(cfg.get_int("log.retention.check.interval.ms") / 1000)
+        await asyncio.sleep(cfg.retention_check_interval_ms / 1000)
 
 
 async def _every_in_thread(

@@ -41,15 +41,18 @@ from typing import Protocol
 from kt.broker import timeline
 from kt.broker.errors import (
     BrokerError,
+    InvalidTxnStateError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    OutOfOrderSequenceError,
+    ProducerError,
+    broker_error,
 )
 from kt.broker.transactions.verification import VerificationGuard, VerificationStates
-from kt.protocol import ErrorCode
 from kt.storage import record_batch as v2
 from kt.storage.checkpoint import TopicPartition
-from kt.storage.errors import CorruptRecordError, OffsetOutOfRangeError
+from kt.storage.errors import OffsetOutOfRangeError
 from kt.storage.file_records import LogBatch
 from kt.storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from kt.storage.log import AppendOrigin, AppendResult, FetchSlice, PartitionLog
@@ -58,14 +61,6 @@ from kt.storage.txn_index import AbortedTxn
 
 UNKNOWN_OFFSET = -1
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
-
-
-class ProducerStateError(CorruptRecordError):
-    """A produce refused by the idempotent-producer rules; carries the Kafka error code."""
-
-    def __init__(self, error_code: int, message: str) -> None:
-        super().__init__(message)
-        self.error_code = error_code
 
 
 class LeaderAndIsrState(Protocol):
@@ -426,7 +421,7 @@ class Partition:
         guard: VerificationGuard | None,
         required: bool,
         verdict: CheckOutcome,
-    ) -> ProducerStateError | None:
+    ) -> ProducerError | None:
         """Kafka's analyzeAndValidateProducerState checks of the verification state:
         with verification required, a transactional batch opening a transaction must
         carry the guard its verification left (else INVALID_TXN_STATE); while a
@@ -442,17 +437,14 @@ class Partition:
                 and not self.has_ongoing_transaction(h.producer_id)
                 and not states.verified(h.producer_id, guard)
             ):
-                return ProducerStateError(
-                    ErrorCode.INVALID_TXN_STATE, "Record was not part of an ongoing transaction"
-                )
+                return InvalidTxnStateError("Record was not part of an ongoing transaction")
             entry = states.entry(h.producer_id)
             if (
                 entry is not None
                 and verdict is not CheckOutcome.INVALID_PRODUCER_EPOCH
                 and h.base_sequence > entry.lowest_sequence
             ):
-                return ProducerStateError(
-                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                return OutOfOrderSequenceError(
                     f"Out of order sequence number for producer {h.producer_id} in partition "
                     f"{self.tp.topic}-{self.tp.partition}: {h.base_sequence} (incoming seq. "
                     f"number), {entry.lowest_sequence} (earliest seen sequence)",
@@ -485,7 +477,7 @@ class Partition:
         `require_verification` (transaction.partition.verification.enable), a
         transactional batch opening a transaction is refused unless it carries the
         guard of its finished verification. Raises the storage core's errors for
-        invalid batches, ProducerStateError for sequence, epoch or transaction
+        invalid batches, a ProducerError (kt.broker.errors) for sequence, epoch or transaction
         violations, NotLeaderOrFollowerError when we do not lead."""
         if not self.is_leader:
             raise NotLeaderOrFollowerError(
@@ -517,7 +509,7 @@ class Partition:
                 if refusal is not None:
                     raise refusal
             if not verdict.ok:
-                raise ProducerStateError(verdict.error_code, verdict.message)
+                raise broker_error(verdict.error_code, verdict.message)
         result = self.log.append_as_leader(data, self.leader_epoch, now_ms=now_ms)
         if psm is not None:
             psm.on_append(headers, result.first_offset, result.log_append_time)
@@ -560,8 +552,8 @@ class Partition:
         transaction ends here: an aborted one gets its `.txnindex` entry (first
         offset, the marker's offset, the last stable offset right after it), and the
         last stable offset may move once the marker is replicated. Raises
-        NotLeaderOrFollowerError, ProducerStateError (INVALID_PRODUCER_EPOCH for an
-        older producer epoch, TRANSACTION_COORDINATOR_FENCED for an older coordinator
+        NotLeaderOrFollowerError, InvalidProducerEpochError (for an
+        older producer epoch), TransactionCoordinatorFencedError (for an older coordinator
         epoch), and the storage core's errors."""
         if not self.is_leader:
             raise NotLeaderOrFollowerError(
@@ -572,7 +564,7 @@ class Partition:
         if psm is not None:
             verdict = psm.check_end_txn_marker(producer_id, producer_epoch, coordinator_epoch)
             if not verdict.ok:
-                raise ProducerStateError(verdict.error_code, verdict.message)
+                raise broker_error(verdict.error_code, verdict.message)
         marker = v2.build_end_txn_marker(
             commit=commit,
             producer_id=producer_id,

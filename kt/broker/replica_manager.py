@@ -22,7 +22,6 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from kt.broker import timeline
 from kt.broker.alter_partition import IsrProposal, IsrResult
@@ -34,16 +33,16 @@ from kt.broker.errors import (
     KafkaStorageError,
     NotLeaderOrFollowerError,
     PolicyViolationError,
+    ProducerError,
     UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
-    broker_error,
     error_code_for,
     is_storage_failure,
 )
 from kt.broker.log_manager import LogManager
 from kt.broker.metadata.cache import LiveBroker, MetadataCache, PartitionView
 from kt.broker.metadata_store import CONSUMER_OFFSETS, INTERNAL_TOPICS
-from kt.broker.partition import Partition, ProducerStateError
+from kt.broker.partition import Partition
 from kt.broker.purgatory import DelayedOperationPurgatory, DelayedProduce
 from kt.broker.transactions.verification import VerificationGuard
 from kt.protocol import ErrorCode
@@ -52,14 +51,9 @@ from kt.storage.errors import OffsetOutOfRangeError, StorageError
 from kt.storage.log import AppendOrigin, AppendResult, FetchSlice, PartitionLog
 from kt.storage.txn_index import AbortedTxn
 
-
-class LogDirMover(Protocol):
-    """Moves replicas between this broker's log directories (AlterReplicaLogDirs;
-    kt.broker.replication.alter_log_dirs implements it)."""
-
-    async def alter(self, tp: TopicPartition, path: str) -> None:
-        """Move `tp`'s replica to log directory `path` (typed broker errors)."""
-        ...
+#: Moves `tp`'s replica to log directory `path` (AlterReplicaLogDirs;
+#: kt.broker.replication.alter_log_dirs does it), raising the typed broker errors.
+LogDirMove = Callable[[TopicPartition, str], Awaitable[None]]
 
 
 log = logging.getLogger("kt.broker.replica_manager")
@@ -150,12 +144,18 @@ class ReplicaManager:
         submit_isr_change: Callable[[IsrProposal, Callable[[IsrResult], None]], bool] | None = None,
         replica_lag_time_max_ms: int = 30_000,
         txn_verification_enabled: bool = True,
+        topic_deleted: Callable[[str], None] = lambda _topic: None,
+        move_replica: LogDirMove | None = None,
     ) -> None:
         """`broker_epoch` is our registration's epoch (-1 until registered);
         `topic_configs` gives a topic's overrides for logs this broker creates as a
         new replica, `fetch_topic_configs` reads them from the coordination store
         first; `submit_isr_change` sends an ISR proposal to the controller (None, or
-        False from it: not sent, the change is abandoned)."""
+        False from it: not sent, the change is abandoned); `topic_deleted(topic)` is
+        called once an UpdateMetadata removed a topic's partitions (the controller
+        deleted it), as Kafka's KafkaApis tells its GroupCoordinator
+        (onPartitionsDeleted); `move_replica(tp, path)` moves a replica between
+        this broker's log directories (None: this broker does not)."""
         self.node_id = node_id
         self.logs = logs
         self._partitions: dict[TopicPartition, Partition] = {}
@@ -186,14 +186,15 @@ class ReplicaManager:
         # Told of transactions ended on __consumer_offsets partitions (see
         # TxnCompletionListener and write_txn_markers).
         self.offsets_txn_listeners: list[TxnCompletionListener] = []
-        # Moves between this broker's log directories (set by the broker).
-        self.log_dir_mover: LogDirMover | None = None
+        # Moves between this broker's log directories.
+        self._move_replica = move_replica
         # Told when a log directory newly failed (the cluster member announces it to
         # the controller, which moves leadership away).
         self.dir_failure_listeners: list[Callable[[Path], None]] = []
         # transaction.partition.verification.enable (KIP-890), kept current by the
         # broker's reconfigure() as dynamic configs change.
         self.txn_verification_enabled = txn_verification_enabled
+        self._topic_deleted = topic_deleted
 
     # --- the hosted partitions -------------------------------------------------
 
@@ -352,8 +353,6 @@ class ReplicaManager:
                 require_verification=self.txn_verification_enabled,
                 origin=origin,
             )
-        except ProducerStateError as exc:
-            raise broker_error(exc.error_code, exc.message) from exc
         except (StorageError, OSError) as exc:
             self._maybe_fail(part, exc)
             raise
@@ -412,11 +411,11 @@ class ReplicaManager:
                 marker.commit,
                 now_ms=now_ms,
             )
-        except ProducerStateError as exc:
+        except ProducerError as exc:
             log.info("%s: refused %s marker of producer %d: %s", _name(tp),
                      "COMMIT" if marker.commit else "ABORT", marker.producer_id,
                      exc.message)  # fmt: skip
-            return ErrorCode(exc.error_code), None
+            return error_code_for(exc), None
         except (BrokerError, StorageError, OSError) as exc:
             self._maybe_fail(part, exc)
             return error_code_for(exc), None
@@ -544,9 +543,9 @@ class ReplicaManager:
         """AlterReplicaLogDirs for one partition: move its replica to log directory
         `path` (see kt.broker.replication.alter_log_dirs). Raises the typed errors
         (LogDirNotFoundError, KafkaStorageError, ReplicaNotAvailableError, ...)."""
-        if self.log_dir_mover is None:
+        if self._move_replica is None:
             raise KafkaStorageError("this broker does not move replicas between log dirs")
-        await self.log_dir_mover.alter(tp, path)
+        await self._move_replica(tp, path)
 
     # --- failures --------------------------------------------------------------
 
@@ -783,7 +782,7 @@ class ReplicaManager:
                         controller_id, controller_epoch, stale)  # fmt: skip
             return stale
         self.controller_epoch = controller_epoch
-        self.metadata_cache.update(
+        deleted = self.metadata_cache.update(
             controller_id=controller_id,
             controller_epoch=controller_epoch,
             brokers=brokers,
@@ -791,6 +790,9 @@ class ReplicaManager:
         )
         event, self._metadata_event = self._metadata_event, asyncio.Event()
         event.set()
+        # A partition count never shrinks: a deleted partition is a deleted topic.
+        for topic in dict.fromkeys(topic for topic, _ in deleted):
+            self._topic_deleted(topic)
         timeline.mark("update_metadata", partitions=len(partitions))
         return ErrorCode.NONE
 

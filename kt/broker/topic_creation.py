@@ -17,8 +17,8 @@ from kt.broker.metadata_store import TopicInfo, topic_name_problem
 from kt.protocol import ErrorCode
 
 if TYPE_CHECKING:
-    from kt.broker.config import BrokerConfig
     from kt.broker.metadata.topics import TopicsView
+    from kt.broker.settings import TopicCreationSettings
     from kt.broker.topic_admin import TopicAdmin
 
 log = logging.getLogger("kt.broker")
@@ -31,15 +31,18 @@ class TopicCreator:
     broker joined its cluster)."""
 
     def __init__(
-        self, config: BrokerConfig, topics: TopicsView, admin: Callable[[], TopicAdmin]
+        self,
+        settings: TopicCreationSettings,
+        topics: TopicsView,
+        admin: Callable[[], TopicAdmin],
     ) -> None:
-        self._config = config
+        self._settings = settings
         self._topics = topics
         self._admin = admin
 
     def auto_create_enabled(self) -> bool:
         """True when metadata requests may create topics."""
-        return self._config.get_bool("auto.create.topics.enable")
+        return self._settings.auto_create_topics_enable
 
     async def maybe_auto_create(self, name: str, *, wait_s: float = 2.0) -> TopicInfo | None:
         """Create `name` with the broker defaults if auto-creation is on; waits a
@@ -51,12 +54,12 @@ class TopicCreator:
         if not self.auto_create_enabled() or topic_name_problem(name):
             return None
         factor = min(
-            self._config.get_int("default.replication.factor"),
+            self._settings.default_replication_factor,
             max(1, len(self._topics.cache.alive_brokers())),
         )
         try:
             return await self._admin().create_topic(
-                name, self._config.get_int("num.partitions"), factor, timeout_s=wait_s
+                name, self._settings.num_partitions, factor, timeout_s=wait_s
             )
         except TopicError as exc:
             if exc.code not in (ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.REQUEST_TIMED_OUT):
@@ -85,7 +88,7 @@ class TopicCreator:
         if info is not None:
             return info
         alive = len(self._topics.cache.alive_brokers())
-        if self._config.zookeeper_connect is None:
+        if not self._settings.in_cluster:
             factor = 1
         elif alive < replication_factor:
             log.warning(

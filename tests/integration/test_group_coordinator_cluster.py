@@ -65,6 +65,36 @@ def fetch(port: int, group: str, partitions: list[int]) -> tuple[int, dict[int, 
                              for t in resp.topics for p in t.partitions}  # fmt: skip
 
 
+def fetch_all(port: int, group: str) -> tuple[int, dict[tuple[str, int], int]]:
+    """OffsetFetch of every committed offset (topics null): (group error,
+    (topic, partition) -> committed offset)."""
+    resp = request(port, apis.OFFSET_FETCH, {
+        "group_id": group, "topics": None, "require_stable": False,
+    }, 7)  # fmt: skip
+    return resp.error_code, {(t.name, p.partition_index): p.committed_offset
+                             for t in resp.topics for p in t.partitions}  # fmt: skip
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.delete_topics([topic], timeout_ms=60_000)
+    finally:
+        admin.close()
+
+
+def topic_gone(port: int, topic: str) -> bool:
+    """Whether the broker on `port` no longer knows `topic` (Metadata v9)."""
+    resp = request(port, apis.METADATA, {
+        "topics": [{"name": topic}], "allow_auto_topic_creation": False,
+        "include_cluster_authorized_operations": False,
+        "include_topic_authorized_operations": False,
+    }, 9)  # fmt: skip
+    return all(t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for t in resp.topics)
+
+
 def wait_for(check: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
     deadline = time.monotonic() + timeout
     while True:
@@ -100,6 +130,29 @@ def test_single_node_serves_every_group_and_keeps_commits_across_kill(broker_fac
     assert fetch(b.port, "g1", [0, 1]) == (ErrorCode.NONE, {0: 5, 1: 7})
     assert commit(b.port, "g1", {0: 6}) == {0: ErrorCode.NONE}
     assert fetch(b.port, "g1", [0]) == (ErrorCode.NONE, {0: 6})
+
+
+def test_deleting_a_topic_drops_its_committed_offsets(broker_factory) -> None:
+    # Kafka's GroupCoordinator removes every group's offsets of a deleted topic
+    # (onPartitionsDeleted): a consumer of a re-created topic of that name must not
+    # resume from the old topic's offsets.
+    b = broker_factory(**{"num.partitions": "2"})
+    create_topic(b.bootstrap, 2, 1)
+    wait_for(lambda: find_coordinator(b.port, "g1").error_code == 0, what="the coordinator")
+    assert commit(b.port, "g1", {0: 5, 1: 7}) == {0: ErrorCode.NONE, 1: ErrorCode.NONE}
+    assert commit(b.port, "g2", {1: 3}) == {1: ErrorCode.NONE}
+    assert fetch_all(b.port, "g1") == (ErrorCode.NONE, {(TOPIC, 0): 5, (TOPIC, 1): 7})
+    delete_topic(b.bootstrap, TOPIC)
+    wait_for(lambda: topic_gone(b.port, TOPIC), what="the topic to go")
+    assert wait_for(lambda: fetch_all(b.port, "g1") == (ErrorCode.NONE, {}), what="no offsets")
+    assert fetch_all(b.port, "g2") == (ErrorCode.NONE, {})
+    # Gone for good: the tombstones are in __consumer_offsets, so a restart (which
+    # replays it) does not bring them back.
+    b.kill()
+    b.start()
+    wait_for(lambda: find_coordinator(b.port, "g1").error_code == 0, what="the coordinator")
+    assert wait_for(lambda: (r := fetch_all(b.port, "g1"))[0] == ErrorCode.NONE and r,
+                    what="the group loaded") == (ErrorCode.NONE, {})  # fmt: skip
 
 
 # --- three brokers ------------------------------------------------------------------------
@@ -222,3 +275,20 @@ def test_committed_offsets_survive_a_coordinator_failover(three_brokers: LocalCl
     second.close()
     # Each partition resumes at its committed offset (0 where nothing was committed).
     assert firsts == {p: taken.get(p, 0) for p in (0, 1)}
+
+
+@pytest.mark.cluster
+def test_deleting_a_topic_drops_its_offsets_on_a_cluster(three_brokers: LocalCluster) -> None:
+    c = three_brokers
+    create_topic(c.bootstrap_servers, 2, 3)
+    group = "deleted"
+    found = wait_for(lambda: (r := find_coordinator(port_of(c, 1), group)).error_code == 0 and r,
+                     what="the coordinator")  # fmt: skip
+    port = port_of(c, found.node_id)
+    assert wait_for(lambda: commit(port, group, {0: 3, 1: 4}) == {0: 0, 1: 0},
+                    timeout=90, what="a commit")  # fmt: skip
+    assert fetch_all(port, group) == (ErrorCode.NONE, {(TOPIC, 0): 3, (TOPIC, 1): 4})
+    delete_topic(c.bootstrap_servers, TOPIC)
+    wait_for(lambda: all(topic_gone(port_of(c, n), TOPIC) for n in (1, 2, 3)),
+             timeout=60, what="the topic to go everywhere")  # fmt: skip
+    assert wait_for(lambda: fetch_all(port, group) == (ErrorCode.NONE, {}), what="no offsets")

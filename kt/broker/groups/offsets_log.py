@@ -52,24 +52,25 @@ class LogRecordStore(CoordinatorLog):
         """Partitions of the topic: as created, or as configured while it is not."""
         info = self.topics.get(CONSUMER_OFFSETS)
         if info is None:
-            return self.config.get_int("offsets.topic.num.partitions")
+            return self.settings.num_partitions
         return info.partitions
 
     async def ensure(self) -> None:
         """Create the topic (once, on first use) with Kafka's internal settings."""
         if CONSUMER_OFFSETS in self.topics.topics:
             return
-        cfg = self.config
+        cfg = self.settings
         configs = {
             "cleanup.policy": "compact",
-            "segment.bytes": str(cfg.get_int("offsets.topic.segment.bytes")),
+            "segment.bytes": str(cfg.segment_bytes),
             "compression.type": "producer",
         }
         info = await self.creator.ensure_internal_topic(
             CONSUMER_OFFSETS,
-            cfg.get_int("offsets.topic.num.partitions"),
+            cfg.num_partitions,
             configs,
-            cfg.get_int("offsets.topic.replication.factor"),
+            cfg.replication_factor,
+            factor_key=cfg.replication_factor_key,
         )
         if info is not None:
             log.info("created %s with %d partitions", CONSUMER_OFFSETS, info.partitions)

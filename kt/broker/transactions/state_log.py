@@ -49,32 +49,32 @@ class TransactionLogStore(CoordinatorLog):
         """Partitions of the topic: as created, or as configured while it is not."""
         info = self.topics.get(TRANSACTION_STATE)
         if info is None:
-            return self.config.get_int("transaction.state.log.num.partitions")
+            return self.settings.num_partitions
         return info.partitions
 
     async def ensure(self) -> None:
         """Create the topic (once, on first use) with Kafka's settings for it."""
         if TRANSACTION_STATE in self.topics.topics:
             return
-        cfg = self.config
-        factor = cfg.get_int("transaction.state.log.replication.factor")
-        min_isr = cfg.get_int("transaction.state.log.min.isr")
-        if cfg.zookeeper_connect is None:
+        cfg = self.settings
+        factor = cfg.replication_factor
+        min_isr = cfg.min_insync_replicas if cfg.min_insync_replicas is not None else 1
+        if not cfg.in_cluster:
             # The single node has one replica: a minimum above it could never be met.
             min_isr = 1
         configs = {
             "cleanup.policy": "compact",
             "min.insync.replicas": str(min_isr),
-            "segment.bytes": str(cfg.get_int("transaction.state.log.segment.bytes")),
+            "segment.bytes": str(cfg.segment_bytes),
             "unclean.leader.election.enable": "false",
             "compression.type": "uncompressed",
         }
         info = await self.creator.ensure_internal_topic(
             TRANSACTION_STATE,
-            cfg.get_int("transaction.state.log.num.partitions"),
+            cfg.num_partitions,
             configs,
             factor,
-            factor_key="transaction.state.log.replication.factor",
+            factor_key=cfg.replication_factor_key,
         )
         if info is not None:
             log.info("created %s with %d partitions", TRANSACTION_STATE, info.partitions)

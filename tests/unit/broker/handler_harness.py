@@ -90,3 +90,91 @@ def call(
         return None
     data = encode_response(api.key, version, 1, response, size_prefix=False)
     return decode_response(api.key, version, data)[1]
+
+
+class ReplicasOnly:
+    """No broker: a LogManager and a ReplicaManager (with its log-dir mover) on a
+    temp dir, leading the topics it was asked for, and the config; a handler that
+    reads only `replicas` and `config` gets `HandlerServices.only(replicas=...,
+    config=...)` and nothing else (any other service fails loudly when touched)."""
+
+    TOPIC_ID = bytes(range(16))
+
+    def __init__(self, tmp_path: Path, topics: dict[str, int], **overrides: str) -> None:
+        from kt.broker.log_manager import LogManager
+        from kt.broker.metadata.cache import LiveBroker, PartitionView
+        from kt.broker.replica_manager import ReplicaManager
+        from kt.broker.replication.alter_log_dirs import ReplicaAlterLogDirsManager
+        from kt.storage.checkpoint import TopicPartition
+
+        props = {"log.dirs": str(tmp_path / "data"), "listeners": "PLAINTEXT://127.0.0.1:9092"}
+        self.config = load_config(None, {**props, **overrides})
+        self.node_id = self.config.node_id
+        self.loop = asyncio.new_event_loop()
+        self.logs = LogManager(self.config.log_dirs, self.node_id, self.config.log_config)
+        self.logs.lock_and_validate(None)
+        self.logs.load_logs({}, 1)
+        self.replica_manager = rm = ReplicaManager(
+            self.node_id,
+            self.logs,
+            txn_verification_enabled=self.config.transaction_partition_verification_enable,
+            # As the root wires them: the mover (built next) needs the replica manager.
+            move_replica=lambda tp, path: self.mover.alter(tp, path),
+        )
+        # Moves between log dirs, unthrottled.
+        self.mover = ReplicaAlterLogDirsManager(rm, self.logs, lambda: None)
+        view = PartitionView(leader=self.node_id, leader_epoch=0, isr=(self.node_id,),
+                             replicas=(self.node_id,))  # fmt: skip
+        states = []
+        for topic, count in topics.items():
+            for p in range(count):
+                tp = TopicPartition(topic, p)
+                rm.create_partition(tp, self.TOPIC_ID, self.logs.create(tp, self.TOPIC_ID, {}))
+                states.append((topic, self.TOPIC_ID, p, view))
+        live = [LiveBroker(self.node_id, ())]
+        rm.metadata_cache.update(
+            controller_id=self.node_id, controller_epoch=1, brokers=live, partitions=states
+        )
+        self.services = HandlerServices.only(replicas=rm, config=self.config)
+
+    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """Run a coroutine on this harness's loop."""
+        return self.loop.run_until_complete(coro)
+
+    def call(self, api: Any, version: int, body: Any) -> Struct | None:
+        """One request through its handler with only these services."""
+        return call_with(self.services, api, version, body, self.loop)
+
+    def close(self) -> None:
+        """Close the logs and the loop."""
+        self.replica_manager.close()
+        self.logs.shutdown()
+        self.loop.close()
+
+
+def call_with(
+    services: HandlerServices,
+    api: Any,
+    version: int,
+    body: Any,
+    loop: asyncio.AbstractEventLoop | None = None,
+) -> Struct | None:
+    """One request through its handler given only `services` (no broker; e.g.
+    `HandlerServices.only(cluster=...)`), on `loop` or a loop of its own: the decoded
+    response body (None: no response)."""
+    load_all()
+    frame = encode_request(api.key, version, 1, body, "kt-test", size_prefix=False)
+    header, request = decode_request(bytearray(frame))
+    assert request is not None
+    ctx = RequestContext(services, header, "127.0.0.1", 1)
+    own = loop is None
+    run_on = asyncio.new_event_loop() if loop is None else loop
+    try:
+        response = run_on.run_until_complete(resolve_call(HANDLERS[api.key](ctx, request)))
+    finally:
+        if own:
+            run_on.close()
+    if response is None:
+        return None
+    data = encode_response(api.key, version, 1, response, size_prefix=False)
+    return decode_response(api.key, version, data)[1]

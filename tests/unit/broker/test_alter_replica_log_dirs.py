@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from handler_harness import InProcessBroker, call, open_broker
+from handler_harness import InProcessBroker, ReplicasOnly, call, open_broker
 
 from kt.protocol import ErrorCode, apis
 from kt.storage import record_batch as v2
@@ -29,14 +29,17 @@ def broker_on(tmp_path: Path, dirs: list[Path], **overrides: str) -> InProcessBr
 
 
 def alter(
-    b: InProcessBroker, moves: dict[tuple[str, int], str], version: int = 2
+    b: InProcessBroker | ReplicasOnly, moves: dict[tuple[str, int], str], version: int = 2
 ) -> dict[tuple[str, int], int]:
     by_dir: dict[str, dict[str, list[int]]] = {}
     for (t, p), d in moves.items():
         by_dir.setdefault(d, {}).setdefault(t, []).append(p)
     body = {"dirs": [{"path": d, "topics": [{"name": t, "partitions": ps} for t, ps in ts.items()]}
                      for d, ts in by_dir.items()]}  # fmt: skip
-    resp = call(b, apis.ALTER_REPLICA_LOG_DIRS, version, body)
+    api = apis.ALTER_REPLICA_LOG_DIRS
+    resp = (
+        b.call(api, version, body) if isinstance(b, ReplicasOnly) else call(b, api, version, body)
+    )
     assert resp is not None
     return {(r.topic_name, p.partition_index): p.error_code for r in resp.results
             for p in r.partitions}  # fmt: skip
@@ -72,9 +75,9 @@ def wait_until(b: InProcessBroker, check: Any, seconds: float = 20.0) -> None:
 
 @pytest.mark.parametrize("version", [0, 1, 2])
 def test_error_codes(tmp_path: Path, dirs: list[Path], version: int) -> None:
-    b = broker_on(tmp_path, dirs)
+    # The handler reads only the replica manager: no broker behind it.
+    b = ReplicasOnly(tmp_path, {"t": 1}, **{"log.dirs": ",".join(map(str, dirs))})
     try:
-        b.create_topic("t", 1)
         assert alter(b, {("t", 0): str(tmp_path / "nope")}, version) == {
             ("t", 0): ErrorCode.LOG_DIR_NOT_FOUND
         }

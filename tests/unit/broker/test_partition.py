@@ -14,13 +14,10 @@ from kt.broker.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    ProducerError,
     error_code_for,
 )
-from kt.broker.partition import (
-    Partition,
-    ProducerStateError,
-    whole_batches,
-)
+from kt.broker.partition import Partition, whole_batches
 from kt.protocol import ErrorCode, apis
 from kt.storage.checkpoint import TopicPartition
 from kt.storage.log import PartitionLog
@@ -247,7 +244,7 @@ def test_follower_copies_leader_batches_and_producer_state(tmp_path: Path) -> No
     follower.make_leader(state(2, 4, [2]), now_ms=T)
     again = follower.append_records(batch(3, pid=7, epoch=0, seq=2))
     assert (again.first_offset, again.last_offset, again.batches) == (2, 4, 0)
-    with pytest.raises(ProducerStateError):
+    with pytest.raises(ProducerError):
         follower.append_records(batch(1, pid=7, epoch=0, seq=9))
 
 

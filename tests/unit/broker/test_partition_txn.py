@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from replication_helpers import new_partition, state
 
-from kt.broker.partition import Partition, ProducerStateError, whole_batches
+from kt.broker.errors import ProducerError, error_code_for
+from kt.broker.partition import Partition, whole_batches
 from kt.protocol import ErrorCode
 from kt.storage import record_batch as v2
 from kt.storage.log import PartitionLog
@@ -94,8 +95,8 @@ def test_marker_checks(tmp_path: Path) -> None:
     ):
         try:
             p.append_txn_marker(7, epoch, coord, commit=True, now_ms=T)
-        except ProducerStateError as exc:
-            assert exc.error_code == code
+        except ProducerError as exc:
+            assert error_code_for(exc) == code
         else:
             raise AssertionError("marker accepted")
     # A bumped producer epoch from the coordinator (an aborted, fenced producer).
@@ -105,8 +106,8 @@ def test_marker_checks(tmp_path: Path) -> None:
     # The old epoch's producer is now fenced on produce.
     try:
         p.append_records(txn(7, 1, [b"z"], epoch=1))
-    except ProducerStateError as exc:
-        assert exc.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+    except ProducerError as exc:
+        assert error_code_for(exc) == ErrorCode.INVALID_PRODUCER_EPOCH
     else:
         raise AssertionError("fenced producer accepted")
 
@@ -119,8 +120,8 @@ def test_non_transactional_write_inside_a_transaction_is_refused(tmp_path: Path)
     )
     try:
         p.append_records(idem)
-    except ProducerStateError as exc:
-        assert exc.error_code == ErrorCode.INVALID_TXN_STATE
+    except ProducerError as exc:
+        assert error_code_for(exc) == ErrorCode.INVALID_TXN_STATE
     else:
         raise AssertionError("accepted")
 

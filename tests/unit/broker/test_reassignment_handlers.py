@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from handler_harness import InProcessBroker, call, open_broker
+from handler_harness import InProcessBroker, call, call_with, open_broker
 
+from kt.broker.services import HandlerServices
 from kt.protocol import ErrorCode, apis
 
 
@@ -52,7 +54,20 @@ def test_errors_and_a_no_op_reassignment(broker: InProcessBroker) -> None:
     assert listed is not None and listed.error_code == 0 and listed.topics == []
 
 
-def test_not_controller(broker: InProcessBroker) -> None:
+def test_not_controller() -> None:
+    # The handlers read only the membership's active controller: a broker that is
+    # not the controller (None) answers NOT_CONTROLLER, with no broker behind it.
+    services = HandlerServices.only(cluster=SimpleNamespace(active_controller=lambda: None))
+    body = {"timeout_ms": 1000, "topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "replicas": [1]}]}]}  # fmt: skip
+    resp = call_with(services, apis.ALTER_PARTITION_REASSIGNMENTS, 0, body)
+    assert resp is not None and resp.error_code == ErrorCode.NOT_CONTROLLER
+    listed = call_with(services, apis.LIST_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 1000})
+    assert listed is not None and listed.error_code == ErrorCode.NOT_CONTROLLER
+
+
+def test_an_inactive_controller_answers_not_controller(broker: InProcessBroker) -> None:
+    # The joined controller that lost the election refuses (returns None) too.
     controller = broker.broker.controller
     assert controller is not None
     controller.active = False

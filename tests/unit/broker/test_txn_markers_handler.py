@@ -1,6 +1,9 @@
 """WriteTxnMarkers in process, through the wire codec: markers end transactions on the
 partitions' logs (producer state, `.txnindex`, last stable offset) and each partition
-gets Kafka's error for what it refused."""
+gets Kafka's error for what it refused.
+
+The handler reads only the replica manager and the config: the tests give it
+those (`ReplicasOnly`, `HandlerServices.only`), no broker."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from handler_harness import InProcessBroker, call, open_broker
+from handler_harness import ReplicasOnly
 
 from kt.protocol import ErrorCode, apis
 from kt.storage import record_batch as v2
@@ -22,12 +25,15 @@ TP0 = TopicPartition("t", 0)
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[InProcessBroker]:
+def broker(tmp_path: Path) -> Iterator[ReplicasOnly]:
     # Transactional batches are appended directly, without a coordinator: as with
     # Kafka's transaction.partition.verification.enable=false (KIP-890's checks
     # have their own tests, test_txn_verification*.py).
-    b = open_broker(tmp_path, **{"transaction.partition.verification.enable": "false"})
-    b.create_topic("t", 2)
+    b = ReplicasOnly(
+        tmp_path,
+        {"t": 2, "__consumer_offsets": 4},
+        **{"transaction.partition.verification.enable": "false"},
+    )
     yield b
     b.close()
 
@@ -40,7 +46,7 @@ def txn_batch(n: int, seq: int, *, pid: int = PID, epoch: int = 0) -> bytes:
     )
 
 
-def produce(b: InProcessBroker, data: bytes, partition: int = 0) -> int:
+def produce(b: ReplicasOnly, data: bytes, partition: int = 0) -> int:
     result = b.replica_manager.append_records(
         "t", partition, data, now_ms=int(time.time() * 1000), acks=-1
     )
@@ -48,7 +54,7 @@ def produce(b: InProcessBroker, data: bytes, partition: int = 0) -> int:
 
 
 def markers(
-    b: InProcessBroker,
+    b: ReplicasOnly,
     version: int,
     *entries: tuple[int, int, bool, int, dict[str, list[int]]],
 ) -> dict[tuple[int, str, int], int]:
@@ -64,7 +70,7 @@ def markers(
             for pid, epoch, commit, coord, topics in entries
         ]
     )
-    resp: Any = call(b, apis.WRITE_TXN_MARKERS, version, body)
+    resp: Any = b.call(apis.WRITE_TXN_MARKERS, version, body)
     return {
         (m.producer_id, t.name, p.partition_index): p.error_code
         for m in resp.markers
@@ -75,7 +81,7 @@ def markers(
 
 @pytest.mark.parametrize("version", [0, 1])
 def test_commit_marker_ends_the_transaction_and_moves_the_lso(
-    broker: InProcessBroker, version: int
+    broker: ReplicasOnly, version: int
 ) -> None:
     part = broker.replica_manager.get(TP0)
     assert part is not None
@@ -103,7 +109,7 @@ def test_commit_marker_ends_the_transaction_and_moves_the_lso(
     assert all(len(s.txn_index) == 0 for s in part.log.segments)
 
 
-def test_abort_marker_indexes_the_transaction(broker: InProcessBroker) -> None:
+def test_abort_marker_indexes_the_transaction(broker: ReplicasOnly) -> None:
     part = broker.replica_manager.get(TP0)
     assert part is not None
     first = produce(broker, txn_batch(2, 0))
@@ -122,7 +128,7 @@ def test_abort_marker_indexes_the_transaction(broker: InProcessBroker) -> None:
     assert part.last_stable_offset() == part.log_end_offset == 6
 
 
-def test_marker_without_transaction_is_written_but_not_indexed(broker: InProcessBroker) -> None:
+def test_marker_without_transaction_is_written_but_not_indexed(broker: ReplicasOnly) -> None:
     part = broker.replica_manager.get(TP0)
     assert part is not None
     got = markers(broker, 1, (PID, 3, False, 1, {"t": [0]}))
@@ -133,7 +139,7 @@ def test_marker_without_transaction_is_written_but_not_indexed(broker: InProcess
     assert entry is not None and (entry.producer_epoch, entry.coordinator_epoch) == (3, 1)
 
 
-def test_partition_errors(broker: InProcessBroker) -> None:
+def test_partition_errors(broker: ReplicasOnly) -> None:
     produce(broker, txn_batch(1, 0, epoch=2))
     markers(broker, 1, (PID, 2, False, 4, {"t": [0]}))
     got = markers(
@@ -156,7 +162,7 @@ def test_partition_errors(broker: InProcessBroker) -> None:
     assert part is not None and part.log_end_offset == 2
 
 
-def test_markers_of_one_producer_share_an_entry(broker: InProcessBroker) -> None:
+def test_markers_of_one_producer_share_an_entry(broker: ReplicasOnly) -> None:
     produce(broker, txn_batch(1, 0), partition=0)
     produce(broker, txn_batch(1, 1), partition=1)
     body = apis.WRITE_TXN_MARKERS.request(
@@ -167,12 +173,12 @@ def test_markers_of_one_producer_share_an_entry(broker: InProcessBroker) -> None
              "coordinator_epoch": 0, "topics": [{"name": "t", "partition_indexes": [1]}]},
         ]
     )  # fmt: skip
-    resp: Any = call(broker, apis.WRITE_TXN_MARKERS, 1, body)
+    resp: Any = broker.call(apis.WRITE_TXN_MARKERS, 1, body)
     assert [m.producer_id for m in resp.markers] == [PID]
     assert sorted(p.partition_index for p in resp.markers[0].topics[0].partitions) == [0, 1]
 
 
-def test_not_leader(broker: InProcessBroker) -> None:
+def test_not_leader(broker: ReplicasOnly) -> None:
     part = broker.replica_manager.get(TP0)
     assert part is not None
     part.leader_id = broker.node_id + 1
@@ -184,8 +190,7 @@ def test_not_leader(broker: InProcessBroker) -> None:
         part.leader_id = broker.node_id
 
 
-def test_offsets_partitions_tell_the_listeners(broker: InProcessBroker) -> None:
-    broker.run(broker.group_coordinator.store.ensure())
+def test_offsets_partitions_tell_the_listeners(broker: ReplicasOnly) -> None:
     heard: list[tuple[TopicPartition, int, bool]] = []
     broker.replica_manager.offsets_txn_listeners.append(
         lambda tp, pid, commit: heard.append((tp, pid, commit))

@@ -18,10 +18,11 @@ from kt.broker.errors import (
     InvalidProducerIdMappingError,
     InvalidTxnStateError,
     NotEnoughReplicasError,
+    ProducerError,
     TransactionAbortableError,
     error_code_for,
 )
-from kt.broker.partition import Partition, ProducerStateError
+from kt.broker.partition import Partition
 from kt.broker.transactions.verification import VerificationGuard, VerificationStates
 from kt.broker.transactions.verifier import TxnVerifier, produce_error
 from kt.client.core import KafkaError
@@ -92,9 +93,9 @@ def leader(tmp_path: Path) -> Partition:
 
 
 def refused(p: Partition, data: bytes, **kw: Any) -> int:
-    with pytest.raises(ProducerStateError) as exc:
+    with pytest.raises(ProducerError) as exc:
         p.append_records(data, now_ms=T, **kw)
-    return exc.value.error_code
+    return error_code_for(exc.value)
 
 
 def test_a_transaction_opens_only_with_the_guard_of_its_verification(tmp_path: Path) -> None:
