@@ -518,7 +518,7 @@ _kt_option() {
         'kt configs alter/-X') _kt_nargs=1 ;;
         'kt configs alter/--profile') _kt_nargs=1 ;;
         'kt configs alter/--timeout') _kt_nargs=1 ;;
-        'kt configs alter/--entity-type') _kt_nargs=1 _kt_kind=choice _kt_words=$'brokers\ntopics' ;;
+        'kt configs alter/--entity-type') _kt_nargs=1 _kt_kind=choice _kt_words=$'brokers\ntopics\nusers' ;;
         'kt configs alter/--entity-name') _kt_nargs=1 ;;
         'kt configs alter/--add-config') _kt_nargs=1 ;;
         'kt configs alter/--delete-config') _kt_nargs=1 ;;
@@ -528,7 +528,7 @@ _kt_option() {
         'kt configs describe/-X') _kt_nargs=1 ;;
         'kt configs describe/--profile') _kt_nargs=1 ;;
         'kt configs describe/--timeout') _kt_nargs=1 ;;
-        'kt configs describe/--entity-type') _kt_nargs=1 _kt_kind=choice _kt_words=$'brokers\ntopics' ;;
+        'kt configs describe/--entity-type') _kt_nargs=1 _kt_kind=choice _kt_words=$'brokers\ntopics\nusers' ;;
         'kt configs describe/--entity-name') _kt_nargs=1 ;;
         'kt consume/--bootstrap-server'|'kt consume/-b') _kt_nargs=1 ;;
         'kt consume/--command-config') _kt_nargs=1 _kt_kind=file ;;

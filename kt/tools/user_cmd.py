@@ -108,15 +108,17 @@ def scram_add(
     if not name:
         usage_error("the user name is empty")
     password = _read_password(password_file)
+    body = {"deletions": [], "upsertions": [upsertion(name, mechanism, password, iterations)]}
+    alter_credentials(wire, name, body)
+
+
+def upsertion(name: str, mechanism: str, password: str, iterations: int) -> dict[str, Any]:
+    """An AlterUserScramCredentials upsertion: a fresh random salt and the salted
+    password (the password itself never leaves this process)."""
     salt = secrets.token_bytes(32)
-    body = {
-        "deletions": [],
-        "upsertions": [{"name": name, "mechanism": MECHANISMS[mechanism][0],
-                        "iterations": iterations, "salt": salt,
-                        "salted_password": salted_password(mechanism, password, salt,
-                                                           iterations)}],
-    }  # fmt: skip
-    _alter(wire, name, body)
+    return {"name": name, "mechanism": MECHANISMS[mechanism][0], "iterations": iterations,
+            "salt": salt, "salted_password": salted_password(mechanism, password, salt,
+                                                             iterations)}  # fmt: skip
 
 
 @scram.command("delete")
@@ -128,10 +130,13 @@ def scram_delete(name: str, mechanism: str, wire: Wire) -> None:
     """Remove a user's credential for a mechanism."""
     body = {"deletions": [{"name": name, "mechanism": MECHANISMS[mechanism.upper()][0]}],
             "upsertions": []}  # fmt: skip
-    _alter(wire, name, body)
+    alter_credentials(wire, name, body)
 
 
-def _alter(wire: Wire, name: str, body: dict[str, Any]) -> None:
+def alter_credentials(wire: Wire, name: str, body: dict[str, Any]) -> None:
+    """Send AlterUserScramCredentials; one error line and exit 1 per refused change,
+    else kafka-configs.sh's completion line."""
+
     async def run(client: KafkaClient) -> Any:
         return await client.send(apis.ALTER_USER_SCRAM_CREDENTIALS, body)
 
@@ -151,6 +156,12 @@ def _alter(wire: Wire, name: str, body: dict[str, Any]) -> None:
 def scram_describe(names: tuple[str, ...], as_json: bool, wire: Wire) -> None:
     """The mechanisms and iteration counts of users' credentials (all users when none
     is named); never any secret."""
+    describe_credentials(wire, names, as_json)
+
+
+def describe_credentials(wire: Wire, names: tuple[str, ...], as_json: bool) -> None:
+    """DescribeUserScramCredentials printed as kafka-configs.sh prints it (or JSON);
+    exit 1 after the others when a named user has no credential."""
 
     async def run(client: KafkaClient) -> Any:
         users = [{"name": n} for n in names] or None
