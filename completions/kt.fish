@@ -891,6 +891,8 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt user scram add/--password-file'
             echo 1
+        case 'kt user scram add/--zookeeper'
+            echo 1
         case 'kt user scram add/--bootstrap-server' 'kt user scram add/-b'
             echo 1
         case 'kt user scram add/--command-config'
@@ -905,6 +907,8 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt user scram delete/--mechanism'
             echo 1
+        case 'kt user scram delete/--zookeeper'
+            echo 1
         case 'kt user scram delete/--bootstrap-server' 'kt user scram delete/-b'
             echo 1
         case 'kt user scram delete/--command-config'
@@ -916,6 +920,8 @@ function __kt_nargs --argument-names path option
         case 'kt user scram delete/--profile'
             echo 1
         case 'kt user scram delete/--timeout'
+            echo 1
+        case 'kt user scram describe/--zookeeper'
             echo 1
         case 'kt user scram describe/--bootstrap-server' 'kt user scram describe/-b'
             echo 1
@@ -1619,13 +1625,14 @@ complete -c kt -n "__kt_is 'kt tui'" -l 'paused' -d 'Start with the periodic ref
 complete -c kt -n "__kt_is 'kt tui'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt user'" -a 'scram' -d 'SCRAM-SHA-256/512 credentials (stored by the brokers as Kafka stores them).'
 complete -c kt -n "__kt_is 'kt user'" -s 'h' -l 'help' -d 'Show this message and exit.'
-complete -c kt -n "__kt_is 'kt user scram'" -a 'add' -d 'Create or replace a user\'s credential for a mechanism.'
+complete -c kt -n "__kt_is 'kt user scram'" -a 'add' -d 'Create or replace a user\'s credential for a mechanism (through a broker, or with --zookeeper straight into ZooKeeper before any broker runs).'
 complete -c kt -n "__kt_is 'kt user scram'" -a 'delete' -d 'Remove a user\'s credential for a mechanism.'
 complete -c kt -n "__kt_is 'kt user scram'" -a 'describe' -d 'The mechanisms and iteration counts of users\' credentials (all users when none is named); never any secret.'
 complete -c kt -n "__kt_is 'kt user scram'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt user scram add'" -l 'mechanism' -x -a 'scram-sha-256 scram-sha-512' -d 'The SCRAM mechanism.'
 complete -c kt -n "__kt_is 'kt user scram add'" -l 'iterations' -x -d 'PBKDF2 iterations (4096 to 16384).'
 complete -c kt -n "__kt_is 'kt user scram add'" -l 'password-file' -r -F -d 'Read the password from this file (\'-\': stdin; default: a hidden prompt, or...'
+complete -c kt -n "__kt_is 'kt user scram add'" -l 'zookeeper' -x -d 'Write/read /config/users in ZooKeeper directly (kafka-configs.sh...'
 complete -c kt -n "__kt_is 'kt user scram add'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
 complete -c kt -n "__kt_is 'kt user scram add'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
 complete -c kt -n "__kt_is 'kt user scram add'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
@@ -1635,6 +1642,7 @@ complete -c kt -n "__kt_is 'kt user scram add'" -l 'profile' -x -d 'Connection p
 complete -c kt -n "__kt_is 'kt user scram add'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt user scram add'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt user scram delete'" -l 'mechanism' -x -a 'scram-sha-256 scram-sha-512' -d 'The SCRAM mechanism.'
+complete -c kt -n "__kt_is 'kt user scram delete'" -l 'zookeeper' -x -d 'Write/read /config/users in ZooKeeper directly (kafka-configs.sh...'
 complete -c kt -n "__kt_is 'kt user scram delete'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
 complete -c kt -n "__kt_is 'kt user scram delete'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
 complete -c kt -n "__kt_is 'kt user scram delete'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
@@ -1644,6 +1652,7 @@ complete -c kt -n "__kt_is 'kt user scram delete'" -l 'profile' -x -d 'Connectio
 complete -c kt -n "__kt_is 'kt user scram delete'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt user scram delete'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt user scram describe'" -l 'json' -d 'One JSON document.'
+complete -c kt -n "__kt_is 'kt user scram describe'" -l 'zookeeper' -x -d 'Write/read /config/users in ZooKeeper directly (kafka-configs.sh...'
 complete -c kt -n "__kt_is 'kt user scram describe'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
 complete -c kt -n "__kt_is 'kt user scram describe'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
 complete -c kt -n "__kt_is 'kt user scram describe'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'

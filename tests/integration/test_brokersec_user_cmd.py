@@ -160,3 +160,74 @@ def test_kafka_configs_scram_form_refusals(
            "-b", broker.bootstrap)  # fmt: skip
     assert (r.returncode, r.stderr.strip()) == (code, message)
     assert "hunter2" not in r.stderr + r.stdout
+
+
+def test_users_created_in_zookeeper_before_the_first_broker(zookeeper: str, tmp_path: Any) -> None:
+    """`kt user scram add --zookeeper` writes /config/users/<user> (Kafka's format,
+    with a change notification) under a chroot that does not exist yet; a broker
+    started on that ZooKeeper then authenticates the user, and a user added while it
+    runs is picked up through the notification."""
+    from kazoo.client import KazooClient
+
+    r = kt("user", "scram", "add", "admin", "--iterations", "8192", "--zookeeper", zookeeper,
+           "--password-file", "-", stdin="admin-secret\n")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "Completed updating config for user admin."
+    hosts, chroot = zookeeper.split("/", 1)
+    zk = KazooClient(hosts=hosts)
+    zk.start(timeout=30)
+    try:
+        data, _ = zk.get(f"/{chroot}/config/users/admin")
+        doc = json.loads(data)
+        assert doc["version"] == 1 and list(doc["config"]) == ["SCRAM-SHA-512"]
+        fields = dict(p.split("=", 1) for p in doc["config"]["SCRAM-SHA-512"].split(","))
+        assert set(fields) == {"salt", "stored_key", "server_key", "iterations"}
+        assert fields["iterations"] == "8192"
+        changes = zk.get_children(f"/{chroot}/config/changes")
+        assert len(changes) == 1 and changes[0].startswith("config_change_")
+        note = json.loads(zk.get(f"/{chroot}/config/changes/{changes[0]}")[0])
+        assert note == {"version": 2, "entity_path": "users/admin"}
+    finally:
+        zk.stop()
+        zk.close()
+    assert "admin-secret" not in data.decode()
+    r = kt("user", "scram", "describe", "--zookeeper", zookeeper)
+    assert r.stdout.strip() == (
+        "SCRAM credential configs for user-principal 'admin' are SCRAM-SHA-512=iterations=8192"
+    )
+    port, sasl = free_port(), free_port()
+    b = BrokerProcess(tmp_path / "data", port, {
+        "broker.id": "1", "zookeeper.connect": zookeeper,
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512,SCRAM-SHA-256",
+        "connection.failed.authentication.delay.ms": "0",
+    }).start(timeout=90)  # fmt: skip
+    b.sasl_port = sasl  # type: ignore[attr-defined]
+    try:
+        assert _can_login(b, "admin", "admin-secret")
+        assert not _can_login(b, "admin", "wrong")
+        # added while the broker runs: the change notification makes it reload
+        r = kt("user", "scram", "add", "late", "--mechanism", "SCRAM-SHA-256", "--zookeeper",
+               zookeeper, stdin="late-secret\n")  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        deadline = time.monotonic() + 60
+        while not _can_login(b, "late", "late-secret", "SCRAM-SHA-256"):
+            assert time.monotonic() < deadline, "the broker never saw the new user"
+        r = kt("user", "scram", "delete", "late", "--mechanism", "SCRAM-SHA-256",
+               "--zookeeper", zookeeper)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        r = kt("user", "scram", "delete", "late", "--mechanism", "SCRAM-SHA-256",
+               "--zookeeper", zookeeper)  # fmt: skip
+        assert (r.returncode, r.stderr.strip()) == (1, (
+            "kt: error: user late: RESOURCE_NOT_FOUND: Attempt to delete a user credential "
+            "that does not exist"))  # fmt: skip
+    finally:
+        assert b.stop() == 0
+
+
+def test_zookeeper_unreachable_is_one_line() -> None:
+    r = kt("user", "scram", "add", "x", "--zookeeper", f"127.0.0.1:{free_port()}",
+           "--timeout", "2", stdin="pw\n")  # fmt: skip
+    assert r.returncode == 1
+    assert r.stderr.strip().startswith("kt: error: cannot connect to ZooKeeper at 127.0.0.1:")
+    assert "Traceback" not in r.stderr
