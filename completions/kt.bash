@@ -6,7 +6,7 @@
 _kt_node() {
     case $1 in
         'kt')
-            _kt_subs='acl analyze broker checkpoint cluster compaction configs consume dump-log-segments dump-segment export group index leader-election log-dirs metadata produce profile reassign-partitions replica topic transactions tui user'
+            _kt_subs='acl analyze broker checkpoint cluster compaction compat configs consume dump-log-segments dump-segment export group index leader-election log-dirs metadata produce profile reassign-partitions replica topic transactions tui user'
             _kt_opts='-V --version -h --help'
             ;;
         'kt acl')
@@ -100,6 +100,22 @@ _kt_node() {
         'kt compaction estimate')
             _kt_subs=''
             _kt_opts='--json --now --delete-retention-ms --min-compaction-lag-ms -h --help'
+            ;;
+        'kt compat')
+            _kt_subs='install list run'
+            _kt_opts='-h --help'
+            ;;
+        'kt compat install')
+            _kt_subs=''
+            _kt_opts='-h --help'
+            ;;
+        'kt compat list')
+            _kt_subs=''
+            _kt_opts='-h --help'
+            ;;
+        'kt compat run')
+            _kt_subs=''
+            _kt_opts='-h --help'
             ;;
         'kt configs')
             _kt_subs='alter describe'
@@ -310,6 +326,7 @@ _kt_child() {
         'kt/checkpoint') _kt_next='kt checkpoint' ;;
         'kt/cluster') _kt_next='kt cluster' ;;
         'kt/compaction') _kt_next='kt compaction' ;;
+        'kt/compat') _kt_next='kt compat' ;;
         'kt/configs') _kt_next='kt configs' ;;
         'kt/consume') _kt_next='kt consume' ;;
         'kt/dump-log-segments') _kt_next='kt dump-log-segments' ;;
@@ -345,6 +362,9 @@ _kt_child() {
         'kt cluster/stop') _kt_next='kt cluster stop' ;;
         'kt cluster/up') _kt_next='kt cluster up' ;;
         'kt compaction/estimate') _kt_next='kt compaction estimate' ;;
+        'kt compat/install') _kt_next='kt compat install' ;;
+        'kt compat/list') _kt_next='kt compat list' ;;
+        'kt compat/run') _kt_next='kt compat run' ;;
         'kt configs/alter') _kt_next='kt configs alter' ;;
         'kt configs/describe') _kt_next='kt configs describe' ;;
         'kt group/delete') _kt_next='kt group delete' ;;
@@ -785,6 +805,7 @@ _kt_argument() {
         'kt checkpoint edit/0') _kt_kind=file ;;
         'kt checkpoint show/0') _kt_kind=file ;;
         'kt compaction estimate/0') _kt_kind=file ;;
+        'kt compat install/0') _kt_kind=dir ;;
         'kt index rebuild/'*) _kt_kind=file ;;
         'kt index verify/'*) _kt_kind=file ;;
         'kt log-dirs inspect/0') _kt_kind=file ;;

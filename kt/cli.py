@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "checkpoint": "kt.tools.checkpoint_cmd:checkpoint",
     "cluster": "kt.tools.cluster_cmd:cluster",
     "compaction": "kt.tools.compaction_cmd:compaction",
+    "compat": "kt.tools.compat_cmd:compat",
     "configs": "kt.tools.configs_cmd:configs",
     "consume": "kt.tools.consume_cmd:consume",
     "dump-log-segments": "kt.tools.dump_log:dump_log_segments",
@@ -134,7 +135,15 @@ def main(args: list[str] | None = None) -> None:
     stderr with a hint and exit code 2, like every other kt error, instead of click's
     three-line usage block.
     """
-    args = sys.argv[1:] if args is None else args
+    if args is None:
+        args = sys.argv[1:]
+        # Run as kafka-topics.sh (a link or copy named after one of Kafka's tools).
+        program = sys.argv[0].rsplit("/", 1)[-1]
+        if program.startswith("kafka-"):
+            args = ["compat", "run", program, *args]
+    if args and args[0].startswith("kafka-"):
+        # `kt kafka-topics ...`: Kafka's tool names as kt's commands.
+        args = ["compat", "run", *args]
     try:
         code = cli.main(args, prog_name="kt", standalone_mode=False)
     except click.UsageError as exc:
