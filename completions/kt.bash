@@ -303,15 +303,15 @@ _kt_node() {
             ;;
         'kt user scram add')
             _kt_subs=''
-            _kt_opts='--mechanism --iterations --password-file --verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout -h --help'
+            _kt_opts='--mechanism --iterations --password-file --zookeeper --verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout -h --help'
             ;;
         'kt user scram delete')
             _kt_subs=''
-            _kt_opts='--mechanism --verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout -h --help'
+            _kt_opts='--mechanism --zookeeper --verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout -h --help'
             ;;
         'kt user scram describe')
             _kt_subs=''
-            _kt_opts='--json --verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout -h --help'
+            _kt_opts='--json --zookeeper --verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout -h --help'
             ;;
         *) _kt_subs='' _kt_opts='' ;;
     esac
@@ -538,7 +538,7 @@ _kt_option() {
         'kt configs alter/-X') _kt_nargs=1 ;;
         'kt configs alter/--profile') _kt_nargs=1 ;;
         'kt configs alter/--timeout') _kt_nargs=1 ;;
-        'kt configs alter/--entity-type') _kt_nargs=1 _kt_kind=choice _kt_words=$'brokers\ntopics' ;;
+        'kt configs alter/--entity-type') _kt_nargs=1 _kt_kind=choice _kt_words=$'brokers\ntopics\nusers' ;;
         'kt configs alter/--entity-name') _kt_nargs=1 ;;
         'kt configs alter/--add-config') _kt_nargs=1 ;;
         'kt configs alter/--delete-config') _kt_nargs=1 ;;
@@ -548,7 +548,7 @@ _kt_option() {
         'kt configs describe/-X') _kt_nargs=1 ;;
         'kt configs describe/--profile') _kt_nargs=1 ;;
         'kt configs describe/--timeout') _kt_nargs=1 ;;
-        'kt configs describe/--entity-type') _kt_nargs=1 _kt_kind=choice _kt_words=$'brokers\ntopics' ;;
+        'kt configs describe/--entity-type') _kt_nargs=1 _kt_kind=choice _kt_words=$'brokers\ntopics\nusers' ;;
         'kt configs describe/--entity-name') _kt_nargs=1 ;;
         'kt consume/--bootstrap-server'|'kt consume/-b') _kt_nargs=1 ;;
         'kt consume/--command-config') _kt_nargs=1 _kt_kind=file ;;
@@ -773,6 +773,7 @@ _kt_option() {
         'kt user scram add/--mechanism') _kt_nargs=1 _kt_kind=choice _kt_words=$'scram-sha-256\nscram-sha-512' ;;
         'kt user scram add/--iterations') _kt_nargs=1 ;;
         'kt user scram add/--password-file') _kt_nargs=1 _kt_kind=file ;;
+        'kt user scram add/--zookeeper') _kt_nargs=1 ;;
         'kt user scram add/--bootstrap-server'|'kt user scram add/-b') _kt_nargs=1 ;;
         'kt user scram add/--command-config') _kt_nargs=1 _kt_kind=file ;;
         'kt user scram add/-F') _kt_nargs=1 _kt_kind=file ;;
@@ -780,12 +781,14 @@ _kt_option() {
         'kt user scram add/--profile') _kt_nargs=1 ;;
         'kt user scram add/--timeout') _kt_nargs=1 ;;
         'kt user scram delete/--mechanism') _kt_nargs=1 _kt_kind=choice _kt_words=$'scram-sha-256\nscram-sha-512' ;;
+        'kt user scram delete/--zookeeper') _kt_nargs=1 ;;
         'kt user scram delete/--bootstrap-server'|'kt user scram delete/-b') _kt_nargs=1 ;;
         'kt user scram delete/--command-config') _kt_nargs=1 _kt_kind=file ;;
         'kt user scram delete/-F') _kt_nargs=1 _kt_kind=file ;;
         'kt user scram delete/-X') _kt_nargs=1 ;;
         'kt user scram delete/--profile') _kt_nargs=1 ;;
         'kt user scram delete/--timeout') _kt_nargs=1 ;;
+        'kt user scram describe/--zookeeper') _kt_nargs=1 ;;
         'kt user scram describe/--bootstrap-server'|'kt user scram describe/-b') _kt_nargs=1 ;;
         'kt user scram describe/--command-config') _kt_nargs=1 _kt_kind=file ;;
         'kt user scram describe/-F') _kt_nargs=1 _kt_kind=file ;;

@@ -899,6 +899,8 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt user scram add/--password-file'
             echo 1
+        case 'kt user scram add/--zookeeper'
+            echo 1
         case 'kt user scram add/--bootstrap-server' 'kt user scram add/-b'
             echo 1
         case 'kt user scram add/--command-config'
@@ -913,6 +915,8 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt user scram delete/--mechanism'
             echo 1
+        case 'kt user scram delete/--zookeeper'
+            echo 1
         case 'kt user scram delete/--bootstrap-server' 'kt user scram delete/-b'
             echo 1
         case 'kt user scram delete/--command-config'
@@ -924,6 +928,8 @@ function __kt_nargs --argument-names path option
         case 'kt user scram delete/--profile'
             echo 1
         case 'kt user scram delete/--timeout'
+            echo 1
+        case 'kt user scram describe/--zookeeper'
             echo 1
         case 'kt user scram describe/--bootstrap-server' 'kt user scram describe/-b'
             echo 1
@@ -1221,8 +1227,8 @@ complete -c kt -n "__kt_is 'kt configs alter'" -s 'F' -r -F -d 'Client propertie
 complete -c kt -n "__kt_is 'kt configs alter'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
 complete -c kt -n "__kt_is 'kt configs alter'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
 complete -c kt -n "__kt_is 'kt configs alter'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
-complete -c kt -n "__kt_is 'kt configs alter'" -l 'entity-type' -x -a 'brokers topics' -d 'What to change.'
-complete -c kt -n "__kt_is 'kt configs alter'" -l 'entity-name' -x -d 'Topic name or broker id.'
+complete -c kt -n "__kt_is 'kt configs alter'" -l 'entity-type' -x -a 'brokers topics users' -d 'What to change.'
+complete -c kt -n "__kt_is 'kt configs alter'" -l 'entity-name' -x -d 'Topic name, broker id or user.'
 complete -c kt -n "__kt_is 'kt configs alter'" -l 'entity-default' -d 'The cluster-wide broker defaults.'
 complete -c kt -n "__kt_is 'kt configs alter'" -l 'add-config' -x -d 'Set configs ([a,b] for lists).'
 complete -c kt -n "__kt_is 'kt configs alter'" -l 'delete-config' -x -d 'Remove configs.'
@@ -1234,8 +1240,8 @@ complete -c kt -n "__kt_is 'kt configs describe'" -s 'F' -r -F -d 'Client proper
 complete -c kt -n "__kt_is 'kt configs describe'" -s 'X' -x -d 'Client property, repeatable (as kcat -X), e.g. -X security.protocol=SASL_SSL.'
 complete -c kt -n "__kt_is 'kt configs describe'" -l 'profile' -x -d 'Connection profile (kt profile; env KT_PROFILE).'
 complete -c kt -n "__kt_is 'kt configs describe'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
-complete -c kt -n "__kt_is 'kt configs describe'" -l 'entity-type' -x -a 'brokers topics' -d 'What to describe.'
-complete -c kt -n "__kt_is 'kt configs describe'" -l 'entity-name' -x -d 'Topic name or broker id (topics: default all).'
+complete -c kt -n "__kt_is 'kt configs describe'" -l 'entity-type' -x -a 'brokers topics users' -d 'What to describe.'
+complete -c kt -n "__kt_is 'kt configs describe'" -l 'entity-name' -x -d 'Topic name, broker id or user (topics, users: default all).'
 complete -c kt -n "__kt_is 'kt configs describe'" -l 'entity-default' -d 'The cluster-wide broker defaults.'
 complete -c kt -n "__kt_is 'kt configs describe'" -l 'all' -d 'Every config, not only the dynamic ones.'
 complete -c kt -n "__kt_is 'kt configs describe'" -l 'json' -d 'One JSON object per entity (NDJSON).'
@@ -1637,13 +1643,14 @@ complete -c kt -n "__kt_is 'kt tui'" -l 'paused' -d 'Start with the periodic ref
 complete -c kt -n "__kt_is 'kt tui'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt user'" -a 'scram' -d 'SCRAM-SHA-256/512 credentials (stored by the brokers as Kafka stores them).'
 complete -c kt -n "__kt_is 'kt user'" -s 'h' -l 'help' -d 'Show this message and exit.'
-complete -c kt -n "__kt_is 'kt user scram'" -a 'add' -d 'Create or replace a user\'s credential for a mechanism.'
+complete -c kt -n "__kt_is 'kt user scram'" -a 'add' -d 'Create or replace a user\'s credential for a mechanism (through a broker, or with --zookeeper straight into ZooKeeper before any broker runs).'
 complete -c kt -n "__kt_is 'kt user scram'" -a 'delete' -d 'Remove a user\'s credential for a mechanism.'
 complete -c kt -n "__kt_is 'kt user scram'" -a 'describe' -d 'The mechanisms and iteration counts of users\' credentials (all users when none is named); never any secret.'
 complete -c kt -n "__kt_is 'kt user scram'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt user scram add'" -l 'mechanism' -x -a 'scram-sha-256 scram-sha-512' -d 'The SCRAM mechanism.'
 complete -c kt -n "__kt_is 'kt user scram add'" -l 'iterations' -x -d 'PBKDF2 iterations (4096 to 16384).'
 complete -c kt -n "__kt_is 'kt user scram add'" -l 'password-file' -r -F -d 'Read the password from this file (\'-\': stdin; default: a hidden prompt, or...'
+complete -c kt -n "__kt_is 'kt user scram add'" -l 'zookeeper' -x -d 'Write/read /config/users in ZooKeeper directly (kafka-configs.sh...'
 complete -c kt -n "__kt_is 'kt user scram add'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
 complete -c kt -n "__kt_is 'kt user scram add'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
 complete -c kt -n "__kt_is 'kt user scram add'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
@@ -1653,6 +1660,7 @@ complete -c kt -n "__kt_is 'kt user scram add'" -l 'profile' -x -d 'Connection p
 complete -c kt -n "__kt_is 'kt user scram add'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt user scram add'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt user scram delete'" -l 'mechanism' -x -a 'scram-sha-256 scram-sha-512' -d 'The SCRAM mechanism.'
+complete -c kt -n "__kt_is 'kt user scram delete'" -l 'zookeeper' -x -d 'Write/read /config/users in ZooKeeper directly (kafka-configs.sh...'
 complete -c kt -n "__kt_is 'kt user scram delete'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
 complete -c kt -n "__kt_is 'kt user scram delete'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
 complete -c kt -n "__kt_is 'kt user scram delete'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'
@@ -1662,6 +1670,7 @@ complete -c kt -n "__kt_is 'kt user scram delete'" -l 'profile' -x -d 'Connectio
 complete -c kt -n "__kt_is 'kt user scram delete'" -l 'timeout' -x -d 'Per-request timeout; reaching the cluster takes at most min(this, 10) seconds.'
 complete -c kt -n "__kt_is 'kt user scram delete'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt user scram describe'" -l 'json' -d 'One JSON document.'
+complete -c kt -n "__kt_is 'kt user scram describe'" -l 'zookeeper' -x -d 'Write/read /config/users in ZooKeeper directly (kafka-configs.sh...'
 complete -c kt -n "__kt_is 'kt user scram describe'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'
 complete -c kt -n "__kt_is 'kt user scram describe'" -l 'bootstrap-server' -s 'b' -x -d 'Brokers to bootstrap from (env KT_BOOTSTRAP_SERVER; else the profile, else...'
 complete -c kt -n "__kt_is 'kt user scram describe'" -l 'command-config' -r -F -d 'Kafka client properties: bootstrap.servers, client.id, security.protocol...'

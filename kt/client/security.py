@@ -394,6 +394,8 @@ class SecurityConfig:
     kerberos: KerberosLogin | None = None
     #: whether TLS presents a client certificate (mutual TLS)
     client_certificate: bool = False
+    #: the client certificate's subject (RFC 4514), when one is presented and readable
+    client_subject: str | None = None
 
     @property
     def uses_tls(self) -> bool:
@@ -454,9 +456,28 @@ class SecurityConfig:
                     "ssl.keystore.certificate.chain",
                 )
             )
+            if cfg.client_certificate:
+                cfg.client_subject = _client_subject(p)
         if cfg.uses_sasl:
             _sasl_settings(cfg, p)
         return cfg
+
+    def describe_principal(self) -> str:
+        """Who these settings authenticate as, for people (never a secret): the SASL
+        user and mechanism, the TLS client certificate's subject (the broker maps it
+        to a principal with its ssl.principal.mapping.rules), or ANONYMOUS."""
+        if self.uses_sasl:
+            mech = self.mechanism or "SASL"
+            if self.username:
+                return f"User:{self.username} ({mech})"
+            if self.kerberos is not None:
+                return f"{self.kerberos.principal or 'the Kerberos ticket cache'} ({mech})"
+            return f"the {mech} token's principal"
+        if self.client_subject:
+            return f"{self.client_subject} (TLS client certificate)"
+        if self.client_certificate:
+            return "the TLS client certificate's subject"
+        return "User:ANONYMOUS"
 
 
 def _truthy(key: str, value: str) -> bool:
@@ -636,6 +657,28 @@ def _load_client_cert(ctx: ssl.SSLContext, p: Mapping[str, str]) -> None:
             f"ssl.keystore.type={kind}: kt reads PKCS12 and PEM key stores "
             "(convert JKS with: keytool -importkeystore -deststoretype PKCS12)"
         )
+
+
+def _client_subject(p: Mapping[str, str]) -> str | None:
+    """The subject of the client certificate the properties present (already loaded
+    and checked by _load_client_cert); None when it cannot be read back."""
+    from cryptography import x509
+
+    try:
+        if p.get("ssl.certificate.location"):
+            data = Path(p["ssl.certificate.location"]).read_bytes()
+        elif p.get("ssl.keystore.certificate.chain"):
+            data = p["ssl.keystore.certificate.chain"].encode()
+        else:
+            loc = p["ssl.keystore.location"]
+            kind = (p.get("ssl.keystore.type") or _guess_store_type(loc)).upper()
+            if kind == "PKCS12":
+                cert = _pkcs12(loc, p.get("ssl.keystore.password"), "ssl.keystore.location")[1]
+                return str(cert.subject.rfc4514_string()) if cert is not None else None
+            data = Path(loc).read_bytes()
+        return x509.load_pem_x509_certificates(data)[0].subject.rfc4514_string()
+    except Exception:  # a display nicety: the TLS handshake is what checks the certificate
+        return None
 
 
 class _NoPassword(Exception):

@@ -242,12 +242,12 @@ CONFIGS = Spec(
         "topic": V,
         "broker": V,
         "broker-defaults": F,
+        "user": V,
     },
     {
         "zookeeper": "kt has no ZooKeeper-side config store to edit; use --bootstrap-server",
         "bootstrap-controller": "use --bootstrap-server",
         "add-config-file": "",
-        "user": "user quotas and SCRAM credentials are not implemented",
         "client": "client quotas are not implemented",
         "ip": "IP quotas are not implemented",
         "client-metrics": "",
@@ -256,11 +256,13 @@ CONFIGS = Spec(
         "force": "",
     },
 )
-CONFIG_ENTITY_TYPES = ("topics", "brokers")
+#: users: SCRAM credentials only (kt configs --entity-type users); quotas are refused there
+CONFIG_ENTITY_TYPES = ("topics", "brokers", "users")
 
 
 def kafka_configs(p: Parsed) -> int:
-    """kafka-configs.sh --describe/--alter for topics and brokers."""
+    """kafka-configs.sh --describe/--alter for topics, brokers and users' SCRAM
+    credentials."""
     refuse_positional(p)
     action = one_action(p, ["alter", "describe"])
     conn = connection("kafka-configs", p)
@@ -276,6 +278,9 @@ def kafka_configs(p: Parsed) -> int:
     if p.has("broker-defaults"):
         types.append("brokers")
         default = True
+    if p.has("user"):
+        types.append("users")
+        names += p.values("user")
     if not types:
         raise CompatUsageError("--entity-type must be specified")
     if len(set(types)) != 1 or len(names) > 1:

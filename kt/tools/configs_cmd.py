@@ -18,6 +18,8 @@ from kt.tools.console import emit_json, handle_errors, usage_error
 from kt.tools.wire import Wire, wire_options
 
 ENTITY_TYPES = {"topics": RESOURCE_TOPIC, "brokers": RESOURCE_BROKER}
+#: --entity-type values: the config resources, and users (SCRAM credentials)
+ENTITY_CHOICES = sorted([*ENTITY_TYPES, "users"])
 #: the config source shown without --all, per entity
 _DYNAMIC_SOURCE = {"topics": 1, "brokers": 2, "broker-default": 3}
 
@@ -36,10 +38,18 @@ def configs() -> None:
       kt configs alter --entity-type brokers --entity-default \\
           --add-config log.retention.ms=3600000,follower.replication.throttled.rate=1048576
       kt configs alter --entity-type brokers --entity-name 2 --delete-config message.max.bytes
+      kt configs alter --entity-type users --entity-name alice \\
+          --add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret]'
+      kt configs alter --entity-type users --entity-name alice --delete-config SCRAM-SHA-256
+      kt configs describe --entity-type users --entity-name alice
 
     Broker configs change live: --entity-name ID is that broker's own, --entity-default
     the cluster-wide default; precedence: per broker > cluster default >
     server.properties > built-in default.
+
+    Users: SCRAM credentials, as kafka-configs.sh --bootstrap-server changes them
+    (AlterUserScramCredentials; the password is salted here and never sent), the
+    same as `kt user scram`; describe shows mechanisms and iterations, never secrets.
 
     Exit codes: 0 ok, 1 the operation failed (unknown topic, invalid config,
     unreachable cluster), 2 usage error.
@@ -111,11 +121,11 @@ def _synonyms(c: ConfigEntry) -> str:
 @wire_options
 @click.option(
     "--entity-type",
-    type=click.Choice(sorted(ENTITY_TYPES)),
+    type=click.Choice(ENTITY_CHOICES),
     required=True,
     help="What to describe.",
 )
-@click.option("--entity-name", help="Topic name or broker id (topics: default all).")
+@click.option("--entity-name", help="Topic name, broker id or user (topics, users: default all).")
 @click.option("--entity-default", is_flag=True, help="The cluster-wide broker defaults.")
 @click.option("--all", "show_all", is_flag=True, help="Every config, not only the dynamic ones.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per entity (NDJSON).")
@@ -136,8 +146,19 @@ def describe(
 
     Without --all only the entity's own overrides are shown. Sensitive values
     print as null. Brokers without --entity-name or --entity-default: every
-    broker, then the cluster-wide default.
+    broker, then the cluster-wide default. Users: their SCRAM credentials'
+    mechanisms and iterations:
+
+    \b
+    SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192
     """
+    if entity_type == "users":
+        if entity_default or show_all:
+            usage_error("--entity-default and --all do not apply to --entity-type users")
+        from kt.tools.user_cmd import describe_credentials
+
+        describe_credentials(wire, (entity_name,) if entity_name else (), as_json)
+        return
     rtype, name = _entity(entity_type, entity_name, entity_default)
     if entity_type == "brokers" and entity_name is not None:
         _broker_id(entity_name)
@@ -196,9 +217,9 @@ def describe(
 @configs.command()
 @wire_options
 @click.option(
-    "--entity-type", type=click.Choice(sorted(ENTITY_TYPES)), required=True, help="What to change."
+    "--entity-type", type=click.Choice(ENTITY_CHOICES), required=True, help="What to change."
 )
-@click.option("--entity-name", help="Topic name or broker id.")
+@click.option("--entity-name", help="Topic name, broker id or user.")
 @click.option("--entity-default", is_flag=True, help="The cluster-wide broker defaults.")
 @click.option(
     "--add-config", "add", multiple=True, metavar="K=V,...", help="Set configs ([a,b] for lists)."
@@ -213,7 +234,15 @@ def alter(
     add: tuple[str, ...],
     delete: tuple[str, ...],
 ) -> None:
-    """Set and remove dynamic configs (IncrementalAlterConfigs, else AlterConfigs)."""
+    """Set and remove dynamic configs (IncrementalAlterConfigs, else AlterConfigs).
+
+    Users: --add-config 'SCRAM-SHA-256=[iterations=8192,password=SECRET]' (iterations
+    default 4096) creates or replaces that mechanism's credential, --delete-config
+    SCRAM-SHA-256 removes it (kt user scram add reads the password from a file or a
+    prompt instead, out of the shell's history and `ps`)."""
+    if entity_type == "users":
+        _alter_user(wire, entity_name, entity_default, add, delete)
+        return
     rtype, name = _entity(entity_type, entity_name, entity_default)
     if not name and not entity_default:
         usage_error("--entity-name is required (or --entity-default for brokers)")
@@ -252,3 +281,71 @@ def alter(
         click.echo("Completed updating default config for brokers in the cluster.")
     else:
         click.echo(f"Completed updating config for {_label(entity_type, name)}.")
+
+
+def _alter_user(
+    wire: Wire,
+    entity_name: str | None,
+    entity_default: bool,
+    add: tuple[str, ...],
+    delete: tuple[str, ...],
+) -> None:
+    """kafka-configs.sh's SCRAM form for --entity-type users, through
+    AlterUserScramCredentials (as Kafka 2.7+ does with --bootstrap-server)."""
+    from kt.tools.user_cmd import (
+        MAX_ITERATIONS,
+        MECHANISMS,
+        MIN_ITERATIONS,
+        alter_credentials,
+        upsertion,
+    )
+
+    if entity_default:
+        usage_error("--entity-default does not apply to SCRAM credentials: name the user")
+    if not entity_name:
+        usage_error("--entity-name is required for --entity-type users")
+    upserts: list[dict[str, object]] = []
+    added: list[str] = []
+    for key, value in (kv for a in add for kv in parse_add_config(a)):
+        mechanism = key.upper()
+        if mechanism not in MECHANISMS:
+            usage_error(
+                f"--add-config: {key}: kt alters only SCRAM credentials of users "
+                f"({', '.join(sorted(MECHANISMS))}), not quotas"
+            )
+        settings: dict[str, str] = {}
+        for part in split_config_list(value):
+            k, sep, v = part.partition("=")
+            if not sep or k.strip() not in ("iterations", "password"):
+                # never echo the item: it may be the password
+                usage_error(
+                    f"--add-config: {key}: expected [iterations=N,password=SECRET] "
+                    "(iterations optional)"
+                )
+            settings[k.strip()] = v
+        password = settings.get("password", "")
+        if not password:
+            usage_error(f"--add-config: {key}: password is required")
+        try:
+            iterations = int(settings.get("iterations", "4096"))
+        except ValueError:
+            usage_error(f"--add-config: {key}: iterations must be an integer")
+        if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
+            usage_error(
+                f"--add-config: {key}: iterations must be {MIN_ITERATIONS} to "
+                f"{MAX_ITERATIONS}, got {iterations}"
+            )
+        upserts.append(upsertion(entity_name, mechanism, password, iterations))
+        added.append(mechanism)
+    deletions: list[dict[str, object]] = []
+    for key in (k for d in delete for k in split_config_list(d)):
+        mechanism = key.upper()
+        if mechanism not in MECHANISMS:
+            usage_error(f"--delete-config: {key}: not a SCRAM mechanism "
+                        f"({', '.join(sorted(MECHANISMS))})")  # fmt: skip
+        if mechanism in added:
+            usage_error(f"config(s) both added and deleted: {mechanism}")
+        deletions.append({"name": entity_name, "mechanism": MECHANISMS[mechanism][0]})
+    if not upserts and not deletions:
+        usage_error("give --add-config and/or --delete-config")
+    alter_credentials(wire, entity_name, {"deletions": deletions, "upsertions": upserts})

@@ -96,6 +96,7 @@ def tui(
         actions=ClusterActions(bootstrap, request_timeout=max(timeout, 15.0), security=security),
         paused=paused,
         theme=theme,
+        principal=security.describe_principal(),
     )
     if theme is not None and theme not in app.available_themes:
         names = ", ".join(sorted(app.available_themes))

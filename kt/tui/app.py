@@ -137,8 +137,11 @@ class KtApp(App[None]):
         history: History | None = None,
         paused: bool = False,
         theme: str | None = None,
+        principal: str | None = None,
     ) -> None:
         super().__init__()
+        #: who the connections authenticate as, shown in the status line
+        self.principal = principal
         self.sampler = sampler
         self.bootstrap = bootstrap
         self.interval = interval

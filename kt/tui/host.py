@@ -30,6 +30,8 @@ class DashboardHost(Protocol):
     interval: float
     paused: bool
     client_factory: Callable[[], KafkaClient] | None
+    #: who the connections authenticate as (SASL user, TLS certificate subject), if known
+    principal: str | None
 
 
 # --- navigation ----------------------------------------------------------------------

@@ -501,3 +501,40 @@ def _group_committed(g: GroupInfo) -> int:
 
 def _committed_sum(s: ClusterSnapshot) -> int:
     return sum(_group_committed(g) for g in s.groups)
+
+
+# --- authorization failures -------------------------------------------------------------
+
+#: which failed requests (words of the sampler's warning lines, lower case) each view
+#: depends on; the overview summarises everything
+_VIEW_REQUESTS: dict[str, tuple[str, ...]] = {
+    "topics": ("metadata", "offset", "configs of topic", "describeconfigs"),
+    "topic": ("metadata", "offset", "producers", "configs of topic"),
+    "groups": ("group",),
+    "group": ("group",),
+    "logdirs": ("describelogdirs", "log dir"),
+    "brokers": ("listpartitionreassignments", "throttle rates", "configs of broker"),
+    "reassignments": ("listpartitionreassignments", "reassign", "throttle rates"),
+    "transactions": ("transaction",),
+    "messages": ("fetch", "offset"),
+}
+
+
+def authorization_denials(snapshot: ClusterSnapshot | None, view: str) -> list[str]:
+    """The refresh's authorization failures (`*_AUTHORIZATION_FAILED`) that concern a
+    view, as readable lines: what could not be asked and why. The brokers answer a
+    principal without the needed ACL with those codes; the sampler keeps the rest of
+    the refresh, so a view says what it cannot show instead of looking empty."""
+    if snapshot is None:
+        return []
+    words = _VIEW_REQUESTS.get(view)
+    out: list[str] = []
+    for line in getattr(snapshot, "warnings", ()):
+        if "AUTHORIZATION_FAILED" not in line:
+            continue
+        if words is not None and not any(w in line.lower() for w in words):
+            continue
+        text = f"Not authorized: {line}"
+        if text not in out:
+            out.append(text)
+    return out

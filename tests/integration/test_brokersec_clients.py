@@ -9,6 +9,10 @@ token. Each refusal is clean (logged, nothing served) and the broker keeps servi
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
+import os
+import shutil
 import socket
 import ssl
 import struct
@@ -219,6 +223,79 @@ def test_kcat_over_sasl_plaintext_and_mtls(users: Secured) -> None:
                           "-o", "beginning", "-q"], capture_output=True, timeout=60)  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert sorted(out.stdout.split()) == [b"one", b"three", b"two"]
+
+
+# --- kafkajs ----------------------------------------------------------------------------
+
+JS_DIR = Path(__file__).resolve().parent.parent / "js"
+
+
+def _kafkajs(command: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """Run tests/js/kt-client.js COMMAND with the spec; its JSON result."""
+    if shutil.which("node") is None or not (JS_DIR / "node_modules" / "kafkajs").is_dir():
+        if os.environ.get("CI"):
+            pytest.fail("node or tests/js/node_modules is missing: scripts/setup installs them")
+        pytest.skip("kafkajs is not installed: run scripts/setup (npm ci in tests/js)")
+    proc = subprocess.run(
+        ["node", str(JS_DIR / "kt-client.js"), command],
+        input=json.dumps(spec).encode(),
+        capture_output=True,
+        timeout=120,
+        env={**os.environ, "KAFKAJS_NO_PARTITIONER_WARNING": "1"},
+    )
+    lines = proc.stdout.decode().strip().splitlines()
+    result: dict[str, Any] = json.loads(lines[-1]) if lines else {"error": "no output"}
+    if proc.returncode != 0 or "error" in result:
+        raise AssertionError(f"kafkajs {command} failed: {result}\n{proc.stderr.decode()[-3000:]}")
+    return result
+
+
+def _roundtrip_kafkajs(security: dict[str, Any], topic: str, n: int = 30) -> list[bytes]:
+    """Produce n records with kafkajs (idempotent, acks=all), then read them back with a
+    kafkajs consumer in a group (JoinGroup, SyncGroup, heartbeats, OffsetCommit)."""
+    values = [f"js{i}".encode() for i in range(n)]
+    batch = [{"key": base64.b64encode(str(i % 3).encode()).decode(),
+              "value": base64.b64encode(v).decode(), "partition": i % 2}
+             for i, v in enumerate(values)]  # fmt: skip
+    produced = _kafkajs("produce", {**security, "topic": topic, "idempotent": True,
+                                    "batches": [batch[:5], batch[5:]]})  # fmt: skip
+    assert all(r["errorCode"] == 0 for b in produced["batches"] for r in b), produced
+    consumed = _kafkajs("group-consume", {**security, "topic": topic, "groupId": f"g-{topic}",
+                                          "count": n, "timeoutMs": 60000})  # fmt: skip
+    return [base64.b64decode(m["value"]) for m in consumed["messages"]]
+
+
+def test_kafkajs_scram_sha_512_over_sasl_ssl(users: Secured) -> None:
+    security = {"brokers": [users.addr("SASL_SSL")], "ssl": {"ca": str(users.files["ca"])},
+                "sasl": {"mechanism": "scram-sha-512", "username": "alice",
+                         "password": "alice-secret"}}  # fmt: skip
+    got = _roundtrip_kafkajs(security, "sec-js-scram")
+    assert sorted(got) == sorted(f"js{i}".encode() for i in range(30))
+
+
+def test_kafkajs_plain_over_sasl_ssl(users: Secured) -> None:
+    security = {"brokers": [users.addr("SASL_SSL")], "ssl": {"ca": str(users.files["ca"])},
+                "sasl": {"mechanism": "plain", "username": "carol",
+                         "password": "carol-secret"}}  # fmt: skip
+    got = _roundtrip_kafkajs(security, "sec-js-plain", 20)
+    assert sorted(got) == sorted(f"js{i}".encode() for i in range(20))
+
+
+def test_kafkajs_mutual_tls(users: Secured) -> None:
+    security = {"brokers": [users.addr("SSL")],
+                "ssl": {"ca": str(users.files["ca"]), "cert": str(users.files["c_chain"]),
+                        "key": str(users.files["c_key"])}}  # fmt: skip
+    got = _roundtrip_kafkajs(security, "sec-js-mtls", 20)
+    assert sorted(got) == sorted(f"js{i}".encode() for i in range(20))
+
+
+def test_kafkajs_wrong_scram_password_is_refused(users: Secured) -> None:
+    security = {"brokers": [users.addr("SASL_SSL")], "ssl": {"ca": str(users.files["ca"])},
+                "sasl": {"mechanism": "scram-sha-512", "username": "alice",
+                         "password": "not-it"}}  # fmt: skip
+    with pytest.raises(AssertionError, match="SASL"):
+        _kafkajs("produce", {**security, "topic": "sec-js-refused", "batches": [[
+            {"key": None, "value": base64.b64encode(b"x").decode()}]]})  # fmt: skip
 
 
 # --- refusals ---------------------------------------------------------------------------

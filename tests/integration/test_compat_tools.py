@@ -127,9 +127,9 @@ def test_zookeeper_and_unknown_options_are_refused(bin_dir: Path) -> None:
     ]
     no_action = tool(bin_dir, "kafka-topics", "--bootstrap-server", "x:1")
     assert no_action.returncode == 1 and "exactly one action" in no_action.stderr
-    acls = tool(bin_dir, "kafka-configs", "--bootstrap-server", "x:1", "--describe",
-                "--entity-type", "users")  # fmt: skip
-    assert acls.returncode == 1 and "users" in acls.stderr
+    quotas = tool(bin_dir, "kafka-configs", "--bootstrap-server", "x:1", "--describe",
+                  "--entity-type", "clients")  # fmt: skip
+    assert quotas.returncode == 1 and "clients" in quotas.stderr
 
 
 def test_kafka_configs(broker: Any, bin_dir: Path) -> None:
@@ -155,6 +155,17 @@ def test_kafka_configs(broker: Any, bin_dir: Path) -> None:
                    "--entity-default", "--add-config", "log.retention.ms=3600000")  # fmt: skip
     assert brokers.returncode == 0, brokers.stderr
     assert brokers.stdout == "Completed updating default config for brokers in the cluster.\n"
+    # users: SCRAM credentials, kafka-configs.sh's form
+    scram = tool(bin_dir, "kafka-configs", *b, "--alter", "--entity-type", "users",
+                 "--entity-name", "alice", "--add-config",
+                 "SCRAM-SHA-256=[iterations=8192,password=alice-secret]")  # fmt: skip
+    assert (scram.returncode, scram.stdout) == (0, "Completed updating config for user alice.\n")
+    users = tool(bin_dir, "kafka-configs", *b, "--describe", "--user", "alice")
+    assert users.stdout == ("SCRAM credential configs for user-principal 'alice' are "
+                            "SCRAM-SHA-256=iterations=8192\n")  # fmt: skip
+    gone = tool(bin_dir, "kafka-configs", *b, "--alter", "--entity-type", "users",
+                "--entity-name", "alice", "--delete-config", "SCRAM-SHA-256")  # fmt: skip
+    assert gone.returncode == 0, gone.stderr
 
 
 def test_console_producer_consumer_and_groups(broker: Any, bin_dir: Path) -> None:

@@ -9,6 +9,7 @@
 // one JSON line {"error": ...} on stdout and exits 1.
 'use strict'
 
+const fs = require('fs')
 const { Kafka, CompressionTypes, CompressionCodecs, logLevel } = require('kafkajs')
 const Cluster = require('kafkajs/src/cluster')
 const { createLogger } = require('kafkajs/src/loggers')
@@ -62,13 +63,32 @@ const stderrLog = () => ({ namespace, level, label, log }) => {
 const b64 = buf => (buf == null ? null : Buffer.from(buf).toString('base64'))
 const unb64 = s => (s == null ? null : Buffer.from(s, 'base64'))
 
+// spec.ssl: {ca, cert, key} file paths (cert/key for mutual TLS); spec.sasl:
+// {mechanism, username, password} with kafkajs's mechanism names (plain,
+// scram-sha-256, scram-sha-512). Either or both secure the connections.
+function securityFor (spec) {
+  const out = {}
+  if (spec.ssl) {
+    const read = path => (path ? fs.readFileSync(path) : undefined)
+    out.ssl = {
+      ca: spec.ssl.ca ? [read(spec.ssl.ca)] : undefined,
+      cert: read(spec.ssl.cert),
+      key: read(spec.ssl.key),
+      rejectUnauthorized: true
+    }
+  }
+  if (spec.sasl) out.sasl = { ...spec.sasl }
+  return out
+}
+
 function kafkaFor (spec) {
   return new Kafka({
     clientId: 'kt-kafkajs',
     brokers: spec.brokers,
     logLevel: logLevel.WARN,
     logCreator: stderrLog,
-    retry: { retries: 3, initialRetryTime: 100, maxRetryTime: 1000 }
+    retry: { retries: 3, initialRetryTime: 100, maxRetryTime: 1000 },
+    ...securityFor(spec)
   })
 }
 

@@ -14,10 +14,10 @@ from typing import Any, cast
 from textual.app import ComposeResult
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer
+from textual.widgets import DataTable, Footer, Static
 
 from kt.tui.host import DashboardHost
-from kt.tui.model import ClusterSnapshot, History
+from kt.tui.model import ClusterSnapshot, History, authorization_denials
 from kt.tui.widgets.nav import NavBar
 from kt.tui.widgets.status import StatusBar
 
@@ -29,6 +29,23 @@ class DashboardScreen(Screen[None]):
     TITLE_TEXT = ""
     #: the mode this screen belongs to (highlighted in the top line)
     MODE = "overview"
+    #: which requests' authorization failures this screen reports (model._VIEW_REQUESTS;
+    #: "overview" shows them all); defaults to MODE
+    VIEW = ""
+
+    DEFAULT_CSS = """
+    DashboardScreen #denied {
+        height: auto;
+        max-height: 4;
+        padding: 0 1;
+        background: $warning-muted;
+        color: $text;
+        display: none;
+    }
+    DashboardScreen #denied.-shown {
+        display: block;
+    }
+    """
 
     @property
     def kt(self) -> DashboardHost:
@@ -52,6 +69,7 @@ class DashboardScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield NavBar(self.MODE, self.nav_detail())
         yield StatusBar(id="status")
+        yield Static("", id="denied", markup=False)
         yield from self.body()
         yield Footer()
 
@@ -79,8 +97,21 @@ class DashboardScreen(Screen[None]):
             bootstrap=self.kt.bootstrap,
             interval=self.kt.interval,
             paused=self.kt.paused,
+            principal=getattr(self.kt, "principal", None),
         )
+        self.show_denials()
         self.refresh_view()
+
+    def show_denials(self) -> None:
+        """Say what this view cannot show because the principal is not authorized
+        (rather than an empty table that looks like an empty cluster)."""
+        lines = authorization_denials(self.history.latest, self.VIEW or self.MODE)
+        notice = self.query_one("#denied", Static)
+        if lines:
+            who = getattr(self.kt, "principal", None)
+            head = f"As {who}: " if who else ""
+            notice.update(head + "\n".join(lines))
+        notice.set_class(bool(lines), "-shown")
 
     def refresh_view(self) -> None:
         """Draw the view from `self.history` (called on every snapshot)."""

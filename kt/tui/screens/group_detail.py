@@ -20,6 +20,7 @@ class GroupDetailScreen(DashboardScreen):
 
     TITLE_TEXT = "Group"
     MODE = "groups"
+    VIEW = "group"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back"),

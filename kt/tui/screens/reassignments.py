@@ -94,6 +94,7 @@ class ReassignmentsScreen(DashboardScreen):
 
     TITLE_TEXT = "Reassignments and preferred leaders"
     MODE = "brokers"
+    VIEW = "reassignments"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back"),

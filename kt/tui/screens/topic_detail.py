@@ -50,6 +50,7 @@ class TopicDetailScreen(DashboardScreen):
 
     TITLE_TEXT = "Topic"
     MODE = "topics"
+    VIEW = "topic"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back"),

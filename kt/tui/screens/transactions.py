@@ -37,6 +37,7 @@ class TransactionsScreen(DashboardScreen):
 
     TITLE_TEXT = "Transactions"
     MODE = "brokers"
+    VIEW = "transactions"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "app.pop_screen", "Back"),

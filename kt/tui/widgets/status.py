@@ -30,13 +30,22 @@ class StatusBar(Static):
     }
     """
 
-    def show(self, history: History, *, bootstrap: str, interval: float, paused: bool) -> None:
-        """Render the state of the newest snapshot."""
+    def show(
+        self,
+        history: History,
+        *,
+        bootstrap: str,
+        interval: float,
+        paused: bool,
+        principal: str | None = None,
+    ) -> None:
+        """Render the state of the newest snapshot (and who we connected as)."""
         latest = history.latest
         ok = history.latest_ok
+        who = f" as {principal}" if principal else ""
         every = "paused (p resumes)" if paused else f"every {interval:g}s"
         if latest is None:
-            text = f"{bootstrap} · connecting… · {every}"
+            text = f"{bootstrap}{who} · connecting… · {every}"
         elif latest.error is not None:
             since = f", showing data of {clock(ok.wall_time)}" if ok else ""
             retry = "paused: p to retry" if paused else f"retrying every {interval:g}s"
@@ -46,7 +55,7 @@ class StatusBar(Static):
             warnings = getattr(latest, "warnings", ())
             partial = f" · {len(warnings)} request(s) failed" if warnings else ""
             text = (
-                f"{bootstrap} · data {clock(latest.wall_time)} "
+                f"{bootstrap}{who} · data {clock(latest.wall_time)} "
                 f"({latest.refresh_seconds:.2f}s) · {every}{partial}{cid}"
             )
         self.set_class(latest is not None and latest.error is not None, "-error")
