@@ -12,8 +12,10 @@ bench/out/):
 - steady: what an idle-ish KRaft cluster writes: mostly NoOpRecords (one every
   500 ms by default since Kafka 3.7) with a few broker and partition changes.
 
-Each command runs as its own process with stdout to /dev/null, interleaved, the
-best of --repeat runs kept; the row gives records/s of each and their ratio.
+Each command runs as its own process with stdout to /dev/null, the two commands
+alternating, --repeat runs each. The row gives records/s of each from the median of
+the process's CPU time (user + system: steadier than wall time on a shared, loaded
+machine) and their ratio, then the ratio of the median wall times.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -129,17 +133,22 @@ def count_records(path: Path) -> int:
     return sum(1 for _ in read_entries(path))
 
 
-def timed(cmd: list[str]) -> float:
+def timed(cmd: list[str]) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of one run of cmd."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     with open(os.devnull, "wb") as devnull:
         subprocess.run(cmd, stdout=devnull, stderr=subprocess.DEVNULL, check=False)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, wall
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--records", type=int, default=200_000)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument(
         "--file",
         type=Path,
@@ -151,7 +160,7 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     print(
         f"{'log':<8} {'records':>8} {'MiB':>6}  {'decoder rec/s':>14} "
-        f"{'print-data-log rec/s':>21}  {'ratio':>5}"
+        f"{'print-data-log rec/s':>21}  {'ratio':>5} {'wall ratio':>10}"
     )
     cases: list[tuple[str, Path, int]] = []
     for name, make in (("churn", churn), ("steady", steady)):
@@ -172,13 +181,18 @@ def main() -> None:
             "--files",
             str(path),
         ]
-        best_dec = best_pdl = float("inf")
+        runs_dec: list[tuple[float, float]] = []
+        runs_pdl: list[tuple[float, float]] = []
         for _ in range(args.repeat):
-            best_dec = min(best_dec, timed(dec))
-            best_pdl = min(best_pdl, timed(pdl))
+            runs_dec.append(timed(dec))
+            runs_pdl.append(timed(pdl))
+        cpu_dec = statistics.median(r[0] for r in runs_dec)
+        cpu_pdl = statistics.median(r[0] for r in runs_pdl)
+        wall_dec = statistics.median(r[1] for r in runs_dec)
+        wall_pdl = statistics.median(r[1] for r in runs_pdl)
         print(
-            f"{name:<8} {n:>8} {path.stat().st_size / 2**20:>6.1f}  {n / best_dec:>14,.0f} "
-            f"{n / best_pdl:>21,.0f}  {best_pdl / best_dec:>5.2f}"
+            f"{name:<8} {n:>8} {path.stat().st_size / 2**20:>6.1f}  {n / cpu_dec:>14,.0f} "
+            f"{n / cpu_pdl:>21,.0f}  {cpu_pdl / cpu_dec:>5.2f} {wall_pdl / wall_dec:>10.2f}"
         )
 
 

@@ -91,7 +91,7 @@ _kt_node() {
             ;;
         'kt cluster up')
             _kt_subs=''
-            _kt_opts='--brokers --dir --racks --port-base --zookeeper-port --chroot --override --timeout --json -h --help'
+            _kt_opts='--brokers --dir --racks --port-base --zookeeper-port --chroot --override --timeout --secure --json -h --help'
             ;;
         'kt compaction')
             _kt_subs='estimate'

@@ -1192,6 +1192,7 @@ complete -c kt -n "__kt_is 'kt cluster up'" -l 'zookeeper-port' -x -d 'ZooKeeper
 complete -c kt -n "__kt_is 'kt cluster up'" -l 'chroot' -x -d 'The brokers\' ZooKeeper chroot (zookeeper.connect=HOST:PORT/PATH).'
 complete -c kt -n "__kt_is 'kt cluster up'" -l 'override' -x -d 'A broker property for every broker; repeatable.'
 complete -c kt -n "__kt_is 'kt cluster up'" -l 'timeout' -x -d 'How long to wait for the brokers to be ready.'
+complete -c kt -n "__kt_is 'kt cluster up'" -l 'secure' -d 'SASL_SSL with SCRAM-SHA-512 on every broker, brokers to each other included...'
 complete -c kt -n "__kt_is 'kt cluster up'" -l 'json' -d 'One JSON object: addresses and pids.'
 complete -c kt -n "__kt_is 'kt cluster up'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt compaction'" -a 'estimate' -d 'Count what one cleaning of the partition directory PATH would keep and drop.'

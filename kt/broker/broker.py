@@ -62,7 +62,11 @@ class Broker:
         self.node_id = config.node_id
         # Test-only I/O fault injection; does nothing unless its variable is set.
         faults.install_from_env()
-        self.node = node = NodeState(config.node_id, config.listeners[0].name)
+        # Peers are reached (and reach this broker) through the inter-broker listener.
+        ib = config.listener_settings
+        self.node = node = NodeState(
+            config.node_id, ib.inter_broker_listener if ib else config.listeners[0].name
+        )
         self.logs = logs = LogManager(
             config.log_dirs,
             config.node_id,
@@ -104,7 +108,8 @@ class Broker:
         self.producer_ids = ProducerIdManager()
         self.topic_creator = creator = TopicCreator(config, topics, lambda: self.membership.admin())
         # Links to any broker (itself through the dispatcher, built last).
-        peers = PeerLinks(config.node_id, node.listener_name, cache, lambda: self.dispatcher)
+        peers = PeerLinks(config.node_id, node.listener_name, cache, lambda: self.dispatcher,
+                          security=config.inter_broker_client)  # fmt: skip
         # One listener routes leadership of internal topics to their coordinators.
         leadership = CoordinatorLeadership()
         rm.leadership_listeners.append(leadership.on_leadership)

@@ -79,6 +79,7 @@ def build_cluster_services(
     link = ControllerLink(
         _controller_finder(cluster, topics.cache, node, advertised_listeners),
         client_id=f"broker-{node_id}",
+        security=config.inter_broker_client,
     )
     addresses: dict[int, tuple[str, int]] = {}
     settings = ControllerSettings(
@@ -104,7 +105,8 @@ def build_cluster_services(
                 info = controller.view.live.get(broker_id)
                 return info.endpoint_for(node.listener_name) if info else None
 
-            return NetworkLink(address, broker_id=broker_id, client_id=client_id)
+            return NetworkLink(address, broker_id=broker_id, client_id=client_id,
+                               security=config.inter_broker_client)  # fmt: skip
 
         return ControllerChannel(to)
 
@@ -144,7 +146,8 @@ def _fetchers(
         if address is None:
             raise KeyError(f"no address known for broker {leader_id}")
         host, port = address
-        return BrokerEndpoint(leader_id, host, port, local_broker_id=node_id, config=fetch_config)
+        return BrokerEndpoint(leader_id, host, port, local_broker_id=node_id, config=fetch_config,
+                              security=config.inter_broker_client)  # fmt: skip
 
     return ReplicaFetcherManager(
         node_id, endpoint_for, fetch_config, broker_epoch=node.broker_epoch,
@@ -167,14 +170,17 @@ def _controller_finder(
         if controller_id is None:
             return None
         if controller_id == node.node_id:
-            lst = advertised_listeners()[0]
+            # itself, through its inter-broker listener (the one the link is secured for)
+            own = advertised_listeners()
+            lst = next((x for x in own if x.name == node.listener_name), own[0])
             return controller_id, lst.host, lst.port
         live = cache.broker(controller_id)
         if live is None:
             found = await cluster.get_broker(controller_id)
             if found is None or not found.registration.endpoints:
                 return None
-            ep = found.registration.endpoints[0]
+            eps = found.registration.endpoints
+            ep = next((e for e in eps if e.listener == node.listener_name), eps[0])
             return controller_id, ep.host, ep.port
         endpoint = live.endpoint_for(node.listener_name)
         return (controller_id, endpoint.host, endpoint.port) if endpoint else None

@@ -18,8 +18,10 @@ from kt.broker.connection_quotas import ConfigValueError, parse_overrides
 from kt.broker.security import support
 from kt.broker.security.authorizer import make_authorizer
 from kt.broker.security.broker_security import check_listener_security
+from kt.broker.security.inter_broker import inter_broker_security
 from kt.broker.security.listener_security import SecurityConfigError
 from kt.broker.security.listeners import ListenerConfigError, Listeners, resolve_listeners
+from kt.client.security import SecurityConfig
 from kt.storage.errors import CorruptCheckpointError
 from kt.storage.log_config import LONG_MAX, LogConfig
 from kt.storage.meta_properties import parse_properties as java_properties
@@ -146,6 +148,9 @@ class BrokerConfig:
     unknown_keys: list[str] = field(default_factory=list)
     #: The resolved listener settings (protocols, inter-broker listener).
     listener_settings: Listeners | None = None
+    #: The security of this broker's connections to its peers (a cluster member's
+    #: inter-broker listener as a client); None on the single node, which makes none.
+    inter_broker_client: SecurityConfig | None = None
     # The dynamic layers (/config/brokers/<default> and /config/brokers/<id>) as this
     # broker applies them; set through apply_dynamic only.
     dynamic_defaults: dict[str, str] = field(default_factory=dict)
@@ -322,6 +327,11 @@ def load_config(
     try:
         check_listener_security(props, resolved.listeners)
         make_authorizer(props)
+        inter_broker_client = (
+            inter_broker_security(props, resolved)
+            if props.get("zookeeper.connect", "").strip()
+            else None
+        )
     except (SecurityConfigError, ValueError) as exc:
         raise ConfigError(str(exc)) from None
     log_props = log_properties(props)
@@ -331,7 +341,8 @@ def load_config(
         raise ConfigError(str(exc)) from None
     unknown = sorted(k for k in given if not k.startswith(_KNOWN_PREFIXES))
     cfg = BrokerConfig(props, node_id, log_dirs, listeners, advertised, log_config, unknown,
-                       listener_settings=resolved)  # fmt: skip
+                       listener_settings=resolved,
+                       inter_broker_client=inter_broker_client)  # fmt: skip
     for key in ("num.partitions", "socket.request.max.bytes", "offsets.topic.num.partitions",
                 "transaction.state.log.num.partitions", "max.connections",
                 "max.connections.per.ip"):  # fmt: skip

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kt.client.core import BrokerConnection
+from kt.client.security import SecurityConfig
 from kt.protocol import Struct
 from kt.protocol.codec import Api
 
@@ -41,8 +42,11 @@ class ControllerLink:
         client_id: str,
         backoff_s: float = 0.1,
         request_timeout_s: float = 30.0,
+        security: SecurityConfig | None = None,
     ) -> None:
         self._lookup = lookup
+        # the inter-broker listener's TLS/SASL, as a client of that listener
+        self._security = security
         self._client_id = client_id
         self._backoff_s = backoff_s
         self._request_timeout_s = request_timeout_s
@@ -92,6 +96,7 @@ class ControllerLink:
                 node_id=target[0],
                 client_id=self._client_id,
                 request_timeout=self._request_timeout_s,
+                security=self._security,
             )
             await conn.connect()
             self._conn, self._target = conn, target

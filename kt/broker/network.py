@@ -207,6 +207,12 @@ class _Connection(asyncio.BufferedProtocol):
                         self.queue.put_nowait(_RawToken(bytes(frame)))
                         continue
                 header, body = decode_request(frame)
+                if (auth is not None and body is None and apis.api_for_key(header.api_key) is None
+                        and auth.start_raw_gssapi()):  # fmt: skip
+                    # Kafka 0.9's GSSAPI clients send their first Kerberos token with
+                    # no handshake; it is no Kafka request (a DER tag, not an API key)
+                    self.queue.put_nowait(_RawToken(bytes(frame)))
+                    continue
                 self.queue.put_nowait(Request(header, body))
         except DecodeError as exc:
             log.warning("closing connection %d from %s: %s", self.conn_id, self.host, exc)

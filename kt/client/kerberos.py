@@ -11,6 +11,7 @@ the credentials cache (`kinit`) is used. KRB5_CONFIG / KRB5CCNAME apply as usual
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +71,18 @@ class _Context:
         return bytes(self._call("unwrap", self._ctx.unwrap, data).message)
 
 
+_CCACHES: dict[tuple[str | None, str | None], str] = {}
+
+
+def _ccache(login: KerberosLogin) -> str:
+    """The in-memory credentials cache of a keytab login (one per principal and keytab
+    in this process, so connections share their tickets)."""
+    key = (login.principal, login.keytab)
+    if key not in _CCACHES:
+        _CCACHES[key] = f"MEMORY:kt-{os.getpid()}-{len(_CCACHES)}"
+    return _CCACHES[key]
+
+
 def mechanism(login: KerberosLogin, host: str) -> GssapiMechanism:
     """A GSSAPI mechanism for a connection to `host`: acquires credentials (from the
     keytab, else the cache) and starts the security context with mutual auth."""
@@ -78,7 +91,11 @@ def mechanism(login: KerberosLogin, host: str) -> GssapiMechanism:
     try:
         name = (gssapi.Name(login.principal, gssapi.NameType.kerberos_principal)
                 if login.principal else None)  # fmt: skip
-        store = {"client_keytab": login.keytab} if login.keytab else None
+        # with a keytab, tickets go to a credentials cache of this login's own (in
+        # memory): the user's default cache may hold another principal's tickets, and
+        # MIT krb5 refuses to mix them ("Principal in credential cache does not match")
+        store = ({"client_keytab": login.keytab, "ccache": _ccache(login)}
+                 if login.keytab else None)  # fmt: skip
         creds = gssapi.Credentials(name=name, usage="initiate", store=store)
         principal = str(creds.name)
         ctx = gssapi.SecurityContext(

@@ -41,10 +41,24 @@ def _uv(buf: bytes, pos: int) -> tuple[int, int]:
             raise FastPathMiss
 
 
+_STR_CACHE: dict[bytes, str] = {}
+
+
 def _str(buf: bytes, pos: int, n: int) -> str:
     raw = buf[pos : pos + n]
+    # Config names, topic names and hosts repeat throughout a log: remember their text.
+    text = _STR_CACHE.get(raw)
+    if text is not None:
+        return text
     if len(raw) != n:
         raise FastPathMiss
+    if len(_STR_CACHE) > 100_000:
+        _STR_CACHE.clear()
+    text = _STR_CACHE[raw] = _str_text(raw)
+    return text
+
+
+def _str_text(raw: bytes) -> str:
     if raw.isascii():
         s = raw.decode("ascii")
         if s.isprintable() and '"' not in s and "\\" not in s:
@@ -94,6 +108,48 @@ def _ints(buf: bytes, pos: int, n: int) -> str:
     return text
 
 
+def _ints_new(raw: bytes, n: int) -> str:
+    """The text of an int32 array not yet in the cache (the generated code looks it up)."""
+    text = "[" + ",".join(map(str, struct.unpack(f">{n}i", raw))) + "]"
+    if len(raw) == 4 * n:
+        if len(_INTS_CACHE) > 100_000:
+            _INTS_CACHE.clear()
+        _INTS_CACHE[raw] = text
+    return text
+
+
+_UUIDS_CACHE: dict[bytes, str] = {}
+
+
+def _uuids(buf: bytes, pos: int, n: int) -> str:
+    # Directory and log-dir lists repeat the same few ids: remember the whole list's text.
+    raw = buf[pos : pos + 16 * n]
+    text = _UUIDS_CACHE.get(raw)
+    if text is not None:
+        return text
+    if len(raw) != 16 * n:
+        raise FastPathMiss
+    if len(_UUIDS_CACHE) > 100_000:
+        _UUIDS_CACHE.clear()
+    text = _UUIDS_CACHE[raw] = (
+        "[" + ",".join([_uuidtext(raw[i : i + 16]) for i in range(0, 16 * n, 16)]) + "]"
+    )
+    return text
+
+
+_SENSITIVE: dict[str, bool] = {}
+
+
+def _sensitive(name_json: str) -> bool:
+    """Whether the config named by this JSON string text is a secret (cached by name)."""
+    hit = _SENSITIVE.get(name_json)
+    if hit is None:
+        if len(_SENSITIVE) > 10_000:
+            _SENSITIVE.clear()
+        hit = _SENSITIVE[name_json] = is_sensitive_config(name_json[1:-1])
+    return hit
+
+
 def _uuidtext(raw: bytes) -> str:
     text = _UUID_CACHE.get(raw)
     if text is None:
@@ -110,6 +166,10 @@ _GLOBALS: dict[str, object] = {
     "_bytes": _bytes,
     "_uuid": _uuid,
     "_ints": _ints,
+    "_ints_new": _ints_new,
+    "_IC": _INTS_CACHE,
+    "_UC": _UUID_CACHE,
+    "_uuids": _uuids,
     "_I8": struct.Struct(">b").unpack_from,
     "_I16": struct.Struct(">h").unpack_from,
     "_U16": struct.Struct(">H").unpack_from,
@@ -117,7 +177,7 @@ _GLOBALS: dict[str, object] = {
     "_I64": struct.Struct(">q").unpack_from,
     "_F64": struct.Struct(">d").unpack_from,
     "_dbl": java_double,
-    "_sensitive": is_sensitive_config,
+    "_sensitive": _sensitive,
     "Miss": FastPathMiss,
 }
 
@@ -182,8 +242,17 @@ class _Gen:
         out.append(f"{ind}if {n} == 0:")
         out.append(f"{ind}    {'' if nullable else 'raise Miss; '}{var} = 'null'")
         if f.element == "int32":
+            # The cache lookup inline: most lists are ones already seen.
+            raw = self.name("raw")
             out.append(f"{ind}else:")
-            out.append(f"{ind}    {var} = _ints(buf, pos, {n} - 1); pos += 4 * ({n} - 1)")
+            out.append(f"{ind}    {n} = 4 * ({n} - 1); {raw} = buf[pos : pos + {n}]")
+            out.append(f"{ind}    {var} = _IC.get({raw})")
+            out.append(f"{ind}    if {var} is None: {var} = _ints_new({raw}, {n} >> 2)")
+            out.append(f"{ind}    pos += {n}")
+            return
+        if f.element == "uuid":
+            out.append(f"{ind}else:")
+            out.append(f"{ind}    {var} = _uuids(buf, pos, {n} - 1); pos += 16 * ({n} - 1)")
             return
         items = self.name("items")
         item = self.name("it")
@@ -200,6 +269,7 @@ class _Gen:
         version: int,
         redact: Callable[[Field], str | None] | None = None,
         top: bool = False,
+        prefix: str = "",
     ) -> str:
         """Emit a reader function for a struct; return its name.
 
@@ -210,7 +280,21 @@ class _Gen:
         Runs of fixed-size fields are read with one precompiled Struct; the JSON is one
         f-string when the record carries no tagged fields (the common case), else the
         fields in schema order with the tagged ones that are present and not default.
+
+        A record's reader (`top`) returns the whole payload text, `prefix` (the type
+        and version) included, and raises FastPathMiss unless the record ends where
+        its bytes do; a nested struct's returns (text, position).
         """
+        # The opening and closing of the returned text, as f-string source.
+        fopen = prefix.replace("{", "{{").replace("}", "}}") + "{{"
+        fclose = "}}" + ("}}" if top else "")
+
+        def ret(ftext: str, end: str = "pos") -> str:
+            if not top:
+                return f"return {ftext}, {end}"
+            check = "" if end == "len(buf)" else f"if {end} != len(buf): raise Miss\n{ind}"
+            return f"{check}return {ftext}"
+
         fn = self.name("_s")
         out = [f"def {fn}(buf, pos):"]
         ind = "    "
@@ -230,7 +314,7 @@ class _Gen:
             out.append(f"{ind}{names}, = {packer}(buf, pos); pos += {size}")
             for f, v in run:
                 if f.type == "uuid":
-                    out.append(f"{ind}{v} = _uuidtext({v})")
+                    out.append(f"{ind}{v} = _UC.get({v}) or _uuidtext({v})")
                 elif f.type == "bool":
                     out.append(f"{ind}{v} = 'true' if {v} else 'false'")
                 elif f.type == "float64":
@@ -267,12 +351,14 @@ class _Gen:
             out.append(f"{ind}tail = buf[pos:]")
             out.append(f"{ind}hit = {cache}.get(tail)")
             out.append(f"{ind}if hit is not None:")
-            out.append(f"{ind}    return f'{{{{{plain}{{hit}}}}}}', len(buf)")
+            hit_text = "f'" + fopen + plain + "{hit}" + fclose + "'"
+            out.append(f"{ind}    {ret(hit_text, 'len(buf)')}")
         out.extend(inits)
         count = self.name("c")
         self.uvarint(out, ind, count)
         out.append(f"{ind}if {count} == 0:")
-        out.append(f"{ind}    return f'{{{{{plain}}}}}', pos")
+        bare_text = "f'" + fopen + plain + fclose + "'"
+        out.append(f"{ind}    " + ret(bare_text).replace("\n", "\n    "))
         out.append(f"{ind}for _ in range({count}):")
         tag, size = self.name("tag"), self.name("sz")
         self.uvarint(out, ind + "    ", tag)
@@ -296,7 +382,8 @@ class _Gen:
             out.append(f"{ind}if pos == len(buf):")
             out.append(f"{ind}    if len({cache}) > 50000: {cache}.clear()")
             out.append(f"{ind}    {cache}[tail] = ttext")
-            out.append(f"{ind}return f'{{{{{plain}{{ttext}}}}}}', pos")
+            tail_text = "f'" + fopen + plain + "{ttext}" + fclose + "'"
+            out.append(f"{ind}{ret(tail_text)}")
             self.lines.extend(out)
             self.lines.append("")
             return fn
@@ -309,7 +396,10 @@ class _Gen:
                 out.append(f"{ind}    out.append(f'\"{f.json_name}\":{{{var}}}')")
             else:
                 out.append(f"{ind}out.append(f'\"{f.json_name}\":{{{var}}}')")
-        out.append(f"{ind}return '{{' + ','.join(out) + '}}', pos")
+        closing = "}}" if top else "}"
+        opening = prefix + "{"
+        joined = f"{opening!r} + ','.join(out) + {closing!r}"
+        out.append(f"{ind}{ret(joined)}")
         self.lines.extend(out)
         self.lines.append("")
         return fn
@@ -360,19 +450,18 @@ def _redactor(schema: MessageSchema) -> Callable[[Field], str | None] | None:
             if f.name == "Name":
                 return "_cfg_name = {var}"
             if f.name == "Value":
-                return (
-                    "if {var} != 'null' and _sensitive(_cfg_name[1:-1]): {var} = '\"[redacted]\"'"
-                )
+                return "if {var} != 'null' and _sensitive(_cfg_name): {var} = '\"[redacted]\"'"
             return None
 
         return config
     return None
 
 
-Reader = Callable[[bytes, int], tuple[str, int]]
+# A record's reader: (value, 3) -> the payload text; raises on anything else.
+Reader = Callable[[bytes, int], str]
 
 
-def _build(code: int) -> tuple[Reader, str] | None:
+def _build(code: int) -> Reader | None:
     """Generate the reader of one (apiKey << 8 | version), None when there is none.
 
     Readers are made on first use: a dump meets a handful of record types, and
@@ -383,17 +472,23 @@ def _build(code: int) -> tuple[Reader, str] | None:
     if schema is None or not in_range(version, schema.valid):
         return None
     gen = _Gen()
-    fn = gen.struct(schema.fields, version, _redactor(schema), top=True)
-    exec(compile("\n".join(gen.lines), f"<kt metadata reader {key}v{version}>", "exec"), _GLOBALS)
     prefix = f'{{"type":"{schema.type_name}","version":{version},"data":'
-    return _GLOBALS[fn], prefix  # type: ignore[return-value]
+    fn = gen.struct(schema.fields, version, _redactor(schema), top=True, prefix=prefix)
+    exec(compile("\n".join(gen.lines), f"<kt metadata reader {key}v{version}>", "exec"), _GLOBALS)
+    return _GLOBALS[fn]  # type: ignore[return-value]
 
 
-class _Table(dict[int, "tuple[Reader, str] | None"]):
-    """Readers by code, generated on first lookup."""
+class _Table(dict[bytes, "Reader | None"]):
+    """Readers by a value's first three bytes (frame version, apiKey, version),
+    generated on first lookup: one slice and one lookup check the frame version and
+    pick the reader."""
 
-    def __missing__(self, code: int) -> tuple[Reader, str] | None:
-        entry = self[code] = _build(code) if code < 0x10000 else None
+    def __missing__(self, head: bytes) -> Reader | None:
+        # One-byte apiKey and version (< 128): a longer varint makes no entry.
+        # Heads of damaged values are not remembered: the table stays small.
+        if len(head) != 3 or head[0] != 1 or head[1] >= 128 or head[2] >= 128:
+            return None
+        entry = self[head] = _build(head[1] << 8 | head[2])
         return entry
 
 
@@ -407,30 +502,48 @@ _SHORT: dict[bytes, str] = {}
 _SHORT_MAX = 24
 
 
+TextParser = Callable[[int, bytes | None, bytes | None], tuple[None, str | None]]
+
+
+def text_parser(slow: Callable[[int, bytes | None], str | None]) -> TextParser:
+    """The dump's (offset, key, value) -> (None, payload) parser for metadata records.
+
+    The fast path is inlined here, not called: the dump calls this once per record,
+    and on a log of distinct records a Python call layer is a measurable share of the
+    time. A value the fast path does not render goes to `slow(offset, value)`.
+    """
+    table = _TABLE
+    short_cache = _SHORT
+    short_max = _SHORT_MAX
+    errors = _ERRORS
+
+    def parse(off: int, key: bytes | None, value: bytes | None) -> tuple[None, str | None]:
+        if value is None:
+            return None, slow(off, value)
+        short = len(value) <= short_max
+        if short:
+            text = short_cache.get(value)
+            if text is not None:
+                return None, text
+        reader = table[value[:3]]
+        if reader is None:
+            return None, slow(off, value)
+        try:
+            text = reader(value, 3)
+        except errors:
+            return None, slow(off, value)
+        if short:
+            if len(short_cache) >= 10_000:
+                short_cache.clear()
+            short_cache[bytes(value)] = text
+        return None, text
+
+    return parse
+
+
+_FAST_ONLY = text_parser(lambda off, value: None)
+
+
 def fast_kafka_json(value: bytes | None) -> str | None:
     """Kafka's payload JSON for a well-formed record value (secrets redacted), else None."""
-    if value is None:
-        return None
-    short = len(value) <= _SHORT_MAX
-    if short:
-        text = _SHORT.get(value)
-        if text is not None:
-            return text
-    try:
-        if value[0] != 1:
-            return None
-        # One-byte apiKey and version (< 128): any longer varint makes a code no entry has.
-        entry = _TABLE[(value[1] << 8) | value[2]]
-        if entry is None:
-            return None
-        body, pos = entry[0](value, 3)
-    except _ERRORS:
-        return None
-    if pos != len(value):
-        return None
-    text = entry[1] + body + "}"
-    if short:
-        if len(_SHORT) >= 10_000:
-            _SHORT.clear()
-        _SHORT[bytes(value)] = text
-    return text
+    return _FAST_ONLY(0, None, value)[1]

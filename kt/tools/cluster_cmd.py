@@ -74,6 +74,10 @@ def _parse_racks(text: str | None) -> list[str] | None:
               metavar="SECONDS", help="How long to wait for the brokers to be ready.")  # fmt: skip
 @click.option("--no-registration-check", "no_check", is_flag=True, hidden=True,
               help="Do not wait for the brokers to register in ZooKeeper.")  # fmt: skip
+@click.option("--secure", is_flag=True,
+              help="SASL_SSL with SCRAM-SHA-512 on every broker, brokers to each other "
+                   "included: a local CA, an admin super user and a client properties "
+                   "file (kept in DIR/security).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: addresses and pids.")
 @handle_errors
 def up(
@@ -86,6 +90,7 @@ def up(
     overrides: tuple[str, ...],
     timeout: float,
     no_check: bool,
+    secure: bool,
     as_json: bool,
 ) -> None:
     """Start a local cluster in the background, or the parts of it that are down.
@@ -113,6 +118,14 @@ def up(
       kt cluster up
       kt cluster up --brokers 5 --racks r1,r2,r3 --port-base 9092 --dir /tmp/c1
       kt cluster up --override default.replication.factor=3 --override min.insync.replicas=2
+      kt cluster up --secure && kcat -F kt-cluster/security/client.properties -L
+
+    With --secure every listener is SASL_SSL with SCRAM-SHA-512 (the brokers' own
+    connections too) and an ACL authorizer runs with the user admin as super user:
+    DIR/security holds the local CA (ca.crt), the brokers' certificates and the
+    admin's client.properties (mode 0600), which kcat -F and kt --command-config
+    read; kt commands run in the cluster's parent directory (or with
+    KT_CLUSTER_DIR) use it by themselves. Passwords are never printed.
 
     Exit codes: 0 up, 1 it could not start (a running cluster in --dir has other
     settings, a port is taken, java missing, a broker failed), 2 usage error.
@@ -146,6 +159,8 @@ def up(
             chroot = previous.chroot
         if not given("overrides"):
             props = dict(previous.user_overrides)
+        if not given("secure"):
+            secure = previous.secure
     if port_base is not None and port_base + count - 1 > 65535:
         usage_error(f"--port-base {port_base}: {count} brokers do not fit below port 65536")
     try:
@@ -159,6 +174,7 @@ def up(
             chroot=chroot,
             overrides=props,
             previous=previous,
+            secure=secure,
         )
     except ClusterError as exc:
         fail(str(exc))
@@ -200,6 +216,7 @@ def up(
                 "already_running": already,
                 "started": started,
                 "processes": c.status(),
+                "client_properties": str(c.client_properties) if c.client_properties else None,
             }
         )
         return
@@ -209,6 +226,13 @@ def up(
         click.echo(f"Started: {', '.join(started) or 'nothing (all was running)'}")
     click.echo(f"Bootstrap servers: {c.bootstrap_servers}")
     click.echo(f"ZooKeeper: {c.zookeeper_connect}")
+    if c.client_properties is not None:
+        props_file = c.client_properties
+        click.echo("Security: SASL_SSL with SCRAM-SHA-512 everywhere; super user admin")
+        click.echo(f"Client properties: {props_file} (mode 0600: it holds the password)")
+        click.echo(f"Try: kcat -F {props_file} -L")
+        click.echo(f"     kt topic list --command-config {props_file}")
+        click.echo(f"A kt profile: kt profile create local-secure --from-file {props_file}")
     click.echo(f"Logs: kt cluster logs{where(directory)} (each broker's in its directory)")
     click.echo(f"Stop it with: kt cluster down{where(directory)}")
 
@@ -231,6 +255,8 @@ def _differences(
         out.append(f"--chroot {wanted.chroot or '(none)'}, it has {running.chroot or '(none)'}")
     if wanted.overrides != running.overrides:
         out.append("--override")
+    if wanted.secure != running.secure:
+        out.append("--secure" if wanted.secure else "no --secure")
     return out
 
 

@@ -107,8 +107,9 @@ def parse_x(items: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def local_cluster_bootstrap(env: Mapping[str, str]) -> tuple[str, str] | None:
-    """(bootstrap servers, directory) of the local cluster, or None when there is none."""
+def local_cluster_bootstrap(env: Mapping[str, str]) -> tuple[str, str, Path | None] | None:
+    """(bootstrap servers, directory, the admin's client properties of a secure
+    cluster else None) of the local cluster, or None when there is none."""
     from kt.tools.local_cluster import ClusterError, LocalCluster
 
     named = env.get(CLUSTER_DIR_ENV)
@@ -124,7 +125,7 @@ def local_cluster_bootstrap(env: Mapping[str, str]) -> tuple[str, str] | None:
     servers = cluster.bootstrap_servers
     if not servers:
         return None
-    return servers, str(directory)
+    return servers, str(directory), cluster.client_properties
 
 
 def resolve(
@@ -193,7 +194,14 @@ def resolve(
             return ConnectSettings(value, source, props, warnings, notes)
     local = local_cluster_bootstrap(env)
     if local is not None:
-        servers, directory = local
+        servers, directory, client_file = local
+        if client_file is not None and client_file.is_file():
+            # a secure local cluster (kt cluster up --secure): its admin's settings,
+            # under whatever was given explicitly
+            cprops = read_properties_file(str(client_file), "the local cluster")
+            cprops.pop("bootstrap.servers", None)
+            props = {**cprops, **props}
+            notes.append(f"the local cluster's client properties {client_file}")
         return ConnectSettings(servers, f"the local cluster in {directory}", props,
                                warnings, notes)  # fmt: skip
     return ConnectSettings(DEFAULT_BOOTSTRAP, "the default", props, warnings, notes)

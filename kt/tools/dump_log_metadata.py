@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kt.storage.metadata_codec import MetadataParseError, decode_metadata_record
-from kt.storage.metadata_fastjson import fast_kafka_json
+from kt.storage.metadata_fastjson import fast_kafka_json, text_parser
 from kt.tools.dump_log_context import jstr
 
 ErrorSink = Callable[[int, str], None]
@@ -49,15 +49,11 @@ def metadata_parser(
 
         return parse_json
 
-    fast = fast_kafka_json
-
-    def parse_text(off: int, k: bytes | None, v: bytes | None) -> tuple[Any, Any]:
-        text = fast(v)  # the hot path: one call for a well-formed record
-        if text is not None:
-            return None, text
+    def slow(off: int, v: bytes | None) -> str:
         text, ok = metadata_payload(off, v)
         if not ok:
             on_error(off, text.split("skipping. ", 1)[1])
-        return None, text
+        return text
 
-    return parse_text
+    # The hot path: the fast renderer inlined in one call per well-formed record.
+    return text_parser(slow)

@@ -473,6 +473,9 @@ class LocalCluster:
     user_overrides: dict[str, str] = field(default_factory=dict)
     #: what `create` could not keep from the previous run (a port taken: moved)
     notes: list[str] = field(default_factory=list)
+    #: SASL_SSL with SCRAM-SHA-512 everywhere, brokers to each other included
+    #: (kt.tools.local_cluster_security); the material is in `<dir>/security/`
+    secure: bool = False
 
     # --- construction -------------------------------------------------------------------
 
@@ -488,6 +491,7 @@ class LocalCluster:
         chroot: str = "",
         overrides: Mapping[str, str] | None = None,
         previous: LocalCluster | None = None,
+        secure: bool = False,
     ) -> LocalCluster:
         """A cluster description (nothing started yet). Broker N listens on
         port_base + N - 1 when `port_base` is given, else on the port it had in
@@ -555,6 +559,7 @@ class LocalCluster:
             list(racks) if racks else None,
             dict(overrides or {}),
             notes,
+            secure,
         )
 
     @classmethod
@@ -590,6 +595,7 @@ class LocalCluster:
             overrides,
             racks,
             dict(user),
+            secure=bool(doc.get("secure", False)),
         )
 
     # --- addresses ----------------------------------------------------------------------
@@ -640,6 +646,7 @@ class LocalCluster:
             "overrides": self.overrides,
             "racks": self.racks,
             "user_overrides": self.user_overrides,
+            "secure": self.secure,
             "zookeeper": self.zookeeper.to_json() if self.zookeeper else None,
             "brokers": [b.to_json() for b in self.brokers],
         }
@@ -672,6 +679,7 @@ class LocalCluster:
         try:
             self.zookeeper.start(timeout=min(timeout, 30.0))
             self.save()
+            self.prepare_security()
             for b in self.brokers:
                 self._launch(b)
                 self.save()
@@ -685,16 +693,53 @@ class LocalCluster:
             raise
         return self
 
+    @property
+    def client_properties(self) -> Path | None:
+        """The admin's client properties of a secure cluster (None otherwise)."""
+        if not self.secure:
+            return None
+        from kt.tools.local_cluster_security import files_for
+
+        return files_for(self.directory).client_properties
+
+    def prepare_security(self) -> None:
+        """A secure cluster's CA, certificates, settings and client properties
+        (made once, kept after), and the admin's SCRAM credential in ZooKeeper, which
+        must be there before a broker starts (they log in to each other with it)."""
+        if not self.secure:
+            return
+        from kt.tools import local_cluster_security as sec
+
+        try:
+            files = sec.prepare(self.directory, [b.broker_id for b in self.brokers],
+                                self.bootstrap_servers, host=LOOPBACK)  # fmt: skip
+            sec.create_admin_user(self.zookeeper_connect, files)
+        except ImportError as exc:
+            raise ClusterError(f"kt cluster up --secure needs {exc.name}") from None
+        except Exception as exc:
+            raise ClusterError(f"could not set up the cluster's security: {exc}") from None
+
     def _broker_args(self, b: LocalBroker) -> list[str]:
+        protocol = "PLAINTEXT"
+        secure: dict[str, str] = {}
+        args = [*kt_command(), "broker", "start"]
+        if self.secure:
+            from kt.tools import local_cluster_security as sec
+
+            files = sec.files_for(self.directory)
+            protocol = sec.LISTENER
+            secure = sec.broker_keystore_overrides(files, b.broker_id)
+            # the password is in this file (0600), never on the command line
+            args += ["--config", str(files.broker_properties)]
         props = {
             "broker.id": str(b.broker_id),
             "log.dirs": str(b.data_dir),
-            "listeners": f"PLAINTEXT://{b.bootstrap}",
+            "listeners": f"{protocol}://{b.bootstrap}",
             "zookeeper.connect": self.zookeeper_connect,
             **({"broker.rack": b.rack} if b.rack else {}),
+            **secure,
             **self.overrides,
         }
-        args = [*kt_command(), "broker", "start"]
         for k, v in props.items():
             args += ["--override", f"{k}={v}"]
         return args

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from kt.broker.controller.channel import BrokerLink, LinkFactory
 from kt.client.core import BrokerConnection
+from kt.client.security import SecurityConfig
 from kt.protocol import Struct
 from kt.protocol.codec import Api
 from kt.protocol.headers import decode_request, decode_response, encode_request, encode_response
@@ -45,11 +46,18 @@ class NetworkLink:
     """A reconnecting connection to one broker."""
 
     def __init__(
-        self, address: Callable[[], tuple[str, int] | None], *, broker_id: int, client_id: str
+        self,
+        address: Callable[[], tuple[str, int] | None],
+        *,
+        broker_id: int,
+        client_id: str,
+        security: SecurityConfig | None = None,
     ) -> None:
         self._address = address
         self._broker_id = broker_id
         self._client_id = client_id
+        # the inter-broker listener's TLS/SASL, as a client of that listener
+        self._security = security
         self._conn: BrokerConnection | None = None
 
     async def send(self, api: Api, body: Any) -> Struct:
@@ -59,7 +67,8 @@ class NetworkLink:
             if addr is None:
                 raise ConnectionError(f"broker {self._broker_id} has no known endpoint")
             conn = BrokerConnection(addr[0], addr[1], node_id=self._broker_id,
-                                    client_id=self._client_id)  # fmt: skip
+                                    client_id=self._client_id,
+                                    security=self._security)  # fmt: skip
             await conn.connect()
             self._conn = conn
         return await self._conn.request(api, body)
@@ -136,8 +145,10 @@ class PeerLinks:
         listener_name: str,
         cache: MetadataCache,
         dispatcher: Callable[[], Dispatch],
+        security: SecurityConfig | None = None,
     ) -> None:
         self.node_id = node_id
+        self.security = security
         self._listener = listener_name
         self._cache = cache
         self._dispatcher = dispatcher
@@ -153,5 +164,6 @@ class PeerLinks:
         if broker_id == self.node_id:
             return LoopbackLink(self._dispatcher(), client_id=client_id)
         return NetworkLink(
-            lambda: self.address(broker_id), broker_id=broker_id, client_id=client_id
-        )
+            lambda: self.address(broker_id), broker_id=broker_id, client_id=client_id,
+            security=self.security,
+        )  # fmt: skip

@@ -126,8 +126,11 @@ class BrokerEndpoint:
         local_broker_id: int,
         config: FetcherConfig | None = None,
         client_id: str | None = None,
+        security: Any = None,
     ) -> None:
         self.node_id = node_id
+        # the inter-broker listener's TLS/SASL (kt.client.security.SecurityConfig)
+        self.security = security
         self.host = host
         self.port = port
         self.local_broker_id = local_broker_id
@@ -151,6 +154,7 @@ class BrokerEndpoint:
             connect_timeout=self.config.socket_timeout_ms / 1000,
             request_timeout=timeout,
             read_size=_READ_SIZE,
+            security=self.security,
         )
         await conn.connect()
         self._conn = conn

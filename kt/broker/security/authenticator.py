@@ -9,7 +9,9 @@ with Kafka's log line (`Unexpected Kafka request of type METADATA during SASL
 handshake.`). SaslHandshake v1 wraps every token in SaslAuthenticate; v0 sends them
 as raw length-prefixed frames. A failure answers (SaslAuthenticate:
 SASL_AUTHENTICATION_FAILED with Kafka's message) and closes, both after the delay;
-nothing else is ever served on that connection.
+nothing else is ever served on that connection. With GSSAPI enabled, a first frame
+that is no Kafka request is a raw GSSAPI token (Kafka 0.9's clients send no
+handshake; `start_raw_gssapi`).
 
 After success the session may have a lifetime (KIP-368): the smaller of the
 mechanism's `connections.max.reauth.ms` and the credential's expiry (an OAUTHBEARER
@@ -31,6 +33,7 @@ from kt.protocol import ErrorCode, apis
 API_VERSIONS = apis.API_VERSIONS.key
 SASL_HANDSHAKE = apis.SASL_HANDSHAKE.key
 SASL_AUTHENTICATE = apis.SASL_AUTHENTICATE.key
+GSSAPI = "GSSAPI"
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +236,17 @@ class SaslAuthenticator:
         return Step(response=apis.SASL_AUTHENTICATE.response(
             error_code=ErrorCode.NONE, error_message=None, auth_bytes=answer,
             session_lifetime_ms=lifetime))  # fmt: skip
+
+    def start_raw_gssapi(self) -> bool:
+        """Whether a first frame that is no Kafka request starts a raw GSSAPI exchange
+        (Kafka 0.9 clients send the Kerberos token without a handshake): only as the
+        connection's first frame, and only with GSSAPI enabled, as Kafka."""
+        if self.state != State.HANDSHAKE_OR_VERSIONS or GSSAPI not in self.settings.servers:
+            return False
+        self.mechanism = GSSAPI
+        self._server = self.settings.servers[GSSAPI]()
+        self.state = State.RAW_AUTHENTICATE
+        return True
 
     def on_raw_frame(self, frame: bytes) -> Step:
         """A raw token after a SaslHandshake v0 (the answer, if any, goes back raw;

@@ -14,7 +14,7 @@ import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from kt.broker.security import oauthbearer, scram
+from kt.broker.security import kerberos, oauthbearer, scram
 from kt.broker.security.authenticator import SaslSettings
 from kt.broker.security.jaas import JaasConfigError, LoginModule, single_module
 from kt.broker.security.keystore_reload import ReloadableContext
@@ -31,7 +31,7 @@ from kt.broker.security.tls import TlsConfigError, server_context
 log = logging.getLogger("kt.broker.security")
 
 #: Mechanisms the broker implements.
-MECHANISMS = (PLAIN, "SCRAM-SHA-256", "SCRAM-SHA-512", oauthbearer.OAUTHBEARER)
+MECHANISMS = (PLAIN, "SCRAM-SHA-256", "SCRAM-SHA-512", oauthbearer.OAUTHBEARER, kerberos.GSSAPI)
 _JWKS_HANDLERS = frozenset({
     "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
     "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler",
@@ -149,6 +149,8 @@ def _sasl(lc: ListenerConfig, scram_lookup: ScramLookup | None,
         module = _jaas(lc, mech)
         if mech == PLAIN:
             servers[mech] = _plain(lc, module)
+        elif mech == kerberos.GSSAPI:
+            servers[mech] = _gssapi(lc, module)
         elif mech.startswith("SCRAM-"):
             if scram_lookup is None:
                 raise SecurityConfigError(f"{mech} on listener {lc.name} needs a credential store")
@@ -186,6 +188,46 @@ def _plain(lc: ListenerConfig, module: LoginModule | None) -> Callable[[], SaslS
         raise SecurityConfigError(f"{key}: PLAIN's users are read from {PLAIN_LOGIN_MODULE}")
     users = plain_users(module.options)
     return lambda: PlainServer(users)
+
+
+def _gssapi(lc: ListenerConfig, module: LoginModule | None) -> Callable[[], SaslServer]:
+    key = f"{lc.prefix}gssapi.sasl.jaas.config"
+    example = (
+        f"{kerberos.KRB5_LOGIN_MODULE} required useKeyTab=true storeKey=true "
+        'keyTab="/etc/kt/kafka.keytab" principal="kafka/broker1.example.com@EXAMPLE.COM";'
+    )
+    if module is None:
+        raise SecurityConfigError(
+            f"{key} is not set: GSSAPI needs the broker's keytab and principal, e.g. {example}"
+        )
+    if module.name != kerberos.KRB5_LOGIN_MODULE:
+        raise SecurityConfigError(
+            f"{key}: the broker's Kerberos login is read from {kerberos.KRB5_LOGIN_MODULE}"
+        )
+    opts = module.options
+    keytab, principal = opts.get("keyTab"), opts.get("principal")
+    if opts.get("useKeyTab", "false").lower() != "true" or not keytab or not principal:
+        raise SecurityConfigError(
+            f"{key}: the broker accepts Kerberos tickets with the keys of a keytab: set "
+            f"useKeyTab=true, keyTab and principal, e.g. {example}"
+        )
+    service = lc.get("sasl.kerberos.service.name")
+    jaas_service = opts.get("serviceName")
+    if service and jaas_service and service != jaas_service:
+        raise SecurityConfigError(
+            f"Conflicting serviceName values found in JAAS and Kafka configs value in JAAS "
+            f"file {jaas_service}, value in Kafka config {service}"
+        )
+    if not (service or jaas_service):
+        raise SecurityConfigError("No serviceName defined in either JAAS or Kafka config "
+                                  "(set sasl.kerberos.service.name, usually kafka)")  # fmt: skip
+    try:
+        rules = lc.get("sasl.kerberos.principal.to.local.rules", "DEFAULT") or "DEFAULT"
+        namer = kerberos.KerberosShortNamer(rules, kerberos.default_realm())
+        acceptor = kerberos.Acceptor(principal, keytab)
+    except kerberos.KerberosConfigError as exc:
+        raise SecurityConfigError(f"listener {lc.name} GSSAPI: {exc}") from None
+    return lambda: kerberos.GssapiServer(acceptor.context(), namer)
 
 
 def _oauth_validator(lc: ListenerConfig, module: LoginModule | None, handler: str | None,

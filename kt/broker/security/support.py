@@ -4,9 +4,8 @@ A broker that silently ignores a security setting is worse than one that refuses
 start: a `SASL_SSL` listener served in plaintext, or an `authorizer.class.name` that
 authorizes nothing, looks secured and is not. So any setting asking for security
 the broker does not implement yet is a start-up error naming the setting: today
-delegation tokens and TLS/SASL on the connections between the brokers of a
-ZooKeeper cluster; `super.users` without an authorizer is refused too. TLS and SASL
-settings that cannot work (a missing keystore, GSSAPI) are refused by
+delegation tokens; `super.users` without an authorizer is refused too. TLS and SASL
+settings that cannot work (a missing keystore or keytab) are refused by
 `listener_security`, an unknown `authorizer.class.name` by the authorizer.
 """
 
@@ -19,9 +18,6 @@ from kt.broker.security.listeners import LISTENER_PREFIX, Listeners
 #: Security protocols a listener may use today.
 IMPLEMENTED_PROTOCOLS: frozenset[str] = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT",
                                                     "SASL_SSL"})  # fmt: skip
-#: Security protocols the broker's own connections to other brokers speak today.
-INTER_BROKER_PROTOCOLS: frozenset[str] = frozenset({"PLAINTEXT"})
-
 #: Key prefixes whose settings ask for what is not implemented yet (delegation tokens).
 _SECURITY_PREFIXES = ("delegation.token.",)
 #: Single keys that ask for what is not implemented yet.
@@ -40,14 +36,6 @@ def unsupported(
                 f"listeners: {ep} uses security protocol {ep.protocol}, which kt's broker "
                 "does not implement yet (it would serve plaintext there); use PLAINTEXT"
             )
-    clustered = bool(props.get("zookeeper.connect", "").strip())
-    if clustered and listeners.inter_broker_protocol not in INTER_BROKER_PROTOCOLS:
-        # the single node makes no connections to other brokers; a cluster member does
-        return (
-            f"the inter-broker listener {listeners.inter_broker_listener} uses "
-            f"{listeners.inter_broker_protocol}: kt's brokers reach each other over "
-            "PLAINTEXT only so far; set inter.broker.listener.name to a PLAINTEXT listener"
-        )
     if not props.get("authorizer.class.name", "").strip():
         for key in ("super.users", "allow.everyone.if.no.acl.found"):
             if given.get(key, "").strip():

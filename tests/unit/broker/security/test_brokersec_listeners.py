@@ -159,17 +159,22 @@ def _load(tmp_path: Path, **overrides: str) -> None:
          "super.users is set but authorizer.class.name is not"),
         ({"allow.everyone.if.no.acl.found": "true"}, "allow.everyone.if.no.acl.found"),
         ({"delegation.token.secret.key": "k"}, "delegation.token.secret.key"),
-        # a ZooKeeper cluster's brokers reach each other in plaintext only so far
-        ({"listeners": "SSL://127.0.0.1:9093", "security.inter.broker.protocol": "SSL",
-          "zookeeper.connect": "127.0.0.1:2181", "ssl.keystore.type": "PEM",
-          "ssl.keystore.location": "/k.pem"},
-         "the inter-broker listener SSL uses SSL"),
+        # a cluster member logs in to its peers with its own credentials: the
+        # inter-broker mechanism's JAAS entry needs username and password
+        ({"listeners": "SASL_PLAINTEXT://127.0.0.1:9093",
+          "security.inter.broker.protocol": "SASL_PLAINTEXT",
+          "zookeeper.connect": "127.0.0.1:2181", "sasl.enabled.mechanisms": "PLAIN",
+          "sasl.mechanism.inter.broker.protocol": "PLAIN",
+          "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+              "org.apache.kafka.common.security.plain.PlainLoginModule required "
+              'user_admin="admin-secret";'},
+         "the broker's own inter-broker credentials"),
         # security that cannot work is refused, naming the key
         ({"listeners": "SSL://127.0.0.1:9093", "security.inter.broker.protocol": "SSL"},
          "has no keystore"),
         ({"listeners": "SASL_PLAINTEXT://127.0.0.1:9093",
           "security.inter.broker.protocol": "SASL_PLAINTEXT"},
-         "sasl.enabled.mechanisms (listener SASL_PLAINTEXT): GSSAPI is not implemented"),
+         "listener.name.sasl_plaintext.gssapi.sasl.jaas.config is not set: GSSAPI needs"),
         ({"listeners": "SASL_PLAINTEXT://127.0.0.1:9093",
           "security.inter.broker.protocol": "SASL_PLAINTEXT",
           "sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.inter.broker.protocol": "PLAIN"},

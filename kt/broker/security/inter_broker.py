@@ -1,0 +1,92 @@
+"""The security of a broker's own connections to the other brokers of its cluster.
+
+A cluster member connects to its peers (replica fetchers, the controller's
+LeaderAndIsr/UpdateMetadata/StopReplica, AlterPartition and ControlledShutdown to
+the controller, transaction markers) through the inter-broker listener, as a client
+of that listener with the settings Kafka's broker uses there:
+
+- TLS (`SSL`, `SASL_SSL`): the listener's truststore (else the system's CAs), its
+  keystore as the client certificate, its protocols and cipher suites, and the peer's
+  host name checked against its certificate unless
+  `ssl.endpoint.identification.algorithm` is empty (`tls.client_context`);
+- SASL (`SASL_PLAINTEXT`, `SASL_SSL`): the mechanism `sasl.mechanism.inter.broker.protocol`
+  with the broker's own credentials, the `username`/`password` options of the
+  listener's `listener.name.<l>.<mechanism>.sasl.jaas.config` (for OAUTHBEARER the
+  unsecured login options), as Kafka's broker logs itself in.
+
+Everything is built and checked at start-up, so a broker whose peers it could not
+reach securely refuses to start rather than failing on its first replica fetch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from kt.broker.security.listener_security import SecurityConfigError
+from kt.broker.security.listeners import (
+    SASL_PROTOCOLS,
+    TLS_PROTOCOLS,
+    ListenerConfig,
+    Listeners,
+)
+from kt.broker.security.tls import TlsConfigError, client_context
+from kt.client.security import SecurityConfig
+from kt.client.security import SecurityConfigError as ClientSecurityError
+
+#: Kafka's default for `sasl.mechanism.inter.broker.protocol`.
+DEFAULT_MECHANISM = "GSSAPI"
+
+
+def inter_broker_security(props: Mapping[str, str], listeners: Listeners) -> SecurityConfig:
+    """The client security of this broker's connections to its peers, from the
+    inter-broker listener's settings; `SecurityConfigError` naming the key when they
+    cannot work."""
+    protocol = listeners.inter_broker_protocol
+    lc = ListenerConfig(props, listeners.inter_broker_listener, protocol)
+    cfg = _sasl(props, lc) if protocol in SASL_PROTOCOLS else SecurityConfig()
+    if protocol in TLS_PROTOCOLS:
+        try:
+            ctx = client_context(lc)
+        except TlsConfigError as exc:
+            raise SecurityConfigError(f"inter-broker listener {lc.name}: {exc}") from None
+        has_cert = any(
+            lc.get(k)
+            for k in ("ssl.keystore.location", "ssl.keystore.key", "ssl.keystore.certificate.chain")
+        )
+        cfg = dataclasses.replace(
+            cfg,
+            ssl_context=ctx,
+            check_hostname=ctx.check_hostname,
+            trust_source=f"the truststore of the inter-broker listener {lc.name}",
+            client_certificate=has_cert,
+        )
+    return dataclasses.replace(cfg, protocol=protocol)
+
+
+def _sasl(props: Mapping[str, str], lc: ListenerConfig) -> SecurityConfig:
+    mechanism = (
+        (props.get("sasl.mechanism.inter.broker.protocol") or DEFAULT_MECHANISM).strip().upper()
+    )
+    if mechanism == "GSSAPI":
+        raise SecurityConfigError(
+            "sasl.mechanism.inter.broker.protocol=GSSAPI: kt's broker does not implement "
+            "GSSAPI; use SCRAM-SHA-512, SCRAM-SHA-256, PLAIN or OAUTHBEARER"
+        )
+    key = f"{lc.prefix}{mechanism.lower()}.sasl.jaas.config"
+    jaas = lc.mechanism_get(mechanism, "sasl.jaas.config")
+    if not jaas or not jaas.strip():
+        raise SecurityConfigError(
+            f"{key} is not set: the broker logs in to the inter-broker listener "
+            f"{lc.name} with {mechanism} using that entry's username and password"
+        )
+    try:
+        # the client library reads the login module's options as a Kafka client does
+        return SecurityConfig.from_properties(
+            {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+             "sasl.jaas.config": jaas}
+        )  # fmt: skip
+    except ClientSecurityError as exc:
+        raise SecurityConfigError(
+            f"{key}: the broker's own inter-broker credentials: {exc}"
+        ) from None
