@@ -407,6 +407,74 @@ def test_oversized_token_before_authentication(users: Secured) -> None:
         assert _closed_without_answer(sock)
 
 
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def _failed_plain_login(port: int) -> None:
+    """SaslHandshake PLAIN, then SaslAuthenticate with a wrong password; the broker
+    answers with the failure (after its delay) and closes the connection."""
+    mech = b"PLAIN"
+    token = b"\0carol\0not-carols"
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(_frame(17, 1, struct.pack(">h", len(mech)) + mech))
+        sock.settimeout(30)
+        head = _recv_exactly(sock, 4)
+        body = _recv_exactly(sock, struct.unpack(">i", head)[0])
+        assert struct.unpack(">h", body[4:6])[0] == 0  # handshake accepted
+        sock.sendall(_frame(36, 0, struct.pack(">i", len(token)) + token))
+        head = _recv_exactly(sock, 4)
+        body = _recv_exactly(sock, struct.unpack(">i", head)[0])
+        assert struct.unpack(">h", body[4:6])[0] == 58  # SASL_AUTHENTICATION_FAILED
+        assert _closed_without_answer(sock)
+
+
+def _garbage_tls(port: int) -> None:
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(b"\x16\x03\x01\x00\x05garbage" * 10)
+        assert _closed_without_answer(sock)
+
+
+def _oversized_token(port: int) -> None:
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(struct.pack(">i", 600_000) + uuid.uuid4().bytes * 37_500)
+        assert _closed_without_answer(sock)
+
+
+def test_failed_authentications_do_not_grow_the_broker(users: Secured) -> None:
+    """Hundreds of failed authentications (wrong PLAIN password, garbage TLS, an
+    oversized token): after a warm-up the broker's resident memory stays flat (nothing
+    kept per refused connection) and it still serves."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    assert users.broker.proc is not None
+    pid = users.broker.proc.pid
+    attempts = [(_failed_plain_login, users.ports["SASL_PLAINTEXT"]),
+                (_garbage_tls, users.ports["SSL"]),
+                (_oversized_token, users.ports["SASL_PLAINTEXT"])]  # fmt: skip
+
+    def round_of(n: int) -> None:
+        # in parallel: each PLAIN refusal waits out connection.failed.authentication.delay.ms
+        with ThreadPoolExecutor(8) as pool:
+            for f in [pool.submit(fn, port) for i in range(n) for fn, port in attempts]:
+                f.result(timeout=120)
+
+    round_of(30)  # warm-up: caches, allocator arenas, thread pools
+    before = _rss_kib(pid)
+    round_of(70)  # 210 more failed authentications
+    after = _rss_kib(pid)
+    # a leak of even 30 KiB per refused connection would show as > 6 MiB here
+    assert after - before < 6 * 1024, (before, after)
+    from confluent_kafka.admin import AdminClient
+
+    md = AdminClient({"bootstrap.servers": users.addr("PLAINTEXT")}).list_topics(timeout=15)
+    assert md.brokers
+    assert users.broker.proc.poll() is None
+
+
 def test_metadata_answers_with_the_listener_the_client_used(users: Secured) -> None:
     from confluent_kafka.admin import AdminClient
 
