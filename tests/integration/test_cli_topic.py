@@ -197,7 +197,11 @@ def test_configs_describe_and_alter(broker: Any) -> None:
     one_error(kt(broker, "configs", "alter", *base, "--add-config", "retention.ms=abc"), 1)
     one_error(kt(broker, "configs", "alter", *base, "--add-config", "novalue"), 2)
     one_error(kt(broker, "configs", "alter", *base), 2)
-    assert kt(broker, "configs", "describe", "--entity-type", "users").exit_code == 2
+    # users are SCRAM credentials (tests/integration/test_brokersec_user_cmd.py); client
+    # quotas are not kt's yet: a usage error, not an empty answer.
+    assert kt(broker, "configs", "describe", "--entity-type", "clients").exit_code == 2
+    users = kt(broker, "configs", "describe", "--entity-type", "users")
+    assert users.exit_code == 0, users.stderr
 
 
 def test_log_dirs_describe(broker: Any) -> None:
