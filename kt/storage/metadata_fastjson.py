@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import itertools
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from kt.storage.metadata_codec import is_sensitive_config, jackson_string, java_double
 from kt.storage.metadata_schema import METADATA_RECORDS, Field, MessageSchema, in_range
@@ -500,6 +500,15 @@ _ERRORS = (FastPathMiss, struct.error, IndexError, KeyError, UnicodeDecodeError,
 # remembered, bounded. Longer ones rarely repeat whole and are not worth the insert.
 _SHORT: dict[bytes, str] = {}
 _SHORT_MAX = 24
+
+
+# For the dump's whole-batch loop (`kt.tools.dump_log_metadata.plain_batch_lines`), which
+# inlines the lookups `text_parser` makes: readers by a value's first three bytes, the
+# text of short values (bounded: clear it when it holds 10,000), what a reader raises.
+READERS: Mapping[bytes, Reader | None] = _TABLE
+SHORT_TEXTS: dict[bytes, str] = _SHORT
+SHORT_MAX = _SHORT_MAX
+READ_ERRORS = _ERRORS
 
 
 TextParser = Callable[[int, bytes | None, bytes | None], tuple[None, str | None]]
