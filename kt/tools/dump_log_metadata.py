@@ -97,6 +97,9 @@ def plain_batch_lines(
     else:
         first, keep = h.base_timestamp, -1
     head = f" {label}: "
+    # The line's middle when the record's timestamp is the batch's (KRaft writes one
+    # timestamp per batch): one int fewer to format per record.
+    same = f"{head}{first} keySize: -1 valueSize: "
     readers = READERS
     short_texts = SHORT_TEXTS
     short_max = SHORT_MAX
@@ -177,10 +180,16 @@ def plain_batch_lines(
                     return None
                 text = reader(value, 3)
             if meta:
-                add(
-                    f"| offset: {base + i}{head}{first + (tsd & keep)} keySize: -1 "
-                    f"valueSize: {size} sequence: -1 headerKeys: [] payload: {text}"
-                )
+                if tsd & keep:
+                    add(
+                        f"| offset: {base + i}{head}{first + tsd} keySize: -1 "
+                        f"valueSize: {size} sequence: -1 headerKeys: [] payload: {text}"
+                    )
+                else:
+                    add(
+                        f"| offset: {base + i}{same}{size} sequence: -1 headerKeys: [] "
+                        f"payload: {text}"
+                    )
             else:
                 add(f" payload: {text}")
     except READ_ERRORS:  # IndexError among them: a record runs past the section
