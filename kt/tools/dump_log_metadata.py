@@ -86,12 +86,16 @@ def plain_batch_lines(
     count = h.record_count
     if h.base_sequence != -1 or count < 0:
         return None
-    try:
-        buf = v2.records_section(h, data)
-    except StorageError:
-        return None
+    attributes = h.attributes
+    if attributes & v2.CODEC_MASK:
+        try:
+            buf = v2.records_section(h, data)
+        except StorageError:
+            return None
+    else:
+        buf = bytes(data[v2.HEADER_SIZE : h.batch_length + v2.LOG_OVERHEAD])
     base = h.base_offset
-    if h.attributes & v2.TIMESTAMP_TYPE_MASK:
+    if attributes & v2.TIMESTAMP_TYPE_MASK:
         # LogAppendTime: every record shows the batch's max timestamp; `& keep` drops deltas.
         first, keep = h.max_timestamp, 0
     else:

@@ -338,8 +338,10 @@ class LogDumper:
             if fast is not None:
                 if fast:
                     # The records' offsets run base, base + 1, ...: track the first and last.
-                    self._track(h.base_offset)
-                    self.last_offset = h.base_offset + len(fast) - 1
+                    base = h.base_offset
+                    if self.last_offset != -1 and base != self.last_offset + 1:
+                        self._track(base)
+                    self.last_offset = base + len(fast) - 1
                 lines.extend(fast)
                 return
         data_log = opts.print_data and not control

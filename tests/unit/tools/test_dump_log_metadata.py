@@ -312,11 +312,18 @@ def test_batch_fast_path_prints_what_the_record_loop_prints(
     v2.set_log_append_time(data, TS + 999)
     logs.append(tmp_path / "append-time.log")
     logs[-1].write_bytes(bytes(data))
+    # A gap between batches (the base offset is outside the CRC): Kafka's end report.
+    first = v2.BatchHeader(*v2._HEADER.unpack_from(data, 0)).size_in_bytes
+    struct.pack_into(">q", data, first, 100)
+    logs.append(tmp_path / "gap.log")
+    logs[-1].write_bytes(bytes(data))
     for log in logs:
         fast, general, taken = _fast_and_general(monkeypatch, *extra, "--files", log)
         assert fast == general
         assert taken > 0, log
-    assert "LogAppendTime: 1769791435544" in fast[1]
+        if log.name == "append-time.log":
+            assert "LogAppendTime: 1769791435544" in fast[1]
+    assert "Non-consecutive offsets" in fast[1] + fast[2]
 
 
 def test_batch_fast_path_on_damaged_records(
