@@ -197,7 +197,8 @@ class LogDumper:
                 if verdict > 0:
                     break
             lines = fmt(item, deep)
-            out("\n".join(lines) + "\n")
+            lines.append("")  # the last newline, without copying the batch's text again
+            out("\n".join(lines))
             if self.stop:
                 break
 
