@@ -113,6 +113,8 @@ class ReplicasOnly:
         tmp_path: Path,
         topics: dict[str, int] | None = None,
         configs: dict[str, dict[str, str]] | None = None,
+        *,
+        move_rate: float | None = None,
         **overrides: str,
     ) -> None:
         from kt.broker.log_manager import LogManager
@@ -143,8 +145,8 @@ class ReplicasOnly:
             # As the root wires them: the mover (built next) needs the replica manager.
             move_replica=lambda tp, path: self.mover.alter(tp, path),
         )
-        # Moves between log dirs, unthrottled.
-        self.mover = ReplicaAlterLogDirsManager(rm, self.logs, lambda: None)
+        # Moves between log dirs, at `move_rate` bytes/s (None: unthrottled).
+        self.mover = ReplicaAlterLogDirsManager(rm, self.logs, lambda: move_rate)
         self._states: list[tuple[str, bytes, int, Any]] = []
         # The controller's first view (this broker alone, no topics yet): ready.
         self._update_metadata()
@@ -198,7 +200,8 @@ class ReplicasOnly:
                          self.loop)  # fmt: skip
 
     def close(self) -> None:
-        """Close the logs and the loop."""
+        """Stop the moves, close the logs and the loop."""
+        self.run(self.mover.stop())
         self.replica_manager.close()
         self.logs.shutdown()
         self.loop.close()
