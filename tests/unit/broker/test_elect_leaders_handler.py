@@ -1,6 +1,13 @@
 """The ElectLeaders handler in process, through the wire codec: versions, the
 controller's result codes on the single node, and a non-controller broker forwarding
-to the controller."""
+to the controller.
+
+The forwarding test builds only what the handler reads (`HandlerServices.only`:
+this node, the topics view, the replica manager, a cluster whose controller is
+elsewhere). The others keep the in-process broker on purpose: their answers are
+the active controller's elections (the controller with its store and view, its
+LeaderAndIsr sent back to this broker's replica manager over the loopback link), a
+flow across services, not one handler's logic."""
 
 from __future__ import annotations
 
