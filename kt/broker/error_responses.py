@@ -49,6 +49,16 @@ SAME_VALUE: dict[tuple[int, str], str] = {
     (apis.FETCH.key, "partition_index"): "partition",
 }
 
+#: (api key, response field) -> its value in an error response, where Kafka's
+#: getErrorResponse sets one other than the schema's default: Produce's base offset
+#: and Fetch's high watermark are INVALID_OFFSET / INVALID_HIGH_WATERMARK (-1), and a
+#: failed Fetch partition has empty records, not null ones.
+ERROR_VALUES: dict[tuple[int, str], Any] = {
+    (apis.PRODUCE.key, "base_offset"): -1,
+    (apis.FETCH.key, "high_watermark"): -1,
+    (apis.FETCH.key, "records"): b"",
+}
+
 
 def error_response(
     api_key: int, version: int, request: Struct, code: ErrorCode, message: str | None
@@ -77,6 +87,8 @@ def _answer(
             fields[name] = int(code)
         elif name == "error_message":
             fields[name] = message
+        elif (api_key, name) in ERROR_VALUES:
+            fields[name] = ERROR_VALUES[(api_key, name)]
         elif spec.type == "array" and spec.struct is not None:
             fields[name] = _answer_array(
                 api_key, version, spec.struct, name, request, code, message

@@ -13,7 +13,8 @@ from typing import Any
 
 from kt.broker.broker import Broker
 from kt.broker.config import load_config
-from kt.broker.handlers import HANDLERS, RequestContext, load_all, resolve
+from kt.broker.dispatcher import RequestDispatcher
+from kt.broker.handlers import resolve
 from kt.broker.metadata_store import TopicInfo
 from kt.broker.server import RunningBroker
 from kt.broker.services import HandlerServices
@@ -78,19 +79,12 @@ def call(
     body: Any,
     services: HandlerServices | None = None,
 ) -> Struct | None:
-    """One request through its handler: the decoded response body (None: no response).
-    `services` replaces the broker's (a test giving a handler only what it uses)."""
-    load_all()
-    frame = encode_request(api.key, version, 1, body, "kt-test", size_prefix=False)
-    header, request = decode_request(bytearray(frame))
-    assert request is not None
+    """One request through its handler, answered by the dispatcher as on the wire
+    (what the handler raises becomes the request's error response): the decoded
+    response body (None: no response). `services` replaces the broker's (a test
+    giving a handler only what it uses)."""
     given = broker.broker.services if services is None else services
-    ctx = RequestContext(given, header, "127.0.0.1", 1)
-    response = broker.run(resolve_call(HANDLERS[api.key](ctx, request)))
-    if response is None:
-        return None
-    data = encode_response(api.key, version, 1, response, size_prefix=False)
-    return decode_response(api.key, version, data)[1]
+    return dispatch_with(given, api, version, body, broker.loop)
 
 
 class ReplicasOnly:
@@ -215,17 +209,41 @@ def call_with(
     loop: asyncio.AbstractEventLoop | None = None,
 ) -> Struct | None:
     """One request through its handler given only `services` (no broker; e.g.
-    `HandlerServices.only(cluster=...)`), on `loop` or a loop of its own: the decoded
-    response body (None: no response)."""
-    load_all()
+    `HandlerServices.only(cluster=...)`), on `loop` or a loop of its own, answered
+    by the dispatcher: the decoded response body (None: no response)."""
+    return dispatch_with(services, api, version, body, loop)
+
+
+class _LoudDispatcher(RequestDispatcher):
+    """The dispatcher, except that an AssertionError (a test's assertion, or a
+    handler touching a service the test did not give it: `HandlerServices.only`)
+    fails the test instead of being answered UNKNOWN_SERVER_ERROR."""
+
+    def answer_error(self, header: Any, body: Struct, exc: Exception, client_host: str) -> Any:
+        if isinstance(exc, AssertionError):
+            raise exc
+        return super().answer_error(header, body, exc, client_host)
+
+
+def dispatch_with(
+    services: HandlerServices,
+    api: Any,
+    version: int,
+    body: Any,
+    loop: asyncio.AbstractEventLoop | None = None,
+) -> Struct | None:
+    """As `call_with`, through the RequestDispatcher (the one error path): what the
+    handler raises comes back as the request's error response; CloseConnection
+    (no response may be sent) is raised."""
     frame = encode_request(api.key, version, 1, body, "kt-test", size_prefix=False)
     header, request = decode_request(bytearray(frame))
     assert request is not None
-    ctx = RequestContext(services, header, "127.0.0.1", 1)
+    dispatcher = _LoudDispatcher(services)
     own = loop is None
     run_on = asyncio.new_event_loop() if loop is None else loop
     try:
-        response = run_on.run_until_complete(resolve_call(HANDLERS[api.key](ctx, request)))
+        coro = dispatcher.answer(header, request, "127.0.0.1", 1)
+        response = run_on.run_until_complete(coro)
     finally:
         if own:
             run_on.close()
