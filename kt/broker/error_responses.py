@@ -50,13 +50,16 @@ SAME_VALUE: dict[tuple[int, str], str] = {
 }
 
 #: (api key, response field) -> its value in an error response, where Kafka's
-#: getErrorResponse sets one other than the schema's default: Produce's base offset
-#: and Fetch's high watermark are INVALID_OFFSET / INVALID_HIGH_WATERMARK (-1), and a
-#: failed Fetch partition has empty records, not null ones.
+#: getErrorResponse sets one other than the schema's default (or than the request's
+#: field of the same name): Produce's base offset and Fetch's high watermark are
+#: INVALID_OFFSET / INVALID_HIGH_WATERMARK (-1), a failed Fetch partition has empty
+#: records, not null ones, and a refused InitProducerId no producer id and epoch.
 ERROR_VALUES: dict[tuple[int, str], Any] = {
     (apis.PRODUCE.key, "base_offset"): -1,
     (apis.FETCH.key, "high_watermark"): -1,
     (apis.FETCH.key, "records"): b"",
+    (apis.INIT_PRODUCER_ID.key, "producer_id"): -1,
+    (apis.INIT_PRODUCER_ID.key, "producer_epoch"): -1,
 }
 
 

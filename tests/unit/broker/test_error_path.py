@@ -11,10 +11,12 @@ Each handler gets only the services it reads (`handler_harness`)."""
 from __future__ import annotations
 
 import ast
+import logging
 import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -25,6 +27,7 @@ from kt.broker.errors import CloseConnection, error_code_for
 from kt.broker.handlers import RequestContext
 from kt.broker.metadata import znodes
 from kt.broker.metadata.cache import Endpoint, LiveBroker, endpoint_on
+from kt.broker.metadata.store import StoreError
 from kt.broker.services import HandlerServices, NodeState
 from kt.protocol import ErrorCode, RequestHeader, apis
 from kt.storage import record_batch as v2
@@ -228,3 +231,49 @@ def test_a_handler_touching_a_service_not_given_fails_the_test() -> None:
         {"partition_index": 0, "timestamp": -1}]}]}  # fmt: skip
     with pytest.raises(AssertionError, match=r"services\.replicas"):
         dispatch_with(HandlerServices.only(), apis.LIST_OFFSETS, 7, body)
+
+
+# --- InitProducerId: every refusal raised, answered with no id and epoch --------------
+
+
+def _init(services: HandlerServices, version: int, tid: str | None = None,
+          pid: int = -1, epoch: int = -1) -> tuple[int, int, int]:  # fmt: skip
+    body = {"transactional_id": tid, "transaction_timeout_ms": 60000, "producer_id": pid,
+            "producer_epoch": epoch}  # fmt: skip
+    resp = dispatch_with(services, apis.INIT_PRODUCER_ID, version, body)
+    assert resp is not None
+    return resp.error_code, resp.producer_id, resp.producer_epoch
+
+
+def test_init_producer_id_idempotent_and_no_block_yet(caplog: pytest.LogCaptureFixture) -> None:
+    async def allocate() -> int:
+        return 42
+
+    async def no_block() -> int:
+        raise StoreError("the metadata store is unreachable")
+
+    # An idempotent producer's id comes from the allocator alone.
+    assert _init(HandlerServices.only(allocate_producer_id=allocate), 4) == (0, 42, 0)
+    with caplog.at_level(logging.WARNING, logger="kt.broker"):
+        got = _init(HandlerServices.only(allocate_producer_id=no_block), 4, pid=7, epoch=3)
+    assert got == (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, -1, -1)
+    assert "cannot hand out a producer id" in caplog.text
+
+
+def test_init_producer_id_transactional_refusals() -> None:
+    seen: list[Any] = []
+
+    async def init_producer_id(tid: str, timeout_ms: int, expected: Any) -> Any:
+        seen.append((tid, timeout_ms, expected))
+        return SimpleNamespace(error=ErrorCode.PRODUCER_FENCED, producer_id=5, producer_epoch=2)
+
+    coordinator = SimpleNamespace(init_producer_id=init_producer_id)
+    services = HandlerServices.only(transactions=SimpleNamespace(coordinator=coordinator))
+    # the id and epoch: both or neither (the coordinator is not asked)
+    assert _init(services, 3, "tx", pid=5, epoch=-1) == (ErrorCode.INVALID_REQUEST, -1, -1)
+    assert seen == []
+    # the coordinator's refusal, never the id and epoch the request carried
+    assert _init(services, 4, "tx", pid=5, epoch=2) == (ErrorCode.PRODUCER_FENCED, -1, -1)
+    # KIP-588: clients before v4 know only INVALID_PRODUCER_EPOCH
+    assert _init(services, 3, "tx", pid=5, epoch=2) == (ErrorCode.INVALID_PRODUCER_EPOCH, -1, -1)
+    assert seen == [("tx", 60000, (5, 2))] * 2
