@@ -38,6 +38,8 @@ ANSWERS: dict[tuple[int, str], tuple[str, str | None]] = {
     (apis.ELECT_LEADERS.key, "partition_result"): ("partitions", "partition_id"),
     (apis.DELETE_GROUPS.key, "results"): ("groups_names", "group_id"),
     (apis.DESCRIBE_PRODUCERS.key, "partitions"): ("partition_indexes", "partition_index"),
+    (apis.CREATE_ACLS.key, "results"): ("creations", None),
+    (apis.DELETE_ACLS.key, "filter_results"): ("filters", None),
     (apis.DESCRIBE_TRANSACTIONS.key, "transaction_states"): (
         "transactional_ids",
         "transactional_id",

@@ -173,6 +173,10 @@ class UnsupportedVersionError(BrokerError):
     """A request version this broker does not serve (for an API it serves)."""
 
 
+class SecurityDisabledError(BrokerError):
+    """A security request (ACLs) to a broker without an authorizer."""
+
+
 class InvalidRequestError(BrokerError):
     """A well-formed request Kafka refuses as invalid (INVALID_REQUEST)."""
 
@@ -245,6 +249,7 @@ ERROR_CODES: dict[type[BaseException], ErrorCode] = {
     PolicyViolationError: ErrorCode.POLICY_VIOLATION,
     InvalidRequestError: ErrorCode.INVALID_REQUEST,
     UnsupportedVersionError: ErrorCode.UNSUPPORTED_VERSION,
+    SecurityDisabledError: ErrorCode.SECURITY_DISABLED,
     InvalidConfigurationError: ErrorCode.INVALID_CONFIG,
     # Producer-state errors.
     OutOfOrderSequenceError: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,

@@ -231,10 +231,12 @@ def dispatch_with(
     version: int,
     body: Any,
     loop: asyncio.AbstractEventLoop | None = None,
+    **connection: str,
 ) -> Struct | None:
     """As `call_with`, through the RequestDispatcher (the one error path): what the
     handler raises comes back as the request's error response; CloseConnection
-    (no response may be sent) is raised."""
+    (no response may be sent) is raised. `connection` gives the `principal` and
+    `listener` the network layer would (an authorizer checks only those)."""
     frame = encode_request(api.key, version, 1, body, "kt-test", size_prefix=False)
     header, request = decode_request(bytearray(frame))
     assert request is not None
@@ -242,8 +244,8 @@ def dispatch_with(
     own = loop is None
     run_on = asyncio.new_event_loop() if loop is None else loop
     try:
-        coro = dispatcher.answer(header, request, "127.0.0.1", 1)
-        response = run_on.run_until_complete(coro)
+        coro = dispatcher.dispatch(header, request, "127.0.0.1", 1, **connection)
+        response = run_on.run_until_complete(resolve_call(coro))
     finally:
         if own:
             run_on.close()

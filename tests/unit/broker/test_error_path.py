@@ -277,3 +277,54 @@ def test_init_producer_id_transactional_refusals() -> None:
     # KIP-588: clients before v4 know only INVALID_PRODUCER_EPOCH
     assert _init(services, 3, "tx", pid=5, epoch=2) == (ErrorCode.INVALID_PRODUCER_EPOCH, -1, -1)
     assert seen == [("tx", 60000, (5, 2))] * 2
+
+
+# --- ACLs: without an authorizer, or not authorized, refused whole -------------------
+
+CREATION = {"resource_type": 2, "resource_name": "t", "resource_pattern_type": 3,
+            "principal": "User:alice", "host": "*", "operation": 3,
+            "permission_type": 3}  # fmt: skip
+FILTER = {"resource_type_filter": 2, "resource_name_filter": "t", "pattern_type_filter": 3,
+          "principal_filter": None, "host_filter": None, "operation": 1,
+          "permission_type": 1}  # fmt: skip
+
+
+def _acl_calls(services: HandlerServices, **connection: str) -> tuple[Any, Any, Any]:
+    create = dispatch_with(services, apis.CREATE_ACLS, 3,
+                           {"creations": [CREATION, CREATION]}, **connection)  # fmt: skip
+    delete = dispatch_with(services, apis.DELETE_ACLS, 3, {"filters": [FILTER, FILTER]},
+                           **connection)  # fmt: skip
+    describe = dispatch_with(services, apis.DESCRIBE_ACLS, 3, FILTER, **connection)
+    return create, delete, describe
+
+
+def test_acl_requests_without_an_authorizer_are_security_disabled() -> None:
+    create, delete, describe = _acl_calls(HandlerServices.only())
+    disabled = ErrorCode.SECURITY_DISABLED
+    assert [(r.error_code, r.error_message) for r in create.results] == [
+        (disabled, "No Authorizer is configured.")] * 2  # fmt: skip
+    assert [(r.error_code, r.error_message, r.matching_acls) for r in delete.filter_results] == [
+        (disabled, "No Authorizer is configured.", [])] * 2  # fmt: skip
+    assert (describe.error_code, describe.error_message, describe.resources) == (
+        disabled, "No Authorizer is configured on the broker", [])  # fmt: skip
+
+
+def test_acl_requests_need_the_cluster_operation() -> None:
+    from kt.broker.security.authorizer import AclAuthorizer
+
+    # The authorizer alone (no ACLs: everyone but the super user is denied).
+    services = HandlerServices.only(authorizer=AclAuthorizer(super_users=["User:admin"]))
+    create, delete, describe = _acl_calls(services, principal="User:bob", listener="CLIENT")
+    denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert [(r.error_code, r.error_message) for r in create.results] == [
+        (denied, "Request CreateAcls is not authorized.")] * 2  # fmt: skip
+    assert [(r.error_code, r.error_message) for r in delete.filter_results] == [
+        (denied, "Request DeleteAcls is not authorized.")] * 2  # fmt: skip
+    assert (describe.error_code, describe.resources) == (denied, [])
+    # An invalid filter is an invalid request (the super user may ask).
+    bad = {**FILTER, "operation": 0}  # UNKNOWN
+    got = dispatch_with(services, apis.DESCRIBE_ACLS, 3, bad, principal="User:admin",
+                        listener="CLIENT")  # fmt: skip
+    assert got is not None
+    assert (got.error_code, got.error_message, got.resources) == (
+        ErrorCode.INVALID_REQUEST, "The filter contains UNKNOWN elements", [])  # fmt: skip
