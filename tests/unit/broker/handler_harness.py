@@ -91,9 +91,9 @@ class ReplicasOnly:
     """No broker: a LogManager and a ReplicaManager (with its log-dir mover) on a
     temp dir, leading the topics it was asked for, the topics view over its
     metadata cache, this node, and the config. A test hands a handler only what it
-    reads: `services` is `HandlerServices.only(replicas=..., config=...)`, and
-    `only(...)` names more (`topics=b.topics`, `node=b.node`, ...); any other
-    service fails loudly when touched.
+    reads: `services` is `HandlerServices.only(replicas=..., config=...)`;
+    `only(...)` is the replica manager and the services named (`topics=b.topics`,
+    `node=b.node`, ...); any other service fails loudly when touched.
 
     Topics are made as the controller makes them (`add_topic`): their overrides
     where the replica manager reads a new replica's config, a LeaderAndIsr making
@@ -146,11 +146,11 @@ class ReplicasOnly:
         self._update_metadata()
         for topic, count in (topics or {}).items():
             self.add_topic(topic, count, (configs or {}).get(topic))
-        self.services = self.only()
+        self.services = HandlerServices.only(replicas=rm, config=self.config)
 
     def only(self, **more: Any) -> HandlerServices:
-        """`replicas` and `config`, plus the services named (e.g. `topics=self.topics`)."""
-        return HandlerServices.only(replicas=self.replica_manager, config=self.config, **more)
+        """`replicas` plus the services named (e.g. `topics=self.topics`)."""
+        return HandlerServices.only(replicas=self.replica_manager, **more)
 
     def add_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> None:
         """Create a topic led by this broker, as the controller would: its overrides,
