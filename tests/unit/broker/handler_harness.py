@@ -1,7 +1,16 @@
-"""Calling request handlers in process: a broker started on a temp dir without sockets
-(its single-node cluster joined, its controller running on this harness's event loop),
-requests and responses passed through the wire codec (so version rules apply as on
-the wire)."""
+"""Calling request handlers in process, requests and responses passed through the wire
+codec (so version rules apply as on the wire) and answered by the dispatcher (the one
+error path: what a handler raises becomes the request's error response).
+
+A handler's unit test builds only the services that handler reads and hands them over
+as `HandlerServices.only(...)` (`call_with`, `dispatch_with`): `ReplicasOnly` (a log
+manager and a replica manager leading the topics asked for, the topics view over its
+metadata cache, this node), `group_coordinator()` (a group coordinator alone over an
+in-memory record store). Any service not given fails the test when touched.
+
+Tests of a flow across services start the whole broker instead (`open_broker`: on a
+temp dir without sockets, its single-node cluster joined, its controller running on
+this harness's event loop) and say why in their module docstring."""
 
 from __future__ import annotations
 
