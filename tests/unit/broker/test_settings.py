@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 from handler_harness import InProcessBroker
@@ -19,6 +20,8 @@ from kt.broker.config_settings import (
     topic_creation_settings,
     transaction_state_topic,
 )
+from kt.broker.controller.channel import ControllerChannel
+from kt.broker.controller.controller import KafkaController
 from kt.broker.settings import TopicCreationSettings
 from kt.storage.log_config import LONG_MAX
 
@@ -124,3 +127,21 @@ def test_internal_topic_settings_per_topic() -> None:
     txn = transaction_state_topic(cfg)
     assert (txn.num_partitions, txn.min_insync_replicas) == (3, 2)
     assert txn.replication_factor_key == "transaction.state.log.replication.factor"
+
+
+def test_the_controller_takes_new_settings_whole() -> None:
+    # Frozen settings: a dynamic change arrives as a new snapshot through reconfigure,
+    # and turning the unclean-election default on queues Kafka's
+    # UncleanLeaderElectionEnable event (once; turning it off queues nothing).
+    zk: Any = None
+    controller = KafkaController(1, zk, lambda: ControllerChannel(lambda broker_id: zk))
+    off = controller.settings
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        off.unclean_leader_election_default = True  # type: ignore[misc]
+    on = dataclasses.replace(off, unclean_leader_election_default=True)
+    controller.reconfigure(on)
+    assert controller.settings is on
+    assert controller._events.qsize() == 1
+    controller.reconfigure(dataclasses.replace(on))
+    controller.reconfigure(off)
+    assert controller.settings is off and controller._events.qsize() == 1
