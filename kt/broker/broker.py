@@ -341,7 +341,7 @@ class Broker:
         self.config = cfg = before.with_dynamic(defaults, own)
         changed = before.changed_keys(cfg)
         self.dynamic = now = cs.dynamic_settings(cfg)
-        self.replication_throttles.apply_broker_configs(cfg.dynamic_defaults, cfg.dynamic_own)
+        self.replication_throttles.reconfigure(cs.throttle_rates(cfg))
         self.replica_manager.reconfigure(
             txn_verification_enabled=now.transaction_partition_verification_enable
         )

@@ -21,6 +21,7 @@ from kt.broker.groups.coordinator import CoordinatorSettings
 from kt.broker.log_cleaner import CleanerSettings
 from kt.broker.membership import MembershipSettings
 from kt.broker.replication.fetcher import FetcherConfig
+from kt.broker.replication.quota import FOLLOWER_RATE, LEADER_RATE, ThrottleRates, parse_rate
 from kt.broker.services import HandlerSettings
 from kt.broker.settings import (
     DynamicSettings,
@@ -72,6 +73,13 @@ def dynamic_settings(config: BrokerConfig) -> DynamicSettings:
             config.transaction_partition_verification_enable
         ),
     )
+
+
+def throttle_rates(config: BrokerConfig) -> ThrottleRates:
+    """The replication throttles' rates: the dynamic layers only (this broker's
+    value over the cluster default's), as Kafka's quota managers read them."""
+    layers = {**config.dynamic_defaults, **config.dynamic_own}
+    return ThrottleRates(parse_rate(layers.get(LEADER_RATE)), parse_rate(layers.get(FOLLOWER_RATE)))
 
 
 def consumer_offsets_topic(config: BrokerConfig) -> InternalTopicSettings:
