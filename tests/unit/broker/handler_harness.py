@@ -22,6 +22,7 @@ from typing import Any
 
 from kt.broker.broker import Broker
 from kt.broker.config import load_config
+from kt.broker.config_settings import handler_settings
 from kt.broker.dispatcher import RequestDispatcher
 from kt.broker.handlers import resolve
 from kt.broker.metadata_store import TopicInfo
@@ -100,7 +101,8 @@ class ReplicasOnly:
     """No broker: a LogManager and a ReplicaManager (with its log-dir mover) on a
     temp dir, leading the topics it was asked for, the topics view over its
     metadata cache, this node, and the config. A test hands a handler only what it
-    reads: `services` is `HandlerServices.only(replicas=..., config=...)`;
+    reads: `services` is `HandlerServices.only(replicas=..., settings=...)` (the
+    handlers' settings built from the config);
     `only(...)` is the replica manager and the services named (`topics=b.topics`,
     `node=b.node`, ...); any other service fails loudly when touched.
 
@@ -155,7 +157,7 @@ class ReplicasOnly:
         self._update_metadata()
         for topic, count in (topics or {}).items():
             self.add_topic(topic, count, (configs or {}).get(topic))
-        self.services = HandlerServices.only(replicas=rm, config=self.config)
+        self.services = HandlerServices.only(replicas=rm, settings=handler_settings(self.config))
 
     def only(self, **more: Any) -> HandlerServices:
         """`replicas` plus the services named (e.g. `topics=self.topics`)."""

@@ -302,8 +302,10 @@ def test_describe_configs_never_shows_secrets(tmp_path: Path) -> None:
         "listener.name.sasl_ssl.plain.sasl.jaas.config": 'x required user_a="pw-secret";',
         "ssl.truststore.certificates": "-----BEGIN CERTIFICATE-----",
     })  # fmt: skip
-    # DescribeConfigs of a broker reads this node (its id) and the config, nothing else.
-    services = HandlerServices.only(node=NodeState(config.node_id, "PLAINTEXT"), config=config)
+    # DescribeConfigs of a broker reads this node (its id) and its config, nothing else.
+    services = HandlerServices.only(
+        node=NodeState(config.node_id, "PLAINTEXT"), broker_config=lambda: config
+    )
     body = {"resources": [{"resource_type": 4, "resource_name": "1", "configuration_keys": None}]}
     r = call_with(services, apis.DESCRIBE_CONFIGS, 2, body)
     assert r is not None
