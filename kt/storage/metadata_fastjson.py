@@ -279,8 +279,9 @@ class _Gen:
         """Emit a reader function for a struct; return its name.
 
         For a record (`top`) whose tagged fields all come after its other fields, the
-        text of the tagged section is cached by its bytes: leader/ISR changes repeat
-        the same few tagged sections for different partitions.
+        text of its tail (the tagged section and any UUIDs just before it) is cached
+        by its bytes: leader/ISR changes repeat the same few topic ids and tagged
+        sections for different partitions.
 
         Runs of fixed-size fields are read with one precompiled Struct; the JSON is one
         f-string when the record carries no tagged fields (the common case), else the
