@@ -7,9 +7,11 @@ import base64
 
 import pytest
 
+from kt.tools.compat_acls import ACLS, check, exception_line
 from kt.tools.compat_args import (
     Arity,
     CompatUsageError,
+    Parsed,
     Spec,
     UnrecognizedOption,
     UnsupportedOption,
@@ -57,7 +59,39 @@ def test_optional_value_and_missing_value() -> None:
 def test_tool_names() -> None:
     assert tool_name("/opt/kafka/bin/kafka-topics.sh") == "kafka-topics"
     assert tool_name("kafka-configs") == "kafka-configs"
-    assert "kafka-acls" not in TOOLS
+    assert "kafka-acls" in TOOLS
+
+
+def acls(*argv: str) -> Parsed:
+    return parse("kafka-acls", ACLS, list(argv))
+
+
+def test_kafka_acls_checks_in_kafka_order() -> None:
+    assert check(acls("--bootstrap-server", "b:1", "--list", "--principal", "User:a")) == "list"
+    # joptsimple: a unique prefix, repeatable --operation, --principal's value optional
+    p = acls("--bootstrap-s", "b:1", "--add", "--operation", "Read", "--operation=All",
+             "--allow-principal", "User:*", "--topic", "t")  # fmt: skip
+    assert check(p) == "add" and p.values("operation") == ["Read", "All"]
+    with pytest.raises(CompatUsageError, match=r'^Missing required argument "\[authorizer-'):
+        check(acls("--list", "--command-config", "c.properties"))
+    with pytest.raises(UnsupportedOption, match="authorizer-properties"):
+        check(acls("--authorizer-properties", "zookeeper.connect=z:2181", "--list"))
+    with pytest.raises(CompatUsageError, match="Unknown resource-pattern-type: regex"):
+        check(acls("--bootstrap-server", "b", "--list", "--resource-pattern-type", "regex"))
+    with pytest.raises(UnsupportedOption, match="bootstrap-controller"):
+        acls("--bootstrap-controller", "c:9093", "--list")
+
+
+def test_kafka_acls_broker_errors_as_aclcommand_prints_them() -> None:
+    assert exception_line("SECURITY_DISABLED: No Authorizer is configured.") == (
+        "Error while executing ACL command: org.apache.kafka.common.errors."
+        "SecurityDisabledException: No Authorizer is configured."
+    )
+    assert exception_line("CLUSTER_AUTHORIZATION_FAILED: Cluster authorization failed.") == (
+        "Error while executing ACL command: org.apache.kafka.common.errors."
+        "ClusterAuthorizationException: Cluster authorization failed."
+    )
+    assert exception_line("cannot reach 127.0.0.1:1") is None
 
 
 def test_console_consumer_format_follows_kafka_field_order() -> None:
