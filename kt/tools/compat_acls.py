@@ -16,7 +16,13 @@ import re
 import sys
 
 from kt.tools.compat_args import Arity, CompatUsageError, Parsed, Spec, UnsupportedOption
-from kt.tools.compat_common import COMMON, Connection, refuse_positional, run_kt
+from kt.tools.compat_common import (
+    COMMON,
+    Connection,
+    refuse_positional,
+    run_kt,
+    warn_config_file,
+)
 
 F, V, O = Arity.FLAG, Arity.VALUE, Arity.OPTIONAL  # noqa: E741 - the three arities
 
@@ -131,6 +137,8 @@ def kafka_acls(p: Parsed) -> int:
     refuse_positional(p)
     action = check(p)
     conn = Connection(p.value("bootstrap-server"), p.value("command-config"))
+    if conn.command_config:
+        warn_config_file(conn.command_config, "admin")
     argv = ["acl", f"--{action}", *conn.argv()]
     for name in [*RESOURCES, "operation", "allow-principal", "deny-principal", "allow-host",
                  "deny-host", "principal"]:  # fmt: skip

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import click
 
 from kt.tools.compat_args import Arity, CompatUsageError, Parsed
-from kt.tools.connect_settings import SettingsError, resolve
+from kt.tools.compat_configs import warn_unknown
+from kt.tools.connect_settings import SettingsError, read_properties_file, resolve
 from kt.tools.wire import Wire, wire_from_settings
 
 F, V, O = Arity.FLAG, Arity.VALUE, Arity.OPTIONAL  # noqa: E741 - the three arities
@@ -94,7 +95,27 @@ def connection(tool: str, p: Parsed, *, option: str = "bootstrap-server") -> Con
     config = p.value("command-config")
     if not bootstrap and not config:
         raise CompatUsageError(f"--{option} must be specified")
+    if config:
+        warn_config_file(config, "admin")
     return Connection(bootstrap, config)
+
+
+def read_config_file(path: str, option: str) -> dict[str, str]:
+    """A tool's properties file (--producer.config ...): one error line if unreadable."""
+    try:
+        return read_properties_file(path, f"--{option}")
+    except SettingsError as exc:
+        raise CompatUsageError(str(exc)) from None
+
+
+def warn_config_file(path: str, kind: str) -> None:
+    """Kafka's WARN for each name in the file its `kind` client would not know (a file
+    kt cannot read is reported by the kt command that reads it)."""
+    try:
+        props = read_properties_file(path, "--command-config")
+    except SettingsError:
+        return
+    warn_unknown(props, kind)
 
 
 def one_action(p: Parsed, actions: list[str]) -> str:

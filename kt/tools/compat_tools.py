@@ -35,9 +35,12 @@ from kt.tools.compat_common import (
     connection,
     one_action,
     passthrough,
+    read_config_file,
     refuse_positional,
     run_kt,
 )
+from kt.tools.compat_configs import unknown, warn_unknown
+from kt.tools.connect_settings import GENERAL_KEYS
 from kt.tools.console import CommandError
 from kt.tools.wire import DEFAULT_BOOTSTRAP, match_names
 
@@ -409,6 +412,7 @@ PRODUCER = Spec(
         "topic": V,
         "property": V,
         "producer-property": V,
+        "producer.config": V,
         "request-required-acks": V,
         "compression-codec": O,
         "batch-size": V,
@@ -417,7 +421,6 @@ PRODUCER = Spec(
         "version": F,
     },
     {
-        "producer.config": "give the settings as --producer-property",
         "line-reader": "",
         "reader-config": "",
         "reader-property": "",
@@ -432,10 +435,6 @@ PRODUCER = Spec(
         "socket-buffer-size": "",
     },
 )
-# Producer settings that change only how fast records go out: accepted, with a word.
-TUNING = {"linger.ms", "batch.size", "buffer.memory", "client.id", "retries", "max.block.ms",
-          "request.timeout.ms", "delivery.timeout.ms", "retry.backoff.ms", "enable.idempotence",
-          "max.in.flight.requests.per.connection"}  # fmt: skip
 
 
 def _properties(p: Parsed, option: str) -> dict[str, str]:
@@ -446,6 +445,48 @@ def _properties(p: Parsed, option: str) -> dict[str, str]:
             raise CompatUsageError(f"Invalid {option} {text!r}: expected key=value")
         out[key.strip()] = value
     return out
+
+
+# Settings that change what a client does, not just how fast: refused when kt cannot
+# honour them (a transactional or custom-partitioned producer, a custom interceptor).
+SEMANTIC = {"transactional.id", "transaction.timeout.ms", "partitioner.class",
+            "partitioner.ignore.keys", "interceptor.classes", "group.instance.id",
+            "group.protocol", "group.remote.assignor", "partition.assignment.strategy",
+            "client.rack", "max.poll.records", "exclude.internal.topics",
+            "allow.auto.create.topics", "check.crcs"}  # fmt: skip
+SERDES = {"key.serializer", "value.serializer", "key.deserializer", "value.deserializer"}
+
+
+def client_properties(
+    p: Parsed, kind: str, config_option: str, property_option: str
+) -> tuple[dict[str, str], list[str]]:
+    """The client's settings as Kafka's console tools build them: the --*.config
+    file, then each --*-property over it. Names Kafka's client does not know get its
+    WARN line and are dropped; connection settings (security.protocol, ssl.*, sasl.*,
+    client.id, timeouts) become kt's -X options (kt refuses one it cannot honour);
+    the rest is returned for the tool to apply."""
+    props: dict[str, str] = {}
+    if p.has(config_option):
+        props.update(read_config_file(p.value(config_option) or "", config_option))
+    props.update(_properties(p, property_option))
+    warn_unknown(props, kind)
+    known = {k: v for k, v in props.items() if k not in unknown(props, kind)}
+    x_args: list[str] = []
+    rest: dict[str, str] = {}
+    for key, value in known.items():
+        if key == "bootstrap.servers":
+            continue  # --bootstrap-server wins, as in Kafka's tools
+        if key in GENERAL_KEYS or key.startswith(("security.", "ssl.", "sasl.")):
+            x_args += ["-X", f"{key}={value}"]
+        elif key in SEMANTIC:
+            raise UnsupportedOption(f"kafka-console-{kind}", property_option, key)
+        elif key not in SERDES:  # the console tools set their own (de)serializers
+            rest[key] = value
+    return rest, x_args
+
+
+def _tuning(tool: str, key: str) -> None:
+    click.echo(f"kt: warning: {tool}: {key} ignored (tuning only)", err=True)
 
 
 def kafka_console_producer(p: Parsed) -> int:
@@ -469,17 +510,16 @@ def kafka_console_producer(p: Parsed) -> int:
     compression = p.value("compression-codec") if p.has("compression-codec") else None
     if p.has("compression-codec") and compression is None:
         compression = "gzip"  # Kafka's default when the option is given bare
-    for key, value in _properties(p, "producer-property").items():
+    settings, x_args = client_properties(p, "producer", "producer.config", "producer-property")
+    argv += x_args
+    for key, value in settings.items():
         if key == "acks":
-            acks = value
+            # an explicit --request-required-acks wins, as CommandLineUtils.maybeMergeOptions
+            acks = acks if p.has("request-required-acks") else value
         elif key == "compression.type":
-            compression = value
-        elif key in TUNING:
-            click.echo(
-                f"kt: warning: kafka-console-producer: {key} ignored (tuning only)", err=True
-            )
+            compression = compression if p.has("compression-codec") else value
         else:
-            raise UnsupportedOption("kafka-console-producer", "producer-property", key)
+            _tuning("kafka-console-producer", key)
     if acks is not None:
         argv += ["--acks", acks]
     if compression is not None:
@@ -509,6 +549,7 @@ CONSUMER = Spec(
         "group": V,
         "property": V,
         "consumer-property": V,
+        "consumer.config": V,
         "isolation-level": V,
         "key-deserializer": V,
         "value-deserializer": V,
@@ -516,7 +557,6 @@ CONSUMER = Spec(
         "version": F,
     },
     {
-        "consumer.config": "give the settings as --consumer-property",
         "formatter": "only the default formatter is implemented",
         "formatter-config": "",
         "include": "consume a named --topic",
@@ -645,6 +685,17 @@ def kafka_console_consumer(p: Parsed) -> int:
             raise UnsupportedOption("kafka-console-consumer", opt, p.value(opt) or "")
     argv = ["consume", topic, "-b", p.value("bootstrap-server") or DEFAULT_BOOTSTRAP]
     argv += ["--json", "--binary-encoding", "base64"]
+    settings, x_args = client_properties(p, "consumer", "consumer.config", "consumer-property")
+    argv += x_args
+    group = p.value("group")
+    if "group.id" in settings:
+        if group is not None and group != settings["group.id"]:
+            raise CompatUsageError(
+                "The group ids provided in different places (directly using '--group', via "
+                "'--consumer-property', or via '--consumer.config') do not match. Detected "
+                f"group ids: '{group}', '{settings['group.id']}'"
+            )
+        group = settings["group.id"]
     if p.has("partition"):
         argv += ["-p", p.value("partition") or ""]
     offset = p.value("offset")
@@ -658,10 +709,10 @@ def kafka_console_consumer(p: Parsed) -> int:
         argv += ["-o", {"earliest": "beginning", "latest": "end"}.get(offset.lower(), offset)]
     elif p.has("from-beginning"):
         argv += ["-o", "beginning"]
-    elif not p.has("group"):
+    elif group is None:
         argv += ["-o", "end"]
-    if p.has("group"):
-        argv += ["-G", p.value("group") or ""]
+    if group is not None:
+        argv += ["-G", group]
         if p.has("partition"):
             raise CompatUsageError("Options group and partition cannot be specified together.")
     if p.has("max-messages"):
@@ -671,14 +722,14 @@ def kafka_console_consumer(p: Parsed) -> int:
         _ms(p, "timeout-ms")
         argv.append("-e")
     level = (p.value("isolation-level") or "read_uncommitted").lower()
-    for key, value in _properties(p, "consumer-property").items():
+    for key, value in settings.items():
         if key == "isolation.level":
-            level = value.lower()
+            level = level if p.has("isolation-level") else value.lower()
         elif key == "auto.offset.reset":
             if "-o" not in argv:
                 argv += ["-o", {"earliest": "beginning", "latest": "end"}.get(value, value)]
-        elif key not in TUNING and key not in ("group.id", "enable.auto.commit"):
-            raise UnsupportedOption("kafka-console-consumer", "consumer-property", key)
+        elif key not in ("group.id", "enable.auto.commit"):
+            _tuning("kafka-console-consumer", key)
     if level == "read_committed":
         argv.append("--read-committed")
     real = sys.stdout

@@ -558,3 +558,61 @@ def test_members_of_a_live_group(broker: Any, bin_dir: Path) -> None:
     finally:
         consumer.terminate()
         consumer.wait(timeout=DEADLINE)
+
+
+WARN = re.compile(
+    r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] WARN The configuration '(.+)' was supplied but "
+    r"isn't a known config\. \((org\.apache\.kafka\.clients\.\w+\.\w+)\)"
+)
+
+
+def test_console_tools_take_client_config_files_with_security(
+    secured: Any, bin_dir: Path, tmp_path: Path
+) -> None:
+    """--producer.config / --consumer.config / --command-config carry SASL settings to
+    kt's client (the SASL listener takes nothing else); a name Kafka's client does not
+    know gets its WARN line and is ignored, as with Kafka."""
+    props = sasl_properties(tmp_path / "alice.properties", secured, "alice")
+    with props.open("a") as f:
+        f.write("acks=all\nlinger.ms.typo=5\n")
+    b = ["--bootstrap-server", secured.sasl_bootstrap]
+    admin = sasl_properties(tmp_path / "admin.properties", secured, "admin")
+    made = tool(bin_dir, "kafka-topics", *b, "--command-config", str(admin), "--create",
+                "--topic", "alice-orders")  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    sent = tool(bin_dir, "kafka-console-producer", *b, "--topic", "alice-orders",
+                "--producer.config", str(props), input="one\ntwo\n")  # fmt: skip
+    assert (sent.returncode, sent.stdout) == (0, ""), sent.stderr
+    warned = [WARN.fullmatch(line) for line in sent.stderr.splitlines()]
+    assert [(m.group(1), m.group(2)) for m in warned if m] == [
+        ("linger.ms.typo", "org.apache.kafka.clients.producer.ProducerConfig")
+    ], sent.stderr
+    consumer_props = sasl_properties(tmp_path / "consumer.properties", secured, "alice")
+    with consumer_props.open("a") as f:
+        f.write("group.id=alice-readers\nauto.offset.reset=earliest\n")
+    got = tool(bin_dir, "kafka-console-consumer", *b, "--topic", "alice-orders",
+               "--consumer.config", str(consumer_props), "--max-messages", "2")  # fmt: skip
+    assert (got.returncode, got.stdout) == (0, "one\ntwo\n"), got.stderr
+    # the group came from the file: its offsets are committed under it
+    groups = tool(bin_dir, "kafka-consumer-groups", *b, "--command-config", str(admin),
+                  "--describe", "--group", "alice-readers")  # fmt: skip
+    assert groups.returncode == 0 and "alice-orders" in groups.stdout, groups.stderr
+    offsets = tool(bin_dir, "kafka-get-offsets", *b, "--command-config", str(props),
+                   "--topic", "alice-orders")  # fmt: skip
+    assert offsets.stdout == "alice-orders:0:2\n", offsets.stderr
+    # --producer-property / --consumer-property carry them too
+    one = ["--producer-property", "security.protocol=SASL_PLAINTEXT",
+           "--producer-property", "sasl.mechanism=PLAIN", "--producer-property",
+           'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule '
+           'required username="alice" password="alice-pw";']  # fmt: skip
+    again = tool(bin_dir, "kafka-console-producer", *b, "--topic", "alice-orders", *one,
+                 input="three\n")  # fmt: skip
+    assert (again.returncode, again.stderr) == (0, "")
+    # a wrong password: one error line, exit 1, and the password is not printed
+    bad = tmp_path / "bad.properties"
+    bad.write_text(props.read_text().replace("alice-pw", "wrong-secret"))
+    refused = tool(bin_dir, "kafka-console-producer", *b, "--topic", "alice-orders",
+                   "--producer.config", str(bad), input="x\n")  # fmt: skip
+    assert refused.returncode == 1
+    assert "wrong-secret" not in refused.stdout + refused.stderr
+    assert "Traceback" not in refused.stderr
