@@ -26,7 +26,15 @@ import click
 from kt.client import KafkaClient, KafkaError
 from kt.client.records import EARLIEST, LATEST
 from kt.tools.compat_acls import ACLS, kafka_acls
-from kt.tools.compat_args import Arity, CompatUsageError, Parsed, Spec, UnsupportedOption, parse
+from kt.tools.compat_args import (
+    Arity,
+    CompatUsageError,
+    KafkaMessage,
+    Parsed,
+    Spec,
+    UnsupportedOption,
+    parse,
+)
 from kt.tools.compat_common import (
     COMMON,
     EXIT_FAILED,
@@ -40,6 +48,14 @@ from kt.tools.compat_common import (
     run_kt,
 )
 from kt.tools.compat_configs import unknown, warn_unknown
+from kt.tools.compat_kraft import (
+    FEATURES,
+    QUORUM,
+    STORAGE,
+    kafka_features,
+    kafka_metadata_quorum,
+    kafka_storage,
+)
 from kt.tools.connect_settings import GENERAL_KEYS
 from kt.tools.console import CommandError
 from kt.tools.wire import DEFAULT_BOOTSTRAP, match_names
@@ -1087,14 +1103,19 @@ TOOLS: dict[str, Tool] = {
         Tool("kafka-log-dirs", LOG_DIRS, kafka_log_dirs, "kt log-dirs describe"),
         Tool("kafka-transactions", TRANSACTIONS, kafka_transactions, "kt transactions"),
         Tool("kafka-acls", ACLS, kafka_acls, "kt acl"),
+        Tool(
+            "kafka-metadata-quorum",
+            QUORUM,
+            kafka_metadata_quorum,
+            "kt compat (ApiVersions: DescribeQuorum)",
+        ),
+        Tool("kafka-features", FEATURES, kafka_features, "kt compat (ApiVersions features)"),
+        Tool("kafka-storage", STORAGE, kafka_storage, "kt compat (meta.properties)"),
     ]
 }
 # Kafka's tools kt does not run (yet), with why: named in the error and in the list.
 NOT_COVERED = {
-    "kafka-metadata-quorum": "not covered yet",
     "kafka-metadata-shell": "use kt metadata shell",
-    "kafka-features": "not covered yet",
-    "kafka-storage": "not covered yet",
 }
 
 
@@ -1124,6 +1145,8 @@ def run_tool(name: str, argv: list[str]) -> int:
         return tool.run(parsed)
     except UnsupportedOption as exc:
         click.echo(f"kt: error: {exc} (see 'kt compat list {tool.name}')", err=True)
+    except KafkaMessage as exc:
+        click.echo(str(exc), err=True)
     except CompatUsageError as exc:
         if "is not a recognized option" in str(exc):
             # What Kafka 3.x's JVM prints for joptsimple's exception (e.g. --zookeeper).
