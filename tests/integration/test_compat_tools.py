@@ -616,3 +616,62 @@ def test_console_tools_take_client_config_files_with_security(
     assert refused.returncode == 1
     assert "wrong-secret" not in refused.stdout + refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+def test_kraft_tools_against_a_zookeeper_mode_broker(
+    broker: Any, bin_dir: Path, tmp_path: Path
+) -> None:
+    """What Kafka 3.x's MetadataQuorumCommand, FeatureCommand and StorageTool print
+    against a ZooKeeper-mode broker (kt's): one line each, exit codes as Kafka's."""
+    b = ["--bootstrap-server", broker.bootstrap]
+    # Kafka's docs (ops.html): kafka-metadata-quorum.sh --bootstrap-server B describe --status
+    for what in ("--status", "--replication"):
+        q = tool(bin_dir, "kafka-metadata-quorum", *b, "describe", what)
+        assert (q.returncode, q.stdout) == (1, "")
+        assert q.stderr == (
+            "org.apache.kafka.common.errors.UnsupportedVersionException: "
+            "The node does not support DESCRIBE_QUORUM\n"
+        )
+    both = tool(bin_dir, "kafka-metadata-quorum", *b, "describe", "--status", "--replication")
+    assert both.stderr == (
+        "Only one of --status or --replication should be specified with describe sub-command\n"
+    )
+    # kt's broker reports no features in ApiVersions: describe prints none
+    described = tool(bin_dir, "kafka-features", *b, "describe")
+    assert (described.returncode, described.stdout, described.stderr) == (0, "", "")
+    up = tool(bin_dir, "kafka-features", *b, "upgrade", "--metadata", "3.7-IV4")
+    assert up.returncode == 1
+    assert up.stdout == (
+        "Could not upgrade metadata.version to 19. The node does not support UPDATE_FEATURES\n"
+    )
+    assert up.stderr == "1 out of 1 operation(s) failed.\n"
+    dry = tool(bin_dir, "kafka-features", *b, "disable", "--feature", "x", "--dry-run")
+    assert dry.stdout == "Can not disable x. The node does not support UPDATE_FEATURES\n"
+
+    uuid = tool(bin_dir, "kafka-storage", "random-uuid")
+    assert uuid.returncode == 0 and re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]{21}\n", uuid.stdout)
+    server = tmp_path / "server.properties"
+    missing = tmp_path / "missing"
+    server.write_text(f"zookeeper.connect=127.0.0.1:2181\nlog.dirs={broker.data_dir},{missing}\n")
+    meta = dict(
+        line.split("=", 1)
+        for line in (broker.data_dir / "meta.properties").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+    found = "{" + ", ".join(f"{k}={meta[k]}" for k in sorted(meta)) + "}"
+    info = tool(bin_dir, "kafka-storage", "info", "-c", str(server))
+    assert info.returncode == 1
+    # StorageTool: kt writes version-1 meta.properties, which Kafka's tool calls
+    # KRaft-formatted next to a ZooKeeper-mode configuration.
+    assert info.stdout == (
+        f"Found log directory:\n  {broker.data_dir}\n\nFound metadata: {found}\n\n"
+        f"Found problems:\n  {missing} does not exist\n  The kafka configuration file "
+        "appears to be for a legacy cluster, but the directories are formatted for a "
+        "cluster in KRaft mode.\n\n"
+    )
+    fmt = tool(bin_dir, "kafka-storage", "format", "-t", uuid.stdout.strip(), "-c", str(server))
+    assert (fmt.returncode, fmt.stdout) == (1, "")
+    assert fmt.stderr == (
+        "The kafka configuration file appears to be for a legacy cluster. Formatting is only "
+        "supported for clusters in KRaft mode.\n"
+    )

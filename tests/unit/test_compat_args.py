@@ -4,6 +4,7 @@ consumer format."""
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 import pytest
 
@@ -11,11 +12,22 @@ from kt.tools.compat_acls import ACLS, check, exception_line
 from kt.tools.compat_args import (
     Arity,
     CompatUsageError,
+    KafkaMessage,
     Parsed,
     Spec,
     UnrecognizedOption,
     UnsupportedOption,
     parse,
+)
+from kt.tools.compat_configs import unknown
+from kt.tools.compat_kraft import (
+    FEATURES,
+    STORAGE,
+    feature_updates,
+    features_text,
+    log_directories,
+    metadata_level,
+    storage_info,
 )
 from kt.tools.compat_tools import TOOLS, MessageFormat, tool_name
 
@@ -111,3 +123,71 @@ def test_console_consumer_format_follows_kafka_field_order() -> None:
     no_value = MessageFormat.from_properties({"print.value": "false", "print.key": "true",
                                               "null.literal": "-"})  # fmt: skip
     assert no_value.render({**record, "headers": []}) == b"-\n"
+
+
+def test_storage_info_as_storagetool_prints_it(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "meta.properties").write_text("#\nversion=0\nbroker.id=3\ncluster.id=abc\n")
+    text, code = storage_info([str(b), str(a)], kraft=False)
+    assert code == 1
+    assert text == (
+        f"Found log directories:\n  {a}\n  {b}\n\n"
+        "Found metadata: {broker.id=3, cluster.id=abc, version=0}\n\n"
+        f"Found problem:\n  {b} is not formatted.\n\n"
+    )
+    (b / "meta.properties").write_text("version=0\nbroker.id=3\ncluster.id=abc\n")
+    assert storage_info([str(a), str(b)], kraft=False)[1] == 0
+    text, code = storage_info([str(a)], kraft=True)
+    assert code == 1 and "formatted for legacy mode." in text
+    assert storage_info([], kraft=False) == ("No directories specified.\n", 0)
+    assert log_directories({"log.dirs": "/x,/a", "metadata.log.dir": "/m"}) == ["/a", "/m", "/x"]
+    assert log_directories({}) == ["/tmp/kafka-logs"]
+
+
+def test_feature_levels_and_updates() -> None:
+    assert metadata_level("3.3-IV3") == 7 and metadata_level("3.7") == 19
+    with pytest.raises(KafkaMessage, match=r"^Unsupported metadata version 2\.0\. Supported "
+                       r"metadata versions are 3\.3-IV0, 3\.3-IV1, .*, 3\.8-IV0$"):  # fmt: skip
+        metadata_level("2.0")
+    p = parse("kafka-features", FEATURES, ["upgrade", "--feature", "a=1", "--metadata", "3.8"])
+    assert feature_updates(p, "upgrade") == {"metadata.version": 20, "a": 1}
+    with pytest.raises(KafkaMessage, match="equals sign not found"):
+        feature_updates(parse("kafka-features", FEATURES, ["upgrade", "--feature", "a"]), "upgrade")
+    with pytest.raises(KafkaMessage, match="unable to parse x as a short"):
+        feature_updates(parse("kafka-features", FEATURES, ["upgrade", "--feature", "a=x"]), "x")
+    with pytest.raises(KafkaMessage, match=r"^You must specify at least one feature to disable$"):
+        feature_updates(parse("kafka-features", FEATURES, ["disable"]), "disable")
+
+
+def test_features_text_follows_featurecommand() -> None:
+    from types import SimpleNamespace as NS
+
+    resp = NS(
+        supported_features=[NS(name="metadata.version", min_version=1, max_version=20),
+                            NS(name="group.version", min_version=0, max_version=1)],
+        finalized_features=[NS(name="metadata.version", max_version_level=19,
+                               min_version_level=19)],
+        finalized_features_epoch=5,
+    )  # fmt: skip
+    assert features_text(resp) == (
+        "Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t"
+        "FinalizedVersionLevel: 0\tEpoch: 5\n"
+        "Feature: metadata.version\tSupportedMinVersion: 3.0-IV1\tSupportedMaxVersion: "
+        "3.8-IV0\tFinalizedVersionLevel: 3.7-IV4\tEpoch: 5\n"
+    )
+
+
+def test_argparse_short_options() -> None:
+    p = parse("kafka-storage", STORAGE, ["format", "-c", "s.properties", "-t", "id", "-g"])
+    assert p.positional == ["format"] and p.value("config") == "s.properties"
+    assert p.value("cluster-id") == "id" and p.has("ignore-formatted")
+
+
+def test_unknown_client_config_names() -> None:
+    assert unknown({"acks": "1", "sasl.username": "u", "linger.ms.typo": "5"}, "producer") == [
+        "linger.ms.typo"
+    ]
+    assert unknown({"group.id": "g"}, "admin") == ["group.id"]
+    assert unknown({"group.id": "g", "isolation.level": "read_committed"}, "consumer") == []
