@@ -285,32 +285,42 @@ def kafka_consumer_groups(p: Parsed) -> int:
         conn = Connection(conn.bootstrap, conn.command_config, _ms(p, "timeout") / 1000)
     argv = ["group", action, *conn.argv()]
     if action == "list":
-        if p.has("state") and p.value("state") is not None:
-            raise UnsupportedOption("kafka-consumer-groups", "state", "a state filter with --list")
         if p.has("state"):
+            wanted = _state_filter(p.value("state"))
             code, out = run_kt([*argv, "--json"], quiet=True)
             if code == EXIT_OK:
-                sys.stdout.write(groups_state_table(json.loads(out)))
+                groups = [
+                    g for g in json.loads(out)
+                    if wanted is None or (g["state"] or "Unknown").lower() in wanted
+                ]  # fmt: skip
+                sys.stdout.write(groups_state_table(groups))
             return code
     elif action == "describe":
         if not p.has("group") and not p.has("all-groups"):
             raise CompatUsageError(
                 "Option [describe] takes one of these options: [all-groups], [group]"
             )
-        argv += passthrough(p, ["group", "all-groups", "members", "verbose"])
-        if p.has("state"):
-            argv.append("--state")
-        elif p.has("members") and not p.has("verbose"):
-            code, out = run_kt([*argv, "--json"], quiet=True)
-            for line in out.splitlines():
-                sys.stdout.write(members_table(json.loads(line)))
-            return code
-        elif not p.has("members"):
-            # The offsets table, in Kafka's column widths (kt's own table differs).
-            code, out = run_kt([*argv, "--json"], quiet=True)
-            for line in out.splitlines():
-                sys.stdout.write(offsets_table(json.loads(line)))
-            return code
+        argv += passthrough(p, ["group", "all-groups"])
+        # Kafka's tables in ConsumerGroupCommand's widths, from kt's JSON; which one
+        # as Kafka picks it (--offsets, or no sub-action, first; then --members; then --state).
+        offsets = p.has("offsets") or not (p.has("members") or p.has("state"))
+        code, out = run_kt([*argv, "--members", "--json"], quiet=True)
+        docs = [json.loads(line) for line in out.splitlines() if line.strip()]
+        brokers: dict[int, str] = {}
+        if docs and not offsets and not p.has("members"):
+            brokers = _broker_addresses(conn)
+        for doc in docs:
+            rows = 1 if not offsets and not p.has("members") else (
+                len(doc["offsets"]) if offsets else len(doc["members"]))  # fmt: skip
+            if not _should_print(doc["group"], doc["state"], rows):
+                continue
+            if offsets:
+                sys.stdout.write(offsets_table(doc))
+            elif p.has("members"):
+                sys.stdout.write(members_table(doc, verbose=p.has("verbose")))
+            else:
+                sys.stdout.write(state_table(doc, brokers))
+        return code
     elif action == "delete":
         if p.has("all-groups"):
             raise UnsupportedOption(
@@ -344,27 +354,95 @@ def kafka_consumer_groups(p: Parsed) -> int:
     return code
 
 
-def members_table(doc: dict[str, Any]) -> str:
+def members_table(doc: dict[str, Any], *, verbose: bool = False) -> str:
     """--describe --members as ConsumerGroupCommand prints it: a blank line, the
     header, one row per member, each cell padded (GROUP-INSTANCE-ID only when a
-    member has one), #PARTITIONS padded to 15 and followed by a space."""
+    member has one), #PARTITIONS padded to 15 and followed by a space; with
+    --verbose an ASSIGNMENT column: topic(p,q) per topic, sorted, ", " between, "-"
+    for none."""
     members = doc["members"]
     with_instance = any(m.get("group_instance_id") for m in members)
     rows = [
         [doc["group"], m["consumer_id"], m.get("group_instance_id") or "", m["host"],
-         m["client_id"], str(len(m["assignment"]))]
+         m["client_id"], str(len(m["assignment"])), _assignment_text(m["assignment"])]
         for m in members
     ]  # fmt: skip
-    header = ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+    header = ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
+              "ASSIGNMENT"]  # fmt: skip
     widths = [15, 15, 17, 15, 15, 15]
     for col in range(5):
         widths[col] = max([widths[col]] + [len(r[col]) for r in rows])
     keep = [0, 1, 2, 3, 4, 5] if with_instance else [0, 1, 3, 4, 5]
 
     def line(cells: list[str]) -> str:
-        return "".join(cells[i].ljust(widths[i]) + " " for i in keep)
+        text = "".join(cells[i].ljust(widths[i]) + " " for i in keep)
+        return text + (cells[6] if verbose else "")
 
     return "\n" + line(header) + "\n" + "".join(line(r) + "\n" for r in rows)
+
+
+def _assignment_text(assignment: list[dict[str, Any]]) -> str:
+    by_topic: dict[str, list[int]] = {}
+    for tp in assignment:
+        by_topic.setdefault(tp["topic"], []).append(int(tp["partition"]))
+    if not by_topic:
+        return "-"
+    parts = [f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in by_topic.items()]
+    return ", ".join(sorted(parts))
+
+
+def state_table(doc: dict[str, Any], brokers: dict[int, str]) -> str:
+    """--describe --state as ConsumerGroupCommand prints it: '\n%-Ls %-25s %-20s %-15s %s'
+    for the header and the row, L the width of "host:port (id)" (at least 25), then
+    a newline."""
+    node = doc.get("coordinator")
+    coordinator = f"{brokers.get(node, '-')} ({node})" if node is not None else "-"
+    width = max(25, len(coordinator))
+
+    def line(*cells: object) -> str:
+        first, *rest = (str(c) for c in cells)
+        return (f"\n{first.ljust(width)} {rest[0].ljust(25)} {rest[1].ljust(20)} "
+                f"{rest[2].ljust(15)} {rest[3]}")  # fmt: skip
+
+    return (line("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")
+            + line(doc["group"], coordinator, doc.get("assignment_strategy") or "",
+                   doc["state"], len(doc["members"])) + "\n")  # fmt: skip
+
+
+def _broker_addresses(conn: Connection) -> dict[int, str]:
+    async def go(c: KafkaClient) -> dict[int, str]:
+        return {b.node_id: f"{b.host}:{b.port}" for b in (await c.describe_cluster()).brokers}
+
+    return conn.wire().run(go)
+
+
+GROUP_STATES = ["PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty",
+                "Unknown", "Assigning", "Reconciling"]  # fmt: skip
+
+
+def _state_filter(text: str | None) -> set[str] | None:
+    # ConsumerGroupCommand's --list --state [A,B]: any case, comma separated
+    if text is None:
+        return None
+    states = {s.strip().lower() for s in text.split(",") if s.strip()}
+    valid = {s.lower() for s in GROUP_STATES}
+    if not states or not states <= valid:
+        raise CompatUsageError(
+            f"Invalid state list '{text}'. Valid states are: {', '.join(GROUP_STATES)}"
+        )
+    return states
+
+
+def _should_print(group: str, state: str | None, rows: int) -> bool:
+    """ConsumerGroupCommand.shouldPrintMemberState: its notes on stderr, and whether a
+    table follows (not for a dead group, nor without rows)."""
+    if state == "Dead":
+        click.echo(f"Error: Consumer group '{group}' does not exist.", err=True)
+    elif state == "Empty":
+        click.echo(f"\nConsumer group '{group}' has no active members.", err=True)
+    elif state in ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"):
+        click.echo(f"\nWarning: Consumer group '{group}' is rebalancing.", err=True)
+    return state != "Dead" and rows > 0
 
 
 def reset_table(plan: list[dict[str, Any]]) -> str:

@@ -555,6 +555,19 @@ def test_members_of_a_live_group(broker: Any, bin_dir: Path) -> None:
         cells = lines[2].split()
         assert cells[0] == "watchers" and cells[-1] == "2", lines[2]
         assert lines[2].endswith("2" + " " * 15)
+        verbose = tool(bin_dir, "kafka-consumer-groups", *b, "--describe", "--group", "watchers",
+                       "--members", "--verbose").stdout.split("\n")  # fmt: skip
+        assert verbose[1].endswith("#PARTITIONS     ASSIGNMENT")
+        assert verbose[2].endswith("2               live(0,1)"), verbose
+        state = tool(bin_dir, "kafka-consumer-groups", *b, "--describe", "--group", "watchers",
+                     "--state").stdout  # fmt: skip
+        coordinator = f"{broker.bootstrap} (1)"
+        width = max(25, len(coordinator))
+        assert state == (
+            f"\n{'GROUP':{width}} {'COORDINATOR (ID)':25} {'ASSIGNMENT-STRATEGY':20} "
+            f"{'STATE':15} #MEMBERS"
+            f"\n{'watchers':{width}} {coordinator:25} {'range':20} {'Stable':15} 1\n"
+        )
     finally:
         consumer.terminate()
         consumer.wait(timeout=DEADLINE)

@@ -29,7 +29,14 @@ from kt.tools.compat_kraft import (
     metadata_level,
     storage_info,
 )
-from kt.tools.compat_tools import TOOLS, MessageFormat, tool_name
+from kt.tools.compat_tools import (
+    TOOLS,
+    MessageFormat,
+    _should_print,
+    members_table,
+    state_table,
+    tool_name,
+)
 
 SPEC = Spec(
     {"bootstrap-server": Arity.VALUE, "bootstrap-controller": Arity.VALUE, "list": Arity.FLAG,
@@ -191,3 +198,47 @@ def test_unknown_client_config_names() -> None:
     ]
     assert unknown({"group.id": "g"}, "admin") == ["group.id"]
     assert unknown({"group.id": "g", "isolation.level": "read_committed"}, "consumer") == []
+
+
+GROUP_DOC = {
+    "group": "billing", "state": "Stable", "assignment_strategy": "range", "coordinator": 1,
+    "members": [
+        {"consumer_id": "c-1", "group_instance_id": None, "host": "/10.0.0.1",
+         "client_id": "app", "assignment": [{"topic": "t", "partition": 1},
+                                            {"topic": "a", "partition": 0},
+                                            {"topic": "t", "partition": 0}]},
+        {"consumer_id": "c-2", "group_instance_id": None, "host": "/10.0.0.2",
+         "client_id": "app", "assignment": []},
+    ],
+}  # fmt: skip
+
+
+def test_group_tables_in_consumergroupcommand_widths() -> None:
+    # printStates: "\n%-Ls %-25s %-20s %-15s %s", L = max(25, len("host:port (id)"))
+    coordinator = "broker-with-a-long-name.example:9092 (1)"  # 40 > 25 wide
+    assert state_table(GROUP_DOC, {1: "broker-with-a-long-name.example:9092"}) == (
+        f"\n{'GROUP':40} {'COORDINATOR (ID)':25} {'ASSIGNMENT-STRATEGY':20} {'STATE':15} #MEMBERS"
+        f"\n{'billing':40} {coordinator:25} {'range':20} {'Stable':15} 2\n"
+    )
+    assert (
+        state_table(GROUP_DOC, {1: "h:1"})
+        .split("\n")[2]
+        .startswith("billing" + " " * 19 + "h:1 (1)")
+    )
+    # printMembers --verbose: ASSIGNMENT after "%-15s ", topics sorted, ", " between
+    lines = members_table(GROUP_DOC, verbose=True).split("\n")
+    assert lines[1] == ("GROUP           CONSUMER-ID     HOST            CLIENT-ID       "
+                        "#PARTITIONS     ASSIGNMENT")  # fmt: skip
+    assert lines[2].endswith("3               a(0), t(0,1)")
+    assert lines[3].endswith("0               -")
+
+
+def test_group_notes_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _should_print("g", "Empty", 0) is False
+    assert _should_print("g", "PreparingRebalance", 2) is True
+    assert _should_print("g", "Dead", 1) is False
+    assert capsys.readouterr().err == (
+        "\nConsumer group 'g' has no active members.\n"
+        "\nWarning: Consumer group 'g' is rebalancing.\n"
+        "Error: Consumer group 'g' does not exist.\n"
+    )
