@@ -57,7 +57,7 @@ from kt.tools.compat_kraft import (
     kafka_storage,
 )
 from kt.tools.connect_settings import GENERAL_KEYS
-from kt.tools.console import CommandError
+from kt.tools.console import KAFKA_TABLES, CommandError
 from kt.tools.wire import DEFAULT_BOOTSTRAP, match_names
 
 F, V, O = Arity.FLAG, Arity.VALUE, Arity.OPTIONAL  # noqa: E741 - the three arities
@@ -1131,7 +1131,14 @@ def kafka_transactions(p: Parsed) -> int:
             f"kafka-transactions: expected one command of {', '.join(TXN_SUBCOMMANDS)}"
         )
     conn = connection("kafka-transactions", p)
-    code, _ = run_kt(["transactions", p.positional[0], *conn.argv(), *passthrough(p, TXN_OPTIONS)])
+    # TransactionsCommand's tables: prettyPrintTable's layout, not kt's
+    token = KAFKA_TABLES.set(True)
+    try:
+        code, _ = run_kt(
+            ["transactions", p.positional[0], *conn.argv(), *passthrough(p, TXN_OPTIONS)]
+        )
+    finally:
+        KAFKA_TABLES.reset(token)
     return code
 
 

@@ -242,3 +242,11 @@ def test_group_notes_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
         "\nWarning: Consumer group 'g' is rebalancing.\n"
         "Error: Consumer group 'g' does not exist.\n"
     )
+
+
+def test_kafka_tables_as_prettyprinttable() -> None:
+    from kt.tools.console import kafka_table
+
+    assert kafka_table(["TransactionalId", "Coordinator"], [["payments-1", 1], ["p", None]]) == (
+        "TransactionalId\tCoordinator\t\npayments-1     \t1          \t\np              \tNone       \t\n"
+    )
