@@ -248,5 +248,7 @@ def test_kafka_tables_as_prettyprinttable() -> None:
     from kt.tools.console import kafka_table
 
     assert kafka_table(["TransactionalId", "Coordinator"], [["payments-1", 1], ["p", None]]) == (
-        "TransactionalId\tCoordinator\t\npayments-1     \t1          \t\np              \tNone       \t\n"
+        "TransactionalId\tCoordinator\t\n"
+        "payments-1     \t1          \t\n"
+        "p              \tNone       \t\n"
     )
