@@ -85,12 +85,13 @@ TOPICS = Spec(
         "if-not-exists": F,
         "exclude-internal": F,
         **dict.fromkeys(TOPIC_FILTERS, F),
+        # DescribeTopicPartitions' page size: kt reads every partition at once
+        "partition-size-limit-per-response": V,
     },
     {
         "topic-id": "kt selects topics by name",
         "delete-config": "removed from kafka-topics; use kafka-configs --alter --delete-config",
-        "disable-rack-aware": "",
-        "partition-size-limit-per-response": "",
+        "disable-rack-aware": "kt's CreateTopics leaves replica placement to the broker",
     },
 )
 
@@ -171,17 +172,17 @@ CONFIGS = Spec(
         "broker": V,
         "broker-defaults": F,
         "user": V,
+        "add-config-file": V,
+        "force": F,  # Kafka's "suppress console prompts": kafka-configs asks nothing here
     },
     {
         "zookeeper": "kt has no ZooKeeper-side config store to edit; use --bootstrap-server",
         "bootstrap-controller": "use --bootstrap-server",
-        "add-config-file": "",
         "client": "client quotas are not implemented",
         "ip": "IP quotas are not implemented",
-        "client-metrics": "",
+        "client-metrics": "client metrics subscriptions are not implemented",
         "group": "group configs are not implemented",
         "broker-logger": "broker loggers are not implemented",
-        "force": "",
     },
 )
 #: users: SCRAM credentials only (kt configs --entity-type users); quotas are refused there
@@ -222,9 +223,12 @@ def kafka_configs(p: Parsed) -> int:
             "entity-type",
             f"{etype} (kt supports {', '.join(CONFIG_ENTITY_TYPES)})",
         )
-    if action == "alter" and not (p.has("add-config") or p.has("delete-config")):
+    if action == "alter" and not (
+        p.has("add-config") or p.has("delete-config") or p.has("add-config-file")
+    ):
         raise CompatUsageError(
-            "At least one of --add-config or --delete-config must be specified with --alter"
+            "At least one of --add-config, --add-config-file, or --delete-config must be "
+            "specified with --alter"
         )
     if action == "alter" and not names and not default:
         raise CompatUsageError("an entity name must be specified with --alter of topics")
@@ -237,8 +241,17 @@ def kafka_configs(p: Parsed) -> int:
         if p.has("all"):
             raise CompatUsageError('Option "[all]" can\'t be used with option "[alter]"')
         argv += passthrough(p, ["add-config", "delete-config"])
+        if p.has("add-config-file"):
+            argv += ["--add-config", _config_file_entries(p.value("add-config-file") or "")]
     code, _ = run_kt(argv)
     return code
+
+
+def _config_file_entries(path: str) -> str:
+    """--add-config-file's properties as one --add-config value (a value holding a
+    comma goes in [...], as kafka-configs' list syntax wants it)."""
+    props = read_config_file(path, "add-config-file")
+    return ",".join(f"{k}=[{v}]" if "," in v else f"{k}={v}" for k, v in props.items())
 
 
 # --- kafka-consumer-groups ----------------------------------------------------------
@@ -266,12 +279,11 @@ GROUPS = Spec(
         "timeout": V,
     },
     {
-        "zookeeper": "",
-        "export": "",
-        "from-file": "",
-        "by-duration": "",
-        "delete-offsets": "",
-        "type": "",
+        "export": "CSV export of reset plans is not implemented",
+        "from-file": "CSV import of reset plans is not implemented",
+        "by-duration": "give the time as --to-datetime",
+        "delete-offsets": "not implemented: reset the offsets or delete the group",
+        "type": "group types (KIP-848) are not implemented",
     },
 )
 
@@ -499,6 +511,9 @@ def _ms(p: Parsed, name: str) -> int:
 
 # --- kafka-console-producer ---------------------------------------------------------
 
+PRODUCER_TUNING = ["timeout", "message-send-max-retries", "retry-backoff-ms", "max-block-ms",
+                   "max-memory-bytes", "max-partition-memory-bytes", "metadata-expiry-ms",
+                   "request-timeout-ms", "socket-buffer-size"]  # fmt: skip
 PRODUCER = Spec(
     {
         "bootstrap-server": V,
@@ -513,20 +528,13 @@ PRODUCER = Spec(
         "sync": F,
         "help": F,
         "version": F,
+        # how fast records go out, not what is written: accepted with a word
+        **dict.fromkeys(PRODUCER_TUNING, V),
     },
     {
-        "line-reader": "",
-        "reader-config": "",
-        "reader-property": "",
-        "timeout": "",
-        "message-send-max-retries": "",
-        "retry-backoff-ms": "",
-        "max-block-ms": "",
-        "max-memory-bytes": "",
-        "max-partition-memory-bytes": "",
-        "metadata-expiry-ms": "",
-        "request-timeout-ms": "",
-        "socket-buffer-size": "",
+        "line-reader": "only the default line reader is implemented (its --property settings)",
+        "reader-config": "only the default line reader is implemented (its --property settings)",
+        "reader-property": "only the default line reader is implemented (its --property settings)",
     },
 )
 
@@ -604,6 +612,9 @@ def kafka_console_producer(p: Parsed) -> int:
     compression = p.value("compression-codec") if p.has("compression-codec") else None
     if p.has("compression-codec") and compression is None:
         compression = "gzip"  # Kafka's default when the option is given bare
+    for option in PRODUCER_TUNING:
+        if p.has(option):
+            _tuning("kafka-console-producer", f"--{option}")
     settings, x_args = client_properties(p, "producer", "producer.config", "producer-property")
     argv += x_args
     for key, value in settings.items():
@@ -647,16 +658,17 @@ CONSUMER = Spec(
         "isolation-level": V,
         "key-deserializer": V,
         "value-deserializer": V,
+        # the default formatter never fails on a record: nothing to skip
+        "skip-message-on-error": F,
         "help": F,
         "version": F,
     },
     {
         "formatter": "only the default formatter is implemented",
-        "formatter-config": "",
+        "formatter-config": "only the default formatter is implemented (its --property settings)",
         "include": "consume a named --topic",
         "whitelist": "consume a named --topic",
-        "skip-message-on-error": "",
-        "enable-systest-events": "",
+        "enable-systest-events": "system-test events are not implemented",
     },
 )
 STRING_SERDE = {
@@ -1024,10 +1036,10 @@ DUMP_LOG = Spec(
         },
     },
     {
-        "key-decoder-class": "",
-        "value-decoder-class": "",
-        "remote-log-metadata-decoder": "",
-        "share-group-state-decoder": "",
+        "key-decoder-class": "decoders are Java classes; kt prints keys as text",
+        "value-decoder-class": "decoders are Java classes; kt prints values as text",
+        "remote-log-metadata-decoder": "tiered storage is not implemented",
+        "share-group-state-decoder": "share groups are not implemented",
     },
 )
 
@@ -1051,7 +1063,7 @@ REASSIGN = Spec(
         "timeout": V,
         **{o: V if o.endswith(("file", "list", "throttle")) else F for o in REASSIGN_OPTIONS},
     },
-    {"zookeeper": "", "bootstrap-controller": "use --bootstrap-server"},
+    {"bootstrap-controller": "use --bootstrap-server"},
 )
 
 
@@ -1121,7 +1133,10 @@ TXN_SUBCOMMANDS = ["list", "describe", "describe-producers", "abort", "find-hang
 TXN_OPTIONS = ["transactional-id", "topic", "partition", "broker-id", "start-offset", "producer-id",
                "producer-epoch", "coordinator-epoch", "max-transaction-timeout",
                "duration-filter"]  # fmt: skip
-TRANSACTIONS = Spec({**COMMON, **dict.fromkeys(TXN_OPTIONS, V)}, {"bootstrap-controller": ""})
+TRANSACTIONS = Spec(
+    {**COMMON, **dict.fromkeys(TXN_OPTIONS, V)},
+    {"bootstrap-controller": "use --bootstrap-server"},
+)
 
 
 def kafka_transactions(p: Parsed) -> int:
