@@ -948,18 +948,39 @@ def kafka_delete_records(p: Parsed) -> int:
     return EXIT_OK
 
 
-CLUSTER = Spec({**COMMON, "bootstrap-controller": V})
+UNREGISTER_BROKER_KEY = 64
+# ClusterTool (argparse4j): -b/--bootstrap-server and -c/--config, the admin client's
+# properties file (Kafka's kafka-cluster has no --command-config).
+CLUSTER = Spec(
+    {"bootstrap-server": V, "config": V, "bootstrap-controller": V, "id": V, "help": F,
+     "version": F},
+    short={"-b": "bootstrap-server", "-c": "config", "-C": "bootstrap-controller", "-i": "id"},
+)  # fmt: skip
 
 
 def kafka_cluster(p: Parsed) -> int:
-    """kafka-cluster.sh cluster-id."""
-    if p.positional != ["cluster-id"]:
-        if p.positional and p.positional[0] == "unregister":
-            raise CompatUsageError("kafka-cluster: unregister is not supported by kt")
-        raise CompatUsageError("kafka-cluster: expected the command cluster-id")
+    """kafka-cluster.sh cluster-id, and unregister as ClusterTool answers it for a
+    cluster without the UnregisterBroker API (ZooKeeper mode, kt's)."""
+    if p.positional not in (["cluster-id"], ["unregister"]):
+        raise CompatUsageError("kafka-cluster: expected the command cluster-id or unregister")
     if p.has("bootstrap-controller"):
         raise UnsupportedOption("kafka-cluster", "bootstrap-controller", "use --bootstrap-server")
+    if p.has("config"):
+        p.options["command-config"] = p.options.pop("config")
     conn = connection("kafka-cluster", p)
+    if p.positional == ["unregister"]:
+        if not p.has("id"):
+            raise CompatUsageError("argument --id/-i is required")
+
+        async def offered(c: KafkaClient) -> dict[int, tuple[int, int]]:
+            return (await c.any_connection()).broker_versions
+
+        if UNREGISTER_BROKER_KEY in conn.wire().run(offered):
+            raise UnsupportedOption(
+                "kafka-cluster", "id", "kt's client does not speak UnregisterBroker"
+            )
+        click.echo("The target cluster does not support the broker unregistration API.")
+        return EXIT_OK
 
     async def go(c: KafkaClient) -> str | None:
         return (await c.describe_cluster()).cluster_id

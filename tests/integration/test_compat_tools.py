@@ -233,6 +233,14 @@ def test_cluster_log_dirs_dump_log_and_others(broker: Any, bin_dir: Path) -> Non
     b = ["--bootstrap-server", broker.bootstrap]
     cid = tool(bin_dir, "kafka-cluster", "cluster-id", *b)
     assert cid.returncode == 0 and re.fullmatch(r"Cluster ID: [A-Za-z0-9_-]{22}\n", cid.stdout)
+    # ClusterTool's -c/--config (the admin client's properties), and unregister as it
+    # answers for a ZooKeeper-mode cluster (ClusterToolTest's legacy-mode case), exit 0
+    props = broker.data_dir.parent / "cluster-admin.properties"
+    props.write_text(f"bootstrap.servers={broker.bootstrap}\n")
+    assert tool(bin_dir, "kafka-cluster", "cluster-id", "-c", str(props)).stdout == cid.stdout
+    gone = tool(bin_dir, "kafka-cluster", "unregister", "-b", broker.bootstrap, "--id", "3")
+    assert (gone.returncode, gone.stdout) == (
+        0, "The target cluster does not support the broker unregistration API.\n")  # fmt: skip
 
     assert tool(bin_dir, "kafka-topics", *b, "--create", "--topic", "dirs").returncode == 0
     tool(bin_dir, "kafka-console-producer", *b, "--topic", "dirs", input="a\nb\n")
