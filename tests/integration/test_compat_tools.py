@@ -697,3 +697,43 @@ def test_kraft_tools_against_a_zookeeper_mode_broker(
         "The kafka configuration file appears to be for a legacy cluster. Formatting is only "
         "supported for clusters in KRaft mode.\n"
     )
+
+
+def test_kafka_acls_examples_of_kafkas_docs(secured: Any, bin_dir: Path, tmp_path: Path) -> None:
+    """security.html's "Examples" command lines, unchanged but for the broker address."""
+    admin = sasl_properties(tmp_path / "admin.properties", secured, "admin")
+    b = ["--bootstrap-server", secured.sasl_bootstrap, "--command-config", str(admin)]
+    added_ = tool(bin_dir, "kafka-acls", *b, "--add", "--allow-principal", "User:Bob",
+                  "--allow-principal", "User:Alice", "--allow-host", "198.51.100.0",
+                  "--allow-host", "198.51.100.1", "--operation", "Read", "--operation", "Write",
+                  "--topic", "Test-topic")  # fmt: skip
+    assert added_.returncode == 0, added_.stderr
+    # the cross product: 2 principals x 2 hosts x 2 operations, one block per resource
+    head = f"Adding ACLs for resource `{pattern('Test-topic')}`: \n \t"
+    assert added_.stdout.startswith(head)
+    adding = added_.stdout[len(head) - 1 : added_.stdout.index(" \n\n")].split("\n")
+    assert sorted(line.lstrip(" ") for line in adding) == sorted(
+        f"\t(principal=User:{who}, host={host}, operation={op}, permissionType=ALLOW)"
+        for who in ("Bob", "Alice") for host in ("198.51.100.0", "198.51.100.1")
+        for op in ("READ", "WRITE")
+    )  # fmt: skip
+    listed = tool(bin_dir, "kafka-acls", *b, "--list", "--topic", "Test-topic")
+    assert listed.stdout.count("\n\t") + 1 == 8 and listed.stdout.endswith(" \n\n")
+    consumer = tool(bin_dir, "kafka-acls", *b, "--add", "--allow-principal", "User:Bob",
+                    "--consumer", "--topic", "Test-topic", "--group", "Group-1")  # fmt: skip
+    assert consumer.returncode == 0, consumer.stderr
+    group_read = "(principal=User:Bob, host=*, operation=READ, permissionType=ALLOW)"
+    assert added("Group-1", group_read, rtype="GROUP") in consumer.stdout
+    producer = tool(bin_dir, "kafka-acls", *b, "--add", "--allow-principal", "User:Jane",
+                    "--producer", "--topic", "Test-topic")  # fmt: skip
+    assert producer.returncode == 0, producer.stderr
+    for op in ("WRITE", "DESCRIBE", "CREATE"):
+        assert f"(principal=User:Jane, host=*, operation={op}, permissionType=ALLOW)" in (
+            producer.stdout
+        )
+    removed = tool(bin_dir, "kafka-acls", *b, "--remove", "--allow-principal", "User:Bob",
+                   "--allow-principal", "User:Alice", "--allow-host", "198.51.100.0",
+                   "--allow-host", "198.51.100.1", "--operation", "Read", "--operation",
+                   "Write", "--topic", "Test-topic", "--force")  # fmt: skip
+    assert removed.returncode == 0, removed.stderr
+    assert "User:Alice" not in removed.stdout and "User:Jane" in removed.stdout
