@@ -211,6 +211,10 @@ def test_console_producer_consumer_and_groups(broker: Any, bin_dir: Path) -> Non
     assert "billing" + " " * 18 + " Empty" + " " * 15 + "\n" in states.stdout
     deleted = tool(bin_dir, "kafka-consumer-groups", *b, "--delete", "--group", "billing")
     assert deleted.stdout == "Deletion of requested consumer groups ('billing') was successful.\n"
+    # a group nobody knows: ConsumerGroupCommand's printError line on stdout, exit 0
+    gone = tool(bin_dir, "kafka-consumer-groups", *b, "--describe", "--group", "billing")
+    assert (gone.returncode, gone.stdout, gone.stderr) == (
+        0, "\nError: Consumer group 'billing' does not exist.\n", "")  # fmt: skip
 
     offsets = tool(bin_dir, "kafka-get-offsets", *b, "--topic", "lines", "--time", "-1")
     assert (offsets.returncode, offsets.stdout) == (0, "lines:0:3\n")

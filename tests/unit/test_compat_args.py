@@ -237,11 +237,13 @@ def test_group_notes_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
     assert _should_print("g", "Empty", 0) is False
     assert _should_print("g", "PreparingRebalance", 2) is True
     assert _should_print("g", "Dead", 1) is False
-    assert capsys.readouterr().err == (
+    got = capsys.readouterr()
+    assert got.err == (
         "\nConsumer group 'g' has no active members.\n"
         "\nWarning: Consumer group 'g' is rebalancing.\n"
-        "Error: Consumer group 'g' does not exist.\n"
     )
+    # printError: stdout, after a blank line
+    assert got.out == "\nError: Consumer group 'g' does not exist.\n"
 
 
 def test_kafka_tables_as_prettyprinttable() -> None:
