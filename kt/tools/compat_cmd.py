@@ -84,10 +84,8 @@ def install(directory: Path) -> None:
             target = bin_dir / file_name
             atomic_write(target, _script(name).encode())
             target.chmod(0o755)
-    click.echo(
-        f"Wrote {2 * len(names)} scripts to {bin_dir} "
-        f"({len(TOOLS)} tools covered, {len(NOT_COVERED)} saying they are not)"
-    )
+    others = f", {len(NOT_COVERED)} saying they are not" if NOT_COVERED else ""
+    click.echo(f"Wrote {2 * len(names)} scripts to {bin_dir} ({len(TOOLS)} tools covered{others})")
 
 
 @compat.command("list")

@@ -1198,6 +1198,22 @@ def kafka_transactions(p: Parsed) -> int:
     return code
 
 
+# MetadataShellTool (argparse4j): --snapshot/-s and the command to run, if any.
+METADATA_SHELL = Spec(
+    {"snapshot": V, "help": F, "version": F},
+    {"directory": "give the metadata log directory as --snapshot"},
+    short={"-s": "snapshot"},
+)
+
+
+def kafka_metadata_shell(p: Parsed) -> int:
+    """kafka-metadata-shell.sh --snapshot PATH [COMMAND...]: kt metadata shell."""
+    if not p.has("snapshot"):
+        raise CompatUsageError("--snapshot must be specified (a snapshot or metadata log)")
+    code, _ = run_kt(["metadata", "shell", "-s", p.value("snapshot") or "", *p.positional])
+    return code
+
+
 # --- the registry -------------------------------------------------------------------
 
 
@@ -1252,12 +1268,11 @@ TOOLS: dict[str, Tool] = {
         ),
         Tool("kafka-features", FEATURES, kafka_features, "kt compat (ApiVersions features)"),
         Tool("kafka-storage", STORAGE, kafka_storage, "kt compat (meta.properties)"),
+        Tool("kafka-metadata-shell", METADATA_SHELL, kafka_metadata_shell, "kt metadata shell"),
     ]
 }
 # Kafka's tools kt does not run (yet), with why: named in the error and in the list.
-NOT_COVERED = {
-    "kafka-metadata-shell": "use kt metadata shell",
-}
+NOT_COVERED: dict[str, str] = {}
 
 
 def tool_name(word: str) -> str:

@@ -254,3 +254,19 @@ def test_kafka_tables_as_prettyprinttable() -> None:
         "payments-1     \t1          \t\n"
         "p              \tNone       \t\n"
     )
+
+
+def test_kafka_metadata_shell_runs_kt_metadata_shell(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kraft_fixtures import incident_log
+
+    from kt.tools.compat_tools import run_tool
+
+    incident = incident_log(tmp_path)
+    # MetadataShellTool's command line: -s/--snapshot, then the command
+    assert run_tool("kafka-metadata-shell.sh", ["-s", str(incident.directory), "ls", "/image"]) == 0
+    listed = capsys.readouterr().out.split()
+    assert "topics" in listed and "cluster" in listed
+    assert run_tool("kafka-metadata-shell", ["ls", "/image"]) == 1
+    assert "--snapshot must be specified" in capsys.readouterr().err
