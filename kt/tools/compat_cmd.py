@@ -69,8 +69,6 @@ def _script(tool: str) -> str:
 def install(directory: Path) -> None:
     """Write DIRECTORY/bin/ with kafka-*.sh scripts (and names without .sh) that run kt.
 
-    Tools kt does not cover (`kt compat list`) get a script that says so (exit 1).
-
     Point KAFKA_PATH at DIRECTORY, or put DIRECTORY/bin on PATH. Existing scripts of
     the same names are replaced; nothing else in the directory is touched.
     """
