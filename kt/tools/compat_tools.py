@@ -356,6 +356,13 @@ def kafka_consumer_groups(p: Parsed) -> int:
     else:
         if len(p.values("group")) != 1:
             raise UnsupportedOption("kafka-consumer-groups", "group", "reset one group at a time")
+        if p.has("dry-run") and p.has("execute"):
+            raise CompatUsageError(
+                "Option [reset-offsets] only accepts one of [execute] and [dry-run]"
+            )
+        if not p.has("dry-run") and not p.has("execute"):
+            # ConsumerGroupCommand 3.x's words, its missing space included
+            click.echo(RESET_DRY_RUN_WARNING, err=True)
         argv += passthrough(
             p,
             [
@@ -378,6 +385,15 @@ def kafka_consumer_groups(p: Parsed) -> int:
         return code
     code, _ = run_kt(argv)
     return code
+
+
+RESET_DRY_RUN_WARNING = (
+    "WARN: No action will be performed as the --execute option is missing.In a future major "
+    "release, the default behavior of this command will be to prompt the user before executing "
+    "the reset rather than doing a dry run. You should add the --dry-run option explicitly if "
+    "you are scripting this command and want to keep the current default behavior without "
+    "prompting."
+)
 
 
 def members_table(doc: dict[str, Any], *, verbose: bool = False) -> str:

@@ -205,6 +205,13 @@ def test_console_producer_consumer_and_groups(broker: Any, bin_dir: Path) -> Non
         "\nGROUP" + " " * 26 + "TOPIC" + " " * 26 + "PARTITION  NEW-OFFSET     "
         "\nbilling" + " " * 24 + "lines" + " " * 26 + "0" + " " * 10 + "0" + " " * 14 + "\n"
     )
+    # neither --dry-run nor --execute: a dry run, with ConsumerGroupCommand's warning
+    dry = tool(bin_dir, "kafka-consumer-groups", *b, "--reset-offsets", "--group", "billing",
+               "--topic", "lines", "--to-latest")  # fmt: skip
+    assert dry.returncode == 0 and dry.stdout.endswith("3" + " " * 14 + "\n")
+    assert dry.stderr.startswith(
+        "WARN: No action will be performed as the --execute option is missing.In a future "
+    )
     states = tool(bin_dir, "kafka-consumer-groups", *b, "--list", "--state")
     assert states.returncode == 0, states.stderr
     assert "GROUP" + " " * 20 + " STATE" + " " * 15 + "\n" in states.stdout
