@@ -27,6 +27,11 @@ from kt.tools.dump_log_context import jstr
 
 ErrorSink = Callable[[int, str], None]
 
+# The four bytes after a record's length as a controller writes them: attributes 0,
+# timestamp delta 0 (one timestamp per batch), offset delta i (zig-zag, one byte up
+# to 63), null key (zig-zag -1).
+_HEADS = [bytes((0, 0, i << 1, 1)) for i in range(64)]
+
 
 def metadata_payload(offset: int, value: bytes | None) -> tuple[str, bool]:
     """(Kafka's payload text, whether it decoded) for one metadata record."""
@@ -107,6 +112,7 @@ def plain_batch_lines(
     readers = READERS
     short_texts = SHORT_TEXTS
     short_max = SHORT_MAX
+    heads = _HEADS
     lines: list[str] = []
     add = lines.append
     end = len(buf)
@@ -126,46 +132,55 @@ def plain_batch_lines(
                 pos += 2
             if b & 1:
                 return None
-            # Timestamp delta (zig-zag).
-            b = buf[pos + 1]
-            if b < 0x80:
-                tsd = (b >> 1) ^ -(b & 1)
-                pos += 2
+            # The usual frame, four bytes checked at once. From offset delta 64 on the
+            # delta takes two bytes (its first has the high bit set), so heads[i & 63]
+            # never matches and the varints are read one by one.
+            if buf[pos : pos + 4] == heads[i & 63]:
+                mid = same
+                pos += 4
             else:
-                b2 = buf[pos + 2]
-                if b2 >= 0x80:
+                # Timestamp delta (zig-zag).
+                b = buf[pos + 1]
+                if b < 0x80:
+                    tsd = (b >> 1) ^ -(b & 1)
+                    pos += 2
+                else:
+                    b2 = buf[pos + 2]
+                    if b2 >= 0x80:
+                        return None
+                    raw = (b & 0x7F) | (b2 << 7)
+                    tsd = (raw >> 1) ^ -(raw & 1)
+                    pos += 3
+                # Offset delta i (zig-zag 2i), then a null key (zig-zag -1: one byte 0x01).
+                b = buf[pos]
+                if b < 0x80:
+                    if b != i << 1 or buf[pos + 1] != 1:
+                        return None
+                    pos += 2
+                else:
+                    b2 = buf[pos + 1]
+                    if b2 >= 0x80 or ((b & 0x7F) | (b2 << 7)) != i << 1 or buf[pos + 2] != 1:
+                        return None
+                    pos += 3
+                tsd &= keep
+                mid = f"{head}{first + tsd} keySize: -1 valueSize: " if tsd else same
+            # Value length (not null), the value, then a zero header count at the end:
+            # the record's length gives the value's, checked against its varint, one
+            # byte or two (a record shorter than 8192 bytes holds no longer one).
+            size = rec_end - pos - 2
+            if size < 64:
+                if buf[pos] != size << 1 or buf[rec_end - 1]:
                     return None
-                raw = (b & 0x7F) | (b2 << 7)
-                tsd = (raw >> 1) ^ -(raw & 1)
-                pos += 3
-            # Offset delta i (zig-zag 2i), then a null key (zig-zag -1: one byte 0x01).
-            b = buf[pos]
-            if b < 0x80:
-                if b != i << 1 or buf[pos + 1] != 1:
-                    return None
-                pos += 2
+                value = buf[pos + 1 : rec_end - 1]
             else:
-                b2 = buf[pos + 1]
-                if b2 >= 0x80 or ((b & 0x7F) | (b2 << 7)) != i << 1 or buf[pos + 2] != 1:
+                size -= 1
+                if (
+                    buf[pos] != ((size << 1) & 0x7F) | 0x80
+                    or buf[pos + 1] != size >> 6
+                    or buf[rec_end - 1]
+                ):
                     return None
-                pos += 3
-            # Value length (not null), the value, then a zero header count at the end.
-            b = buf[pos]
-            if b < 0x80:
-                size = b >> 1
-                pos += 1
-            else:
-                b2 = buf[pos + 1]
-                if b2 >= 0x80:
-                    return None
-                size = ((b & 0x7F) | (b2 << 7)) >> 1
-                pos += 2
-            if b & 1:
-                return None
-            value = buf[pos : pos + size]
-            pos += size
-            if pos + 1 != rec_end or buf[pos] != 0:
-                return None
+                value = buf[pos + 2 : rec_end - 1]
             pos = rec_end
             # The payload: short values (NoOps, fencing) repeat byte for byte.
             if size <= short_max:
@@ -184,16 +199,7 @@ def plain_batch_lines(
                     return None
                 text = reader(value, 3)
             if meta:
-                if tsd & keep:
-                    add(
-                        f"| offset: {base + i}{head}{first + tsd} keySize: -1 "
-                        f"valueSize: {size} sequence: -1 headerKeys: [] payload: {text}"
-                    )
-                else:
-                    add(
-                        f"| offset: {base + i}{same}{size} sequence: -1 headerKeys: [] "
-                        f"payload: {text}"
-                    )
+                add(f"| offset: {base + i}{mid}{size} sequence: -1 headerKeys: [] payload: {text}")
             else:
                 add(f" payload: {text}")
     except READ_ERRORS:  # IndexError among them: a record runs past the section

@@ -358,3 +358,60 @@ def test_batch_fast_path_on_damaged_records(
         assert fast == general
         errors += "Error at" in fast[1]
     assert errors > 0
+
+
+def test_batch_fast_path_on_unusual_record_frames(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Frames the fast path checks byte by byte: timestamps of their own (one- and
+    two-byte deltas, either side of the base), values either side of a one-byte
+    length (63/64 bytes), offset deltas past 63, a key, a header, record attributes.
+    The fast path takes or leaves each batch; either way the text is the record loop's."""
+    import crc32c
+
+    from kt.storage import record_batch as v2
+    from kt.storage.metadata_codec import encode_metadata_record
+
+    def config(size: int) -> bytes:
+        value = encode_metadata_record(4, 0, {"ResourceType": 2, "ResourceName": "t", "Name": "n"})
+        pad = size - len(value)
+        return encode_metadata_record(
+            4, 0, {"ResourceType": 2, "ResourceName": "t" * (1 + pad), "Name": "n"}
+        )
+
+    sizes = [config(n) for n in (20, 62, 63, 64, 65, 200)]
+    assert {len(v) for v in sizes} >= {63, 64}
+    noop = b"\x01\x14\x00\x00"
+    batches = [
+        [v2.RecordSpec(None, v) for v in sizes],
+        [
+            v2.RecordSpec(None, v, timestamp=TS + d)
+            for v, d in zip(sizes, (0, 1, -1, 63, 64, -8000))
+        ],
+        [v2.RecordSpec(None, sizes[i % 6]) for i in range(150)],
+        [v2.RecordSpec(None, noop, timestamp=TS + i % 3) for i in range(130)],
+        [v2.RecordSpec(b"k", noop), v2.RecordSpec(None, noop)],
+        [v2.RecordSpec(None, noop), v2.RecordSpec(None, noop, headers=[("h", b"1")])],
+    ]
+    data = bytearray()
+    offset = 0
+    for specs in batches:
+        data += v2.build_batch(specs, base_offset=offset, base_timestamp=TS)
+        offset += len(specs)
+    # Record attributes are unused, but a record with some set still prints: set the
+    # first record's of the first batch (its length is one byte, then the attributes).
+    attrs = bytearray(v2.build_batch(batches[0], base_offset=offset, base_timestamp=TS))
+    attrs[v2.HEADER_SIZE + 1] = 0x40
+    struct.pack_into(">I", attrs, v2.CRC_OFFSET, crc32c.crc32c(attrs[21:]))
+    data += attrs
+    log = tmp_path / "frames" / "00000000000000000000.log"
+    log.parent.mkdir()
+    log.write_bytes(bytes(data))
+    for extra in ([], ["--skip-record-metadata"]):
+        fast, general, taken = _fast_and_general(monkeypatch, *extra, "--files", log)
+        assert fast == general
+        assert fast[0] == 0
+        assert taken == 5  # all but the batches with a key and with a header
+        if not extra:
+            assert f"CreateTime: {TS - 8000} keySize: -1 valueSize: " in fast[1]
+            assert "offset: 149 CreateTime" in fast[1]
