@@ -44,6 +44,10 @@ def _uv(buf: bytes, pos: int) -> tuple[int, int]:
 
 _STR_CACHE: dict[bytes, str] = {}
 
+# json's C string encoder, non-ASCII kept as is: where it escapes nothing, its text is
+# Jackson's too (one C call instead of the checks jackson_string makes in Python).
+_ENCODE_STR: Callable[[str], str] = json.encoder.encode_basestring
+
 
 def _str(buf: bytes, pos: int, n: int) -> str:
     raw = buf[pos : pos + n]
@@ -53,23 +57,16 @@ def _str(buf: bytes, pos: int, n: int) -> str:
         return text
     if len(raw) != n:
         raise FastPathMiss
-    if len(_STR_CACHE) > 100_000:
-        _STR_CACHE.clear()
-    text = _STR_CACHE[raw] = _str_text(raw)
-    return text
-
-
-# json's C string encoder, non-ASCII kept as is: where it escapes nothing, its text is
-# Jackson's too (one C call instead of the checks jackson_string makes in Python).
-_ENCODE_STR: Callable[[str], str] = json.encoder.encode_basestring
-
-
-def _str_text(raw: bytes) -> str:
+    # The text made inline: a log of distinct values (config values, resource names)
+    # misses often, and a call is a measurable share of a miss.
     s = raw.decode("utf-8")
     text = _ENCODE_STR(s)
-    if len(text) == len(s) + 2:
-        return text
-    return jackson_string(s)
+    if len(text) != len(s) + 2:
+        text = jackson_string(s)
+    if len(_STR_CACHE) > 100_000:
+        _STR_CACHE.clear()
+    _STR_CACHE[raw] = text
+    return text
 
 
 def _bytes(buf: bytes, pos: int, n: int) -> str:
