@@ -338,9 +338,20 @@ class _Gen:
                 cut = -1  # nothing before the tail: the cache would hold whole records
         cache = self.name("_TAIL") if cut >= 0 else ""
         lead = ""  # the JSON of the fields before the tail, as f-string source
+        arrays = self._int_array_runs(active, flags, cut, redact)
+        skip = -1  # fields up to this index were read as part of a run of int arrays
 
         for index, f in enumerate(active):
+            if index <= skip:
+                continue
             var = self.name("v")
+            if index in arrays:
+                flush()
+                group = arrays[index]
+                self.int_array_run(out, ind, group, version, var)
+                order.append((f, var, False))
+                skip = index + len(group) - 1
+                continue
             if index == cut:
                 flush()
                 lead = ",".join(f'"{g.json_name}":{{{v}}}' for g, v, _t in order)
@@ -420,6 +431,76 @@ class _Gen:
         self.lines.extend(out)
         self.lines.append("")
         return fn
+
+    @staticmethod
+    def _int_array_runs(
+        active: list[Field],
+        flags: list[bool],
+        cut: int,
+        redact: Callable[[Field], str | None] | None,
+    ) -> dict[int, list[Field]]:
+        """Runs of two or more int32 arrays in a row (before any cached tail), by the
+        index of their first field: a partition's replicas, ISR, removing and adding
+        replicas, read as one by `int_array_run`."""
+        runs: dict[int, list[Field]] = {}
+        start = -1
+        for index, f in enumerate([*active, None]):
+            fits = (
+                f is not None
+                and (cut < 0 or index < cut)
+                and not flags[index]
+                and f.is_array
+                and f.element == "int32"
+                and (redact is None or redact(f) is None)
+            )
+            if fits and start < 0:
+                start = index
+            elif not fits and start >= 0:
+                if index - start >= 2:
+                    runs[start] = active[start:index]
+                start = -1
+        return runs
+
+    def int_array_run(
+        self, out: list[str], ind: str, group: list[Field], version: int, var: str
+    ) -> None:
+        """Code reading int32 arrays in a row into `var`: the JSON text of the first
+        one's value, then `,"name":value` for each of the others.
+
+        The text is cached by the run's bytes. A first pass steps over the arrays
+        taking each count as one byte (fewer than 127 items, not null) to find the
+        key. On a miss the arrays are read field by field, and the text is remembered
+        only where that reading took exactly the key's bytes: a hit is then what
+        reading those bytes gives, and reading goes on right after them, whatever
+        the first pass made of the bytes.
+        """
+        start, key, cache = self.name("a"), self.name("key"), self.name("_RUN")
+        _GLOBALS[cache] = {}
+        out.append(f"{ind}{start} = pos")
+        # Where a count is not one byte the first pass may step past the end: the key
+        # is then whatever it is, and the arrays are read one by one.
+        out.append(f"{ind}try:")
+        for _f in group:
+            n = self.name("n")
+            # A one-byte count c is the varint of c - 1 items: 1 + 4 * (c - 1) bytes.
+            out.append(f"{ind}    {n} = buf[pos]; pos += 4 * {n} - 3")
+        out.append(f"{ind}except IndexError:")
+        out.append(f"{ind}    pass")
+        out.append(f"{ind}{key} = buf[{start}:pos]")
+        out.append(f"{ind}{var} = {cache}.get({key})")
+        out.append(f"{ind}if {var} is None:")
+        out.append(f"{ind}    pos = {start}")
+        parts = []
+        for i, f in enumerate(group):
+            v = self.name("v")
+            self.field(out, ind + "    ", f, version, v)
+            parts.append(f"{{{v}}}" if i == 0 else f'"{f.json_name}":{{{v}}}')
+        out.append(f"{ind}    {var} = f'{','.join(parts)}'")
+        out.append(f"{ind}    if pos - {start} == len({key}):")
+        out.append(f"{ind}        if len({cache}) > 50000: {cache}.clear()")
+        out.append(f"{ind}        {cache}[{key}] = {var}")
+        out.append(f"{ind}else:")
+        out.append(f"{ind}    pos = {start} + len({key})")
 
 
 def _cached_in_tail(f: Field) -> bool:
