@@ -182,7 +182,7 @@ def plain_batch_lines(
                     return None
                 value = buf[pos + 2 : rec_end - 1]
             pos = rec_end
-            # The payload: short values (NoOps, fencing) repeat byte for byte.
+            # The payload: the shortest values (NoOps) repeat byte for byte.
             if size <= short_max:
                 text = short_texts.get(value)
                 if text is None:
