@@ -119,69 +119,82 @@ def plain_batch_lines(
     pos = 0
     try:
         for i in range(count):
-            # Record length (non-negative), then the attributes byte, which is unused.
             b = buf[pos]
-            if b < 0x80:
+            # A small record as a controller writes it, six bytes checked: an even
+            # one-byte length 2L (under 64 bytes), attributes 0, timestamp delta 0,
+            # offset delta i and a null key (heads[i]), the value's one-byte length
+            # 2(L - 6) (what is left after those and the header count). From offset
+            # delta 64 on the delta takes two bytes (its first has the high bit set),
+            # so heads[i & 63] never matches.
+            if not b & 0x81 and buf[pos + 1 : pos + 5] == heads[i & 63] and buf[pos + 5] == b - 12:
                 rec_end = pos + 1 + (b >> 1)
-                pos += 1
-            else:
-                b2 = buf[pos + 1]
-                if b2 >= 0x80:
+                size = (b >> 1) - 6
+                if buf[rec_end - 1]:
                     return None
-                rec_end = pos + 2 + (((b & 0x7F) | (b2 << 7)) >> 1)
-                pos += 2
-            if b & 1:
-                return None
-            # The usual frame, four bytes checked at once. From offset delta 64 on the
-            # delta takes two bytes (its first has the high bit set), so heads[i & 63]
-            # never matches and the varints are read one by one.
-            if buf[pos : pos + 4] == heads[i & 63]:
+                value = buf[pos + 6 : rec_end - 1]
                 mid = same
-                pos += 4
+                pos = rec_end
             else:
-                # Timestamp delta (zig-zag).
-                b = buf[pos + 1]
+                # Record length (non-negative), then the attributes byte, which is unused.
                 if b < 0x80:
-                    tsd = (b >> 1) ^ -(b & 1)
-                    pos += 2
-                else:
-                    b2 = buf[pos + 2]
-                    if b2 >= 0x80:
-                        return None
-                    raw = (b & 0x7F) | (b2 << 7)
-                    tsd = (raw >> 1) ^ -(raw & 1)
-                    pos += 3
-                # Offset delta i (zig-zag 2i), then a null key (zig-zag -1: one byte 0x01).
-                b = buf[pos]
-                if b < 0x80:
-                    if b != i << 1 or buf[pos + 1] != 1:
-                        return None
-                    pos += 2
+                    rec_end = pos + 1 + (b >> 1)
+                    pos += 1
                 else:
                     b2 = buf[pos + 1]
-                    if b2 >= 0x80 or ((b & 0x7F) | (b2 << 7)) != i << 1 or buf[pos + 2] != 1:
+                    if b2 >= 0x80:
                         return None
-                    pos += 3
-                tsd &= keep
-                mid = f"{head}{first + tsd} keySize: -1 valueSize: " if tsd else same
-            # Value length (not null), the value, then a zero header count at the end:
-            # the record's length gives the value's, checked against its varint, one
-            # byte or two (a record shorter than 8192 bytes holds no longer one).
-            size = rec_end - pos - 2
-            if size < 64:
-                if buf[pos] != size << 1 or buf[rec_end - 1]:
+                    rec_end = pos + 2 + (((b & 0x7F) | (b2 << 7)) >> 1)
+                    pos += 2
+                if b & 1:
                     return None
-                value = buf[pos + 1 : rec_end - 1]
-            else:
-                size -= 1
-                if (
-                    buf[pos] != ((size << 1) & 0x7F) | 0x80
-                    or buf[pos + 1] != size >> 6
-                    or buf[rec_end - 1]
-                ):
-                    return None
-                value = buf[pos + 2 : rec_end - 1]
-            pos = rec_end
+                # The usual frame, four bytes checked at once (a longer record).
+                if buf[pos : pos + 4] == heads[i & 63]:
+                    mid = same
+                    pos += 4
+                else:
+                    # Timestamp delta (zig-zag).
+                    b = buf[pos + 1]
+                    if b < 0x80:
+                        tsd = (b >> 1) ^ -(b & 1)
+                        pos += 2
+                    else:
+                        b2 = buf[pos + 2]
+                        if b2 >= 0x80:
+                            return None
+                        raw = (b & 0x7F) | (b2 << 7)
+                        tsd = (raw >> 1) ^ -(raw & 1)
+                        pos += 3
+                    # Offset delta i (zig-zag 2i), then a null key (zig-zag -1: one byte 0x01).
+                    b = buf[pos]
+                    if b < 0x80:
+                        if b != i << 1 or buf[pos + 1] != 1:
+                            return None
+                        pos += 2
+                    else:
+                        b2 = buf[pos + 1]
+                        if b2 >= 0x80 or ((b & 0x7F) | (b2 << 7)) != i << 1 or buf[pos + 2] != 1:
+                            return None
+                        pos += 3
+                    tsd &= keep
+                    mid = f"{head}{first + tsd} keySize: -1 valueSize: " if tsd else same
+                # Value length (not null), the value, then a zero header count at the end:
+                # the record's length gives the value's, checked against its varint, one
+                # byte or two (a record shorter than 8192 bytes holds no longer one).
+                size = rec_end - pos - 2
+                if size < 64:
+                    if buf[pos] != size << 1 or buf[rec_end - 1]:
+                        return None
+                    value = buf[pos + 1 : rec_end - 1]
+                else:
+                    size -= 1
+                    if (
+                        buf[pos] != ((size << 1) & 0x7F) | 0x80
+                        or buf[pos + 1] != size >> 6
+                        or buf[rec_end - 1]
+                    ):
+                        return None
+                    value = buf[pos + 2 : rec_end - 1]
+                pos = rec_end
             # The payload: the shortest values (NoOps) repeat byte for byte.
             if size <= short_max:
                 text = short_texts.get(value)

@@ -392,6 +392,8 @@ def test_batch_fast_path_on_unusual_record_frames(
         [v2.RecordSpec(None, noop, timestamp=TS + i % 3) for i in range(130)],
         [v2.RecordSpec(b"k", noop), v2.RecordSpec(None, noop)],
         [v2.RecordSpec(None, noop), v2.RecordSpec(None, noop, headers=[("h", b"1")])],
+        # A header whose last byte is 0, like the header count that ends a plain record.
+        [v2.RecordSpec(None, noop, headers=[("h", b"\x00")])],
     ]
     data = bytearray()
     offset = 0
