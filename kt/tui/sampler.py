@@ -38,6 +38,12 @@ from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
+from kt.admin.describe import (
+    GroupMember,
+    consumer_protocol,
+    group_description,
+    min_insync_replicas,
+)
 from kt.admin.reassignment import LISTS, RATES, replica_progress
 from kt.client import BrokerInfo as ClientBroker
 from kt.client import (
@@ -57,8 +63,6 @@ from kt.tui.model import (
     BrokerThrottle,
     ClusterSnapshot,
     GroupInfo,
-    GroupMemberInfo,
-    GroupPartitionLag,
     LogDirInfo,
     OpenTransaction,
     PartitionInfo,
@@ -75,8 +79,6 @@ EARLIEST = -2
 LATEST = -1
 #: config_source of a topic's own override
 DYNAMIC_TOPIC_CONFIG = 1
-#: what min.insync.replicas is when the cluster does not say
-DEFAULT_MIN_ISR = 1
 #: ListOffsets isolation levels (read_committed's latest is the last stable offset)
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
@@ -740,15 +742,12 @@ def build_snapshot(
                 )
             )
         overridden: dict[str, str] = {}
-        min_isr = DEFAULT_MIN_ISR
         cfg = raw.configs.get(t.name)
-        if cfg is not None:
-            for c in cfg.configs:
-                if c.config_source == DYNAMIC_TOPIC_CONFIG and c.value is not None:
-                    overridden[c.name] = c.value
-                if c.name == "min.insync.replicas" and c.value is not None:
-                    with contextlib.suppress(ValueError):
-                        min_isr = int(c.value)
+        configs = list(cfg.configs) if cfg is not None else []
+        for c in configs:
+            if c.config_source == DYNAMIC_TOPIC_CONFIG and c.value is not None:
+                overridden[c.name] = c.value
+        min_isr = min_insync_replicas((c.name, c.value) for c in configs)
         rf = max((len(p.replicas) for p in parts), default=0)
         topics.append(
             TopicInfo(
@@ -777,7 +776,8 @@ def build_snapshot(
         for b in raw.brokers
     )
     groups = tuple(
-        _group_info(g, committed, raw.latest) for _, (_, g, committed) in sorted(raw.groups.items())
+        _group_info(node, g, committed, raw.latest)
+        for _, (node, g, committed) in sorted(raw.groups.items())
     )
     reassignments = tuple(
         sorted(
@@ -868,46 +868,35 @@ def _rate(value: str | None) -> int | None:
 
 
 def _group_info(
-    g: Struct, committed: list[Struct] | None, ends: dict[TopicPartition, int]
+    node: int, g: Struct, committed: list[Struct] | None, ends: dict[TopicPartition, int]
 ) -> GroupInfo:
-    consumer_protocol = g.protocol_type in ("consumer", "")
-    members: list[GroupMemberInfo] = []
-    owner: dict[TopicPartition, str] = {}
-    for m in g.members:
-        assignment = _assignment(m.member_assignment) if consumer_protocol else ()
-        for tp in assignment:
-            owner[tp] = m.member_id
-        members.append(
-            GroupMemberInfo(
-                member_id=m.member_id,
-                client_id=m.client_id,
-                host=m.client_host,
-                group_instance_id=m.group_instance_id,
-                assignment=assignment,
-            )
+    members = [
+        GroupMember(
+            member_id=m.member_id,
+            client_id=m.client_id,
+            host=m.client_host,
+            group_instance_id=m.group_instance_id,
+            assignment=_assignment(m.member_assignment)
+            if consumer_protocol(g.protocol_type)
+            else (),
         )
-    offsets: dict[TopicPartition, int] = {}
-    for t in committed or ():
-        for p in t.partitions:
-            if p.error_code == 0:
-                offsets[(t.name, p.partition_index)] = p.committed_offset
-    lags = tuple(
-        GroupPartitionLag(
-            topic=tp[0],
-            partition=tp[1],
-            committed=offsets.get(tp, -1),
-            log_end_offset=ends.get(tp, -1),
-            consumer=owner.get(tp),
-        )
-        for tp in sorted(set(offsets) | set(owner))
-    )
-    return GroupInfo(
-        group_id=g.group_id,
-        state=g.group_state,
-        protocol_type=g.protocol_type,
-        protocol=g.protocol_data,
-        members=tuple(sorted(members, key=lambda m: m.member_id)),
-        lags=lags,
+        for m in g.members
+    ]
+    offsets = {
+        (t.name, p.partition_index): p.committed_offset
+        for t in committed or ()
+        for p in t.partitions
+        if p.error_code == 0
+    }
+    return group_description(
+        g.group_id,
+        g.group_state,
+        g.protocol_type,
+        g.protocol_data,
+        sorted(members, key=lambda m: m.member_id),
+        offsets,
+        ends,
+        coordinator=node,
     )
 
 
