@@ -11,7 +11,15 @@ from kt.admin.describe import GroupDescription, describe_group
 from kt.admin.offset_reset import ResetTarget, is_inactive, plan_moves
 from kt.client import GroupListing, KafkaClient, KafkaError, TopicPartition
 from kt.protocol.errors import ErrorCode
-from kt.tools.console import emit_json, fail, handle_errors, render_table, usage_error, warn
+from kt.tools.console import (
+    emit_json,
+    fail,
+    handle_errors,
+    render_table,
+    stdout_is_terminal,
+    usage_error,
+    warn,
+)
 from kt.tools.wire import Wire, wire_options
 
 
@@ -93,7 +101,8 @@ def describe(
     """Describe groups: committed offsets, lag and owners per partition.
 
     Per partition the committed (current) offset, the log end offset, the lag and
-    the consumer that owns it, then the total lag.
+    the consumer that owns it; on a terminal, then the total lag (piped, the rows
+    alone, as kafka-consumer-groups.sh prints them; --json has total_lag).
 
     Columns as kafka-consumer-groups.sh --describe prints them: GROUP TOPIC
     PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID ('-'
@@ -200,7 +209,10 @@ def describe(
                 for r in desc.lags
             ],
         )
-        click.echo(f"TOTAL LAG: {desc.total_lag}")
+        if stdout_is_terminal():
+            # kafka-consumer-groups.sh prints no total: piped output stays its rows
+            # alone (what scripts parse; --json has total_lag), a person gets the sum.
+            click.echo(f"TOTAL LAG: {desc.total_lag}")
     if missing:
         fail(
             "consumer group "
