@@ -14,7 +14,10 @@ them does not, and lives here so that the two agree by construction:
   leader), the preferred leader, the topic's min.insync.replicas from its configs
   (`PartitionState`, `min_insync_replicas`);
 - brokers: what each leads, hosts and is the preferred leader of, and the
-  controller (`BrokerLoad`, `broker_loads`, `controller_warning`).
+  controller (`BrokerLoad`, `broker_loads`, `controller_warning`);
+- log directories: each replica's size, each directory's bytes and partitions
+  (`replica_sizes`, `LogDirUsage`, `log_dir_usage`); `kt reassign-partitions
+  --progress` and the TUI's log-dirs and reassignments views read them.
 
 Offsets and sizes follow the TUI's convention: -1 is unknown.
 """
@@ -25,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from kt.client import LATEST, KafkaClient, KafkaError, MemberDescription
+from kt.client import LATEST, KafkaClient, KafkaError, LogDirInfo, MemberDescription
 from kt.protocol.errors import ErrorCode
 
 TopicPartition = tuple[str, int]
@@ -297,3 +300,51 @@ def controller_warning(controller_id: int, broker_ids: Iterable[int]) -> str | N
         return None
     listed = ",".join(map(str, sorted(ids))) or "none"
     return f"controller {controller_id} is not among the listed brokers ({listed})"
+
+
+# --- log directories ------------------------------------------------------------------
+
+
+def replica_sizes(dirs: Iterable[LogDirInfo]) -> dict[tuple[str, int, int], int]:
+    """Each (topic, partition, broker)'s replica size in bytes; a future replica (a
+    move between a broker's directories in progress) is left out, and a replica a
+    broker reports twice counts at its largest."""
+    sizes: dict[tuple[str, int, int], int] = {}
+    for d in dirs:
+        for lp in d.partitions:
+            if not lp.is_future:
+                key = (lp.topic, lp.partition, d.broker)
+                sizes[key] = max(sizes.get(key, 0), lp.size)
+    return sizes
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirUsage:
+    """One log directory of one broker: what it holds and the disk around it."""
+
+    broker: int
+    path: str
+    error: str | None  # the error's name when offline, None when online
+    size_bytes: int  # its replicas' bytes (future replicas left out)
+    partitions: int  # its replicas (future replicas left out)
+    total_bytes: int  # -1 unknown
+    usable_bytes: int  # -1 unknown
+
+
+def log_dir_usage(dirs: Iterable[LogDirInfo]) -> list[LogDirUsage]:
+    """Per log directory, sorted by broker and path: see `LogDirUsage`."""
+    out = []
+    for d in dirs:
+        current = [lp for lp in d.partitions if not lp.is_future]
+        out.append(
+            LogDirUsage(
+                broker=d.broker,
+                path=d.path,
+                error=None if d.error == ErrorCode.NONE else d.error.name,
+                size_bytes=sum(lp.size for lp in current),
+                partitions=len(current),
+                total_bytes=d.total_bytes,
+                usable_bytes=d.usable_bytes,
+            )
+        )
+    return sorted(out, key=lambda u: (u.broker, u.path))

@@ -16,7 +16,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kt.admin import describe
-from kt.admin.describe import BrokerLoad, GroupDescription, GroupLag, GroupMember
+from kt.admin.describe import (
+    BrokerLoad,
+    GroupDescription,
+    GroupLag,
+    GroupMember,
+    LogDirUsage,
+)
 from kt.admin.reassignment import LISTS, ReplicaProgress, with_rates
 from kt.cluster.election import LeaderAndIsr
 from kt.cluster.rebalance import LeaderImbalance, preferred_replica_imbalance
@@ -128,17 +134,8 @@ GroupPartitionLag = GroupLag
 GroupInfo = GroupDescription
 
 
-@dataclass(frozen=True, slots=True)
-class LogDirInfo:
-    """One log directory of one broker."""
-
-    broker: int
-    path: str
-    error: str | None  # None when online
-    size_bytes: int
-    partitions: int
-    total_bytes: int  # -1 unknown
-    usable_bytes: int  # -1 unknown
+#: one log directory of one broker (the admin layer's model)
+LogDirInfo = LogDirUsage
 
 
 @dataclass(frozen=True, slots=True)

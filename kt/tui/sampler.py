@@ -42,7 +42,9 @@ from kt.admin.describe import (
     GroupMember,
     consumer_protocol,
     group_description,
+    log_dir_usage,
     min_insync_replicas,
+    replica_sizes,
 )
 from kt.admin.reassignment import LISTS, RATES, replica_progress
 from kt.client import BrokerInfo as ClientBroker
@@ -53,7 +55,8 @@ from kt.client import (
     KafkaTimeoutError,
     SecurityConfig,
 )
-from kt.client.admin import RESOURCE_BROKER, RESOURCE_TOPIC
+from kt.client import LogDirInfo as ClientLogDir
+from kt.client.admin import RESOURCE_BROKER, RESOURCE_TOPIC, log_dirs_of
 from kt.protocol import apis
 from kt.protocol.consumer_protocol import decode_assignment
 from kt.protocol.errors import DecodeError, ErrorCode, error_for_code
@@ -63,7 +66,6 @@ from kt.tui.model import (
     BrokerThrottle,
     ClusterSnapshot,
     GroupInfo,
-    LogDirInfo,
     OpenTransaction,
     PartitionInfo,
     ReassignmentInfo,
@@ -100,8 +102,8 @@ class _Raw:
     #: (topic, partition) -> offset, per ListOffsets timestamp
     earliest: dict[TopicPartition, int] = field(default_factory=dict)
     latest: dict[TopicPartition, int] = field(default_factory=dict)
-    #: node id -> DescribeLogDirs results
-    log_dirs: dict[int, list[Struct]] = field(default_factory=dict)
+    #: node id -> its log directories (DescribeLogDirs)
+    log_dirs: dict[int, list[ClientLogDir]] = field(default_factory=dict)
     #: topic -> DescribeConfigs result
     configs: dict[str, Struct] = field(default_factory=dict)
     #: group id -> (coordinator, DescribeGroups entry, OffsetFetch topics or None)
@@ -529,7 +531,7 @@ class ClusterSampler:
             )
             if getattr(resp, "error_code", 0):
                 raise KafkaError(resp.error_code, f"broker {node}")
-            raw.log_dirs[node] = list(resp.results)
+            raw.log_dirs[node] = log_dirs_of(node, resp.results)
 
         await self._guard(raw, f"broker {node}: DescribeLogDirs", go())
 
@@ -676,39 +678,16 @@ def build_snapshot(
     """Shape the responses of one refresh into a `ClusterSnapshot`."""
     # Partition sizes: the leader's replica when its broker answered, else the
     # largest replica reported (a follower's copy is as good a guess as any).
-    sizes: dict[tuple[str, int, int], int] = {}
-    dirs: list[LogDirInfo] = []
+    all_dirs = [d for _, ds in sorted(raw.log_dirs.items()) for d in ds]
+    sizes = replica_sizes(all_dirs)
+    dirs = log_dir_usage(all_dirs)
     dir_bytes: dict[int, int] = {}
     offline_dirs: dict[int, int] = {}
-    for node, results in sorted(raw.log_dirs.items()):
-        for r in results:
-            size_sum = 0
-            count = 0
-            for t in r.topics:
-                for p in t.partitions:
-                    if p.is_future_key:
-                        continue
-                    key = (t.name, p.partition_index, node)
-                    sizes[key] = max(sizes.get(key, 0), p.partition_size)
-                    size_sum += p.partition_size
-                    count += 1
-            err = None if r.error_code == 0 else error_for_code(r.error_code).name
-            if err is not None:
-                offline_dirs[node] = offline_dirs.get(node, 0) + 1
-            else:
-                dir_bytes[node] = dir_bytes.get(node, 0) + size_sum
-            dirs.append(
-                LogDirInfo(
-                    broker=node,
-                    path=r.log_dir,
-                    error=err,
-                    size_bytes=size_sum,
-                    partitions=count,
-                    total_bytes=r.total_bytes,
-                    usable_bytes=r.usable_bytes,
-                )
-            )
-    dirs.sort(key=lambda d: (d.broker, d.path))
+    for u in dirs:
+        if u.error is not None:
+            offline_dirs[u.broker] = offline_dirs.get(u.broker, 0) + 1
+        else:
+            dir_bytes[u.broker] = dir_bytes.get(u.broker, 0) + u.size_bytes
 
     led: dict[int, int] = {}
     topics: list[TopicInfo] = []

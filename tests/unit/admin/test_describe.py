@@ -8,12 +8,15 @@ from kt.admin.describe import (
     broker_loads,
     controller_warning,
     group_description,
+    log_dir_usage,
     min_insync_replicas,
     offline,
     preferred_leader,
+    replica_sizes,
     under_replicated,
 )
-from kt.client import PartitionInfo
+from kt.client import LogDirInfo, LogDirPartition, PartitionInfo
+from kt.protocol.errors import ErrorCode
 
 
 def member(mid: str, *tps: tuple[str, int]) -> GroupMember:
@@ -92,3 +95,23 @@ def test_a_controller_missing_from_the_brokers_is_one_line() -> None:
         "controller 0 is not among the listed brokers (1,2,3)"
     )
     assert controller_warning(7, []) == "controller 7 is not among the listed brokers (none)"
+
+
+def test_log_dir_usage_and_replica_sizes_leave_future_replicas_out() -> None:
+    dirs = [
+        LogDirInfo(2, "/b", ErrorCode.NONE, [
+            LogDirPartition("t", 0, 100, 0, False),
+            LogDirPartition("t", 1, 40, 0, True),  # moving in from /a: not yet the replica
+        ], 1000, 500),
+        LogDirInfo(2, "/a", ErrorCode.NONE, [LogDirPartition("t", 1, 70, 0, False)]),
+        LogDirInfo(1, "/z", ErrorCode.KAFKA_STORAGE_ERROR, []),
+    ]  # fmt: skip
+    assert replica_sizes(dirs) == {("t", 0, 2): 100, ("t", 1, 2): 70}
+    usage = log_dir_usage(dirs)
+    assert [(u.broker, u.path, u.error) for u in usage] == [
+        (1, "/z", "KAFKA_STORAGE_ERROR"),
+        (2, "/a", None),
+        (2, "/b", None),
+    ]
+    assert [(u.size_bytes, u.partitions) for u in usage] == [(0, 0), (70, 1), (100, 1)]
+    assert (usage[2].total_bytes, usage[2].usable_bytes, usage[1].total_bytes) == (1000, 500, -1)
