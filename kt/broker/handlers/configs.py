@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from kt.broker import dynamic_config as dyn
@@ -120,7 +121,7 @@ def _describe(ctx: RequestContext, rtype: int, name: str) -> list[DescribedConfi
     s = ctx.services
     if rtype == TOPIC:
         info = _topic(ctx, name)
-        cfg = s.config
+        cfg = s.broker_config()
         return describe_topic(info.configs, cfg.given(), cfg.dynamic_defaults, cfg.dynamic_own)
     if rtype == BROKER:
         if not name:
@@ -214,7 +215,7 @@ def _broker_defaults() -> tuple[dict[str, str], dict[str, ConfigType]]:
 
 def _broker_entry(
     name: str,
-    layers: list[tuple[dict[str, str], ConfigSource]],
+    layers: list[tuple[Mapping[str, str], ConfigSource]],
     types: dict[str, ConfigType],
     value: str | None = None,
 ) -> DescribedConfig:
@@ -255,7 +256,7 @@ def _broker_entry(
 def _describe_broker(ctx: RequestContext) -> list[DescribedConfig]:
     """This broker's config: every key kt knows or has a value for, each with its
     effective value and where it comes from."""
-    cfg = ctx.services.config
+    cfg = ctx.services.broker_config()
     defaults, types = _broker_defaults()
     layers = [
         (cfg.dynamic_own, ConfigSource.DYNAMIC_BROKER_CONFIG),
@@ -271,7 +272,7 @@ def _describe_broker(ctx: RequestContext) -> list[DescribedConfig]:
 def _describe_broker_defaults(ctx: RequestContext) -> list[DescribedConfig]:
     """The cluster-wide dynamic defaults alone, as this broker applies them (Kafka
     describes the "" resource from currentDynamicDefaultConfigs)."""
-    cfg = ctx.services.config
+    cfg = ctx.services.broker_config()
     _, types = _broker_defaults()
     layers = [(cfg.dynamic_defaults, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
     return [
@@ -507,7 +508,7 @@ async def _change_broker(
 def _check_effective(ctx: RequestContext, name: str, new: dict[str, str]) -> None:
     """The broker config the change would give this broker must be valid as a whole
     (Kafka's processReconfiguration, e.g. min > max compaction lag)."""
-    cfg = ctx.services.config
+    cfg = ctx.services.broker_config()
     props = dict(DEFAULTS)
     dyn.overlay(props, cfg.given())
     dyn.overlay(props, cfg.dynamic_defaults if name else new)

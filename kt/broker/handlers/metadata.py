@@ -97,7 +97,7 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
             and allow_create
             and name not in INTERNAL_TOPICS
             and topic_name_problem(name) is None
-            and s.config.get_bool("auto.create.topics.enable")
+            and s.settings.auto_create_topics_enable
             and not _may_create(ctx, name)
         ):
             topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,

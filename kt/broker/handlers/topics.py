@@ -78,7 +78,7 @@ async def create_topics(ctx: RequestContext, request: Struct) -> Any:
                     "config_source": int(c.source),
                     "is_sensitive": c.is_sensitive,
                 }
-                for c in describe_topic(info.configs, s.topic_configs.given())
+                for c in describe_topic(info.configs, s.broker_config().given())
             ],
         )
         results.append(result)
@@ -119,9 +119,9 @@ async def _create_one(
                 "Number of partitions was set to an invalid non-positive value.",
             )
         if partitions == -1:
-            partitions = s.config.get_int("num.partitions")
+            partitions = s.settings.num_partitions
         if factor == -1:
-            factor = s.config.get_int("default.replication.factor")
+            factor = s.settings.default_replication_factor
     return await s.cluster.admin().create_topic(
         topic.name,
         partitions,
@@ -183,7 +183,7 @@ async def delete_topics(ctx: RequestContext, request: Struct) -> Any:
         wanted = [(t.name, t.topic_id or _ZERO_UUID) for t in request.topics]
     else:
         wanted = [(n, _ZERO_UUID) for n in request.topic_names]
-    if not s.config.get_bool("delete.topic.enable"):
+    if not s.settings.delete_topic_enable:
         code = ErrorCode.TOPIC_DELETION_DISABLED if version >= 3 else ErrorCode.INVALID_REQUEST
         for name, tid in wanted:
             respond(name, tid, code, "Topic deletion is disabled.")

@@ -12,6 +12,7 @@ from typing import Any
 
 from kt.broker.broker import Broker
 from kt.broker.config import load_config
+from kt.broker.config_settings import handler_settings
 from kt.broker.handlers import HANDLERS, RequestContext, load_all, resolve
 from kt.broker.metadata_store import TopicInfo
 from kt.broker.server import RunningBroker
@@ -95,8 +96,9 @@ def call(
 class ReplicasOnly:
     """No broker: a LogManager and a ReplicaManager (with its log-dir mover) on a
     temp dir, leading the topics it was asked for, and the config; a handler that
-    reads only `replicas` and `config` gets `HandlerServices.only(replicas=...,
-    config=...)` and nothing else (any other service fails loudly when touched)."""
+    reads only `replicas` and `settings` gets `HandlerServices.only(replicas=...,
+    settings=...)` (the handlers' settings built from the config) and nothing else
+    (any other service fails loudly when touched)."""
 
     TOPIC_ID = bytes(range(16))
 
@@ -135,7 +137,7 @@ class ReplicasOnly:
         rm.metadata_cache.update(
             controller_id=self.node_id, controller_epoch=1, brokers=live, partitions=states
         )
-        self.services = HandlerServices.only(replicas=rm, config=self.config)
+        self.services = HandlerServices.only(replicas=rm, settings=handler_settings(self.config))
 
     def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
         """Run a coroutine on this harness's loop."""
