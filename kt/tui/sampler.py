@@ -57,8 +57,8 @@ from kt.client import (
 )
 from kt.client import LogDirInfo as ClientLogDir
 from kt.client.admin import RESOURCE_BROKER, RESOURCE_TOPIC, log_dirs_of
+from kt.client.groups import assignment_pairs
 from kt.protocol import apis
-from kt.protocol.consumer_protocol import decode_assignment
 from kt.protocol.errors import DecodeError, ErrorCode, error_for_code
 from kt.protocol.schema import Struct
 from kt.tui.model import (
@@ -855,7 +855,7 @@ def _group_info(
             client_id=m.client_id,
             host=m.client_host,
             group_instance_id=m.group_instance_id,
-            assignment=_assignment(m.member_assignment)
+            assignment=tuple(assignment_pairs(m.member_assignment))
             if consumer_protocol(g.protocol_type)
             else (),
         )
@@ -877,13 +877,3 @@ def _group_info(
         ends,
         coordinator=node,
     )
-
-
-def _assignment(blob: bytes | None) -> tuple[TopicPartition, ...]:
-    if not blob:
-        return ()
-    try:
-        a = decode_assignment(blob)
-    except DecodeError:
-        return ()
-    return tuple(sorted((t, p) for t, ps in a.partitions for p in ps))
