@@ -118,6 +118,41 @@ def test_no_tui_screen_or_widget_imports_the_app(folder: str) -> None:
     assert not bad, f"these kt/tui/{folder} modules import kt.tui.app: {bad}"
 
 
+def _app_calls(path: Path) -> list[str]:
+    """`self.app.NAME(...)` calls in the file other than `post_message`: a screen or
+    widget that drives the app directly instead of asking it with a message."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    out = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Attribute)
+            and node.func.value.attr == "app"
+            and isinstance(node.func.value.value, ast.Name)
+            and node.func.value.value.id == "self"
+            and node.func.attr != "post_message"
+        ):
+            out.append(f"{path.name}:{node.lineno} self.app.{node.func.attr}()")
+    return out
+
+
+def test_screens_and_widgets_reach_the_app_only_through_messages(tmp_path: Path) -> None:
+    # navigation and actions are kt.tui.host's messages, handled in the app's on_*;
+    # reading its state goes through DashboardHost
+    bad = [
+        call
+        for folder in ("screens", "widgets")
+        for path in sorted((ROOT / "tui" / folder).rglob("*.py"))
+        for call in _app_calls(path)
+    ]
+    assert not bad, f"screens/widgets calling the app instead of posting it a message: {bad}"
+    probe = tmp_path / "probe.py"
+    probe.write_text("class S:\n    def f(self):\n        self.app.push_screen(1)\n"
+                     "        self.app.post_message(2)\n")  # fmt: skip
+    assert _app_calls(probe) == ["probe.py:3 self.app.push_screen()"]
+
+
 def test_the_import_walker_sees_type_checking_and_local_imports(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text(
