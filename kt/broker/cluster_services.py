@@ -29,6 +29,7 @@ from kt.broker.controller.controller import ControllerSettings, KafkaController
 from kt.broker.controller.links import NetworkLink
 from kt.broker.controller.zk import ZkControllerStore
 from kt.broker.controller_link import ControllerLink, ControllerLookup
+from kt.broker.metadata.cache import endpoint_on
 from kt.broker.metadata.cluster_store import ClusterStore
 from kt.broker.replication.fetcher import BrokerEndpoint, FetcherConfig, ReplicaFetcherManager
 from kt.broker.topic_admin import TopicAdmin
@@ -179,11 +180,8 @@ def _controller_finder(
         live = cache.broker(controller_id)
         if live is None:
             found = await cluster.get_broker(controller_id)
-            if found is None or not found.registration.endpoints:
-                return None
-            eps = found.registration.endpoints
-            ep = next((e for e in eps if e.listener == node.listener_name), eps[0])
-            return controller_id, ep.host, ep.port
+            ep = endpoint_on(found.registration.endpoints, node.listener_name) if found else None
+            return (controller_id, ep.host, ep.port) if ep is not None else None
         endpoint = live.endpoint_for(node.listener_name)
         return (controller_id, endpoint.host, endpoint.port) if endpoint else None
 

@@ -89,7 +89,7 @@ async def describe_configs(ctx: RequestContext, request: Struct) -> Any:
                 await ctx.services.topic_configs.refresh(res.resource_name)
             entries = _describe(ctx, res.resource_type, res.resource_name)
         except ResourceError as exc:
-            out.update(error_code=exc.code, error_message=exc.message)
+            out.update(error_code=error_code_for(exc), error_message=exc.message)
             results.append(out)
             continue
         keys = res.configuration_keys
@@ -337,7 +337,7 @@ async def alter_configs(ctx: RequestContext, request: Struct) -> Any:
                 new = {c.name: c.value for c in res.configs}
                 await _alter(ctx, res.resource_type, res.resource_name, new, validate_only)
         except ResourceError as exc:
-            code, message = exc.code, exc.message
+            code, message = error_code_for(exc), exc.message
         responses.append({"error_code": code, "error_message": message,
                           "resource_type": res.resource_type,
                           "resource_name": res.resource_name})  # fmt: skip
@@ -383,7 +383,7 @@ async def incremental_alter_configs(ctx: RequestContext, request: Struct) -> Any
                 ctx, res.resource_type, res.resource_name, new, validate_only, incremental=True
             )
         except ResourceError as exc:
-            code, message = exc.code, exc.message
+            code, message = error_code_for(exc), exc.message
         responses.append({"error_code": code, "error_message": message,
                           "resource_type": res.resource_type,
                           "resource_name": res.resource_name})  # fmt: skip
@@ -586,7 +586,7 @@ async def _alter(
         try:
             await s.cluster.admin().alter_topic_configs(name, clean)
         except TopicError as exc:
-            raise ResourceError(exc.code, exc.message) from None
+            raise ResourceError(error_code_for(exc), exc.message) from None
         return
     if rtype == BROKER_LOGGER and incremental:
         raise ResourceError(

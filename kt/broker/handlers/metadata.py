@@ -200,11 +200,7 @@ def live_brokers(ctx: RequestContext) -> list[dict[str, Any]]:
     out = []
     for b in ctx.services.topics.cache.alive_brokers():
         # the listener the client came in on (Kafka omits brokers without it)
-        ep = (
-            b.endpoint(ctx.listener)
-            if ctx.listener
-            else b.endpoint_for(ctx.services.node.listener_name)
-        )
+        ep = ctx.endpoint_of(b)
         if ep is not None:
             out.append({"node_id": b.broker_id, "host": ep.host, "port": ep.port,
                         "rack": b.rack})  # fmt: skip

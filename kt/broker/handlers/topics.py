@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Any
 
 from kt.broker.authorization import authorize, authorize_cluster
-from kt.broker.errors import TopicError
+from kt.broker.errors import TopicError, error_code_for
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.handlers.readiness import not_ready_message, ready
 from kt.broker.security.acl import AclOperation, ResourceType
@@ -54,7 +54,7 @@ async def create_topics(ctx: RequestContext, request: Struct) -> Any:
         try:
             info = await _create_one(ctx, topic, validate_only, request.timeout_ms)
         except TopicError as exc:
-            result.update(error_code=exc.code, error_message=exc.message)
+            result.update(error_code=error_code_for(exc), error_message=exc.message)
             results.append(result)
             continue
         if not authorize(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, topic.name,
@@ -233,7 +233,7 @@ async def delete_topics(ctx: RequestContext, request: Struct) -> Any:
         try:
             await s.cluster.admin().delete_topic(name, timeout_s=max(0, request.timeout_ms) / 1000)
         except TopicError as exc:
-            respond(name, topic_id, exc.code, exc.message)
+            respond(name, topic_id, error_code_for(exc), exc.message)
             continue
         respond(name, topic_id, ErrorCode.NONE, None)
     return apis.DELETE_TOPICS.response(throttle_time_ms=0, responses=responses)
@@ -267,6 +267,6 @@ async def create_partitions(ctx: RequestContext, request: Struct) -> Any:
                     timeout_s=max(0, request.timeout_ms) / 1000,
                 )
             except TopicError as exc:
-                code, message = exc.code, exc.message
+                code, message = error_code_for(exc), exc.message
         results.append({"name": topic.name, "error_code": code, "error_message": message})
     return apis.CREATE_PARTITIONS.response(throttle_time_ms=0, results=results)

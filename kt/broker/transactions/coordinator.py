@@ -26,12 +26,12 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
+from kt.broker.errors import IllegalTransition
 from kt.broker.transactions.markers import MarkerSender, MarkersFenced, TxnMarker, write_markers
 from kt.broker.transactions.metadata import (
     EXPIRABLE,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
-    IllegalTransition,
     TransactionMetadata,
     TxnState,
     TxnTransit,

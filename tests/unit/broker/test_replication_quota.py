@@ -1,6 +1,11 @@
 """Replication throttles (KIP-73): the windowed rate, the throttled-replica lists, who
 is throttled (listed, out of the ISR, quota exceeded), and the two dynamic broker
-configs set through IncrementalAlterConfigs and applied live from /config/brokers."""
+configs set through IncrementalAlterConfigs and applied live from /config/brokers.
+
+The throttle logic is tested alone; the three tests that start the in-process broker
+do so on purpose: the root sizing the throttles from the config, and the dynamic
+configs' flow (IncrementalAlterConfigs, the coordination store, the config manager,
+the root's reconfigure, DescribeConfigs)."""
 
 from __future__ import annotations
 

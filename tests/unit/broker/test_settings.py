@@ -1,5 +1,6 @@
 """The frozen settings objects the composition root builds from the config, and the
-one step (Broker.reconfigure) that replaces the dynamic ones."""
+one step (Broker.reconfigure) that replaces the dynamic ones (that test starts the
+in-process broker on purpose: its subject is the root and the services it wires)."""
 
 from __future__ import annotations
 
