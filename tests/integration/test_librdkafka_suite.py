@@ -212,9 +212,10 @@ def test_0119_consumer_auth(
 def test_0081_admin_acls(runner: Path, acl_broker: BrokerProcess, tmp_path: Path) -> None:
     out = run_suite(tmp_path, "0081", plain_conf(acl_broker), args=("-Q",), subtests="Acls:")
     funcs = [f for f, _ in passed_subtests(out)]
-    assert funcs == ["do_test_CreateAcls"] * 2 + ["do_test_DescribeAcls"] * 2 + [
-        "do_test_DeleteAcls"
-    ] * 2, funcs
+    assert (
+        funcs
+        == ["do_test_CreateAcls"] * 2 + ["do_test_DescribeAcls"] * 2 + ["do_test_DeleteAcls"] * 2
+    ), funcs
 
 
 def _der_files(pki: Path, out: Path) -> dict[str, str]:
