@@ -28,8 +28,9 @@ What runs (docs/compatibility.md, "librdkafka's test suite", says the same):
   DER and PKCS#12, and librdkafka's own untrusted client2 certificates.
 - 0135 sasl_credentials, its classic-client sub-tests (`SUBTESTS=do_test:`): the
   shared secured broker's SASL_PLAINTEXT listener with SASL/PLAIN.
-- 0142 reauthentication, its producer and transactional-producer sub-tests: a broker
-  with SASL_PLAINTEXT/PLAIN and `connections.max.reauth.ms`.
+- 0142 reauthentication, its consumer, producer and transactional-producer sub-tests
+  (one run each): `kt cluster up --secure`'s cluster (ZooKeeper and three brokers,
+  SASL_SSL with SCRAM-SHA-512) with `connections.max.reauth.ms`.
 
 Not run, and why (none of these is a failure of kt's that a skip would hide):
 
@@ -37,9 +38,7 @@ Not run, and why (none of these is a failure of kt's that a skip would hide):
   API, several of which need a multi-broker cluster.
 - 0135's and 0142's share-consumer sub-tests: share groups (KIP-932, Kafka 4.1+) are
   not implemented by kt. 0142's OAUTHBEARER sub-tests need `sasl.mechanism=OAUTHBEARER`
-  clients with unsecured JWTs, a separate configuration of the whole test; 0142's
-  consumer sub-test creates its topic with replication factor 3 (a three-broker
-  cluster, which one broker cannot give; Kafka refuses it the same way).
+  clients with unsecured JWTs, a separate configuration of the whole test.
 """
 
 from __future__ import annotations
@@ -63,12 +62,8 @@ RDK = ROOT / ".cache" / "librdkafka-tests" / "package" / "deps" / "librdkafka"
 TESTS_DIR = RDK / "tests"
 RUNNER = TESTS_DIR / "test-runner"
 KAFKA_VERSION = "4.0.0"
-DEADLINE = 900  # seconds per runner invocation: generous on a loaded machine
+DEADLINE = 600  # seconds per runner invocation: generous on a loaded machine
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
-              'username="admin" password="admin-secret" user_admin="admin-secret" '
-              'user_rdk="rdk-secret";')  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +108,13 @@ def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProce
     assert b.stop() == 0
 
 
+# 0115's own race (see test_0115_producer_auth): the one failure given a second run.
+RACE_0115 = re.compile(
+    r"failed at 0115-producer_auth\.cpp:\d+:do_test_producer\(\) at .*###\n"
+    r'Test assertion failed: "!err": produce\(\) failed: Broker: Topic authorization failed'
+)
+
+
 def run_suite(
     tmp: Path,
     test: str,
@@ -120,8 +122,27 @@ def run_suite(
     env: dict[str, str] | None = None,
     args: tuple[str, ...] = (),
     subtests: str | None = None,
+    rerun_if: re.Pattern[str] | None = None,
 ) -> str:
-    """Run test-runner for TEST; assert it PASSED; return its output (ANSI removed)."""
+    """Run test-runner for TEST; assert it PASSED; return its output (ANSI removed).
+    When the output matches `rerun_if` (a known race of the test's own), run once more."""
+    out, problem = _run_once(tmp, test, conf, env, args, subtests)
+    if problem and rerun_if is not None and rerun_if.search(out):
+        (tmp / f"test-{test}.first.out").write_text(out)
+        out, problem = _run_once(tmp, test, conf, env, args, subtests)
+    assert problem is None, problem
+    return out
+
+
+def _run_once(
+    tmp: Path,
+    test: str,
+    conf: dict[str, str],
+    env: dict[str, str] | None,
+    args: tuple[str, ...],
+    subtests: str | None,
+) -> tuple[str, str | None]:
+    """One test-runner run: (its output, None if it passed, else why not)."""
     conf_file = tmp / f"test-{test}.conf"
     conf_file.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
     full_env = {
@@ -144,13 +165,12 @@ def run_suite(
     (tmp / f"test-{test}.out").write_text(out)
     summary = dict(re.findall(r"^\|\s*(\S+)\s*\|\s*([A-Z]+)\s*\|", out, re.M))
     name = next((n for n in summary if n.startswith(f"{test}_")), None)
-    assert name is not None and summary[name] == "PASSED" and done.returncode == 0, (
-        f"librdkafka test {test}: exit {done.returncode}, summary {summary}\n{out[-6000:]}"
-    )
-    return out
+    if name is not None and summary[name] == "PASSED" and done.returncode == 0:
+        return out, None
+    return out, f"librdkafka test {test}: exit {done.returncode}, summary {summary}\n{out[-6000:]}"
 
 
-def passed_subtests(out: str) -> list[str]:
+def passed_subtests(out: str) -> list[tuple[str, str]]:
     """The sub-tests the runner reported as passed ("[ func:line: what: PASS (1.0s) ]")."""
     return re.findall(r"\[ (\S+?):\d+(?:: (.*?))?: PASS \(", out)
 
@@ -176,6 +196,7 @@ def test_0052_msg_timestamps(
             assert f"0052_msg_timestamps_{ts}_0.10.1.0_{codec}: Verification of 20 " in out
 
 
+@pytest.mark.timeout(DEADLINE)  # about 140 s of it waits for the log cleaner
 def test_0077_compaction(
     runner: Path, acl_broker: BrokerProcess, kafka_path: Path, tmp_path: Path
 ) -> None:
@@ -199,7 +220,18 @@ def test_0109_auto_create_topics(
 def test_0115_producer_auth(
     runner: Path, acl_broker: BrokerProcess, kafka_path: Path, tmp_path: Path
 ) -> None:
-    out = run_suite(tmp_path, "0115", plain_conf(acl_broker), plain_env(acl_broker, kafka_path))
+    # "Topic not known": produce() makes the topic locally, which sends a Metadata
+    # request from librdkafka's main thread, and then checks the topic's state on the
+    # application thread; the test wants that check to come before the answer. kt on
+    # loopback answers in about a millisecond, so on a loaded machine the answer (the
+    # DENY: TOPIC_AUTHORIZATION_FAILED, the right one) sometimes arrives first and
+    # produce() itself returns it (seen once in six runs). That failure, exactly, is
+    # librdkafka's test racing itself, not kt: it gets one more run. (librdkafka's
+    # socket emulator, which could add latency, is not wired into its C++ tests.)
+    out = run_suite(
+        tmp_path, "0115", plain_conf(acl_broker), plain_env(acl_broker, kafka_path),
+        rerun_if=RACE_0115,
+    )  # fmt: skip
     assert "Test producer auth with topic known: PASS" in out
     assert "Test producer auth with topic not known: PASS" in out
 
@@ -293,42 +325,50 @@ REAUTH_MS = 5000
 
 
 @pytest.fixture(scope="module")
-def reauth_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """A broker whose SASL_PLAINTEXT/PLAIN sessions expire: 0142 reads the global
-    `connections.max.reauth.ms` through DescribeConfigs."""
-    tmp = tmp_path_factory.mktemp("rdk-reauth")
-    port, sasl = free_port(), free_port()
-    overrides = {
-        "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://localhost:{sasl}",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
-        "connections.max.reauth.ms": str(REAUTH_MS),
-        "offsets.topic.num.partitions": "1",
-        "offsets.topic.replication.factor": "1",
-        "transaction.state.log.num.partitions": "1",
-        "transaction.state.log.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
-    }
-    b = BrokerProcess(tmp / "data", port, overrides).start(timeout=60)
-    yield {"broker": b, "sasl": sasl}
-    assert b.stop() == 0
+def secure_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """`kt cluster up --secure`'s cluster (ZooKeeper and three brokers, SASL_SSL with
+    SCRAM-SHA-512 everywhere, the ACL authorizer) whose sessions expire: 0142 reads
+    `connections.max.reauth.ms` through DescribeConfigs, and its consumer sub-test
+    creates a topic with three replicas."""
+    from cluster_harness import LEAN_OVERRIDES
+
+    from kt.tools.local_cluster import LocalCluster
+
+    overrides = {**LEAN_OVERRIDES, "connections.max.reauth.ms": str(REAUTH_MS)}
+    c = LocalCluster.create(tmp_path_factory.mktemp("rdk-secure-cluster"), 3,
+                            overrides=overrides, secure=True)  # fmt: skip
+    c.start(timeout=120.0, register_timeout=60.0)
+    try:
+        yield c
+    finally:
+        c.stop(kill=True)
 
 
+@pytest.mark.cluster
 @pytest.mark.parametrize(
-    "subtest", ["do_test_producer:", "do_test_txn_producer:"], ids=["producer", "txn"]
+    ("subtest", "count"),
+    [("do_test_consumer:", 1), ("do_test_producer:", 1), ("do_test_txn_producer:", 2)],
+    ids=["consumer", "producer", "txn"],
 )
 def test_0142_reauthentication(
-    runner: Path, reauth_broker: dict[str, Any], tmp_path: Path, subtest: str
+    runner: Path, secure_cluster: Any, tmp_path: Path, subtest: str, count: int
 ) -> None:
+    from kt.tools.local_cluster_security import files_for
+
+    props = dict(
+        line.split("=", 1)
+        for line in files_for(secure_cluster.directory).client_properties.read_text().splitlines()
+        if "=" in line and not line.startswith("#")
+    )
     conf = {
-        "bootstrap.servers": f"localhost:{reauth_broker['sasl']}",
-        "security.protocol": "sasl_plaintext",
-        "sasl.mechanism": "PLAIN",
-        "sasl.username": "rdk",
-        "sasl.password": "rdk-secret",
+        "bootstrap.servers": secure_cluster.bootstrap_servers,
+        "security.protocol": "sasl_ssl",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": props["sasl.username"],
+        "sasl.password": props["sasl.password"],
+        "ssl.ca.location": props["ssl.ca.location"],
     }
     # TEST_DEBUG=broker: librdkafka logs each re-authentication kt asked for
     out = run_suite(tmp_path, "0142", conf, {"TEST_DEBUG": "broker"}, subtests=subtest)
-    want = 1 if subtest == "do_test_producer:" else 2
-    assert [f for f, _ in passed_subtests(out)] == [subtest[:-1]] * want, passed_subtests(out)
-    assert out.count("Received REAUTH op") >= want
+    assert [f for f, _ in passed_subtests(out)] == [subtest[:-1]] * count, passed_subtests(out)
+    assert out.count("Received REAUTH op") >= count
