@@ -103,7 +103,7 @@ class RunningBroker:
         self.security = BrokerSecurity(config.props, endpoints)
         # KIP-226: a keystore replaced through the dynamic configs reaches new connections
         self.broker.reconfigure_hooks.append(
-            lambda: self.security.reload_tls({**config.props, **config.dynamic_own})
+            lambda now: self.security.reload_tls({**now.props, **now.dynamic_own})
         )
         self._opened = False
         self._joined = False

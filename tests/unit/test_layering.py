@@ -5,7 +5,8 @@ tools, the TUI and the Spark pipeline never reach into the broker (the `kt broke
 command, which starts one, excepted); the TUI never imports the tools (what both
 need lives in kt.admin), and no TUI screen imports the app (they talk to it with
 Textual messages). Inside the broker, only the server imports the composition root
-(`kt/broker/broker.py`), and the import graph has no cycle."""
+(`kt/broker/broker.py`), the import graph has no cycle, and only the root and its
+settings builders see the whole BrokerConfig."""
 
 from __future__ import annotations
 
@@ -238,3 +239,80 @@ def test_the_broker_checks_see_every_import(tmp_path: Path) -> None:
     assert _cycles(graph) == [["kt.broker.a", "kt.broker.b"]]
     imported = _broker_imports(source, known, "kt.broker.a")
     assert imported == {"kt.broker.broker", "kt.broker.b"}
+
+
+# --- the broker's configuration: read by the root, handed on as settings ------------
+
+#: The modules that may see the whole `BrokerConfig` (or load one): the config itself,
+#: the settings builders (kt/broker/config_settings.py) and the composition root.
+#: Every service gets a frozen settings object, a narrow view or a callable instead.
+CONFIG_READERS = {
+    "kt.broker.config",
+    "kt.broker.config_settings",
+    "kt.broker.broker",
+    "kt.broker.server",
+}
+_WHOLE_CONFIG = {"BrokerConfig", "load_config"}
+
+
+def _config_uses(path: Path) -> list[str]:
+    """Where the file names the whole broker config: an import of `BrokerConfig` or
+    `load_config` (anywhere, `if TYPE_CHECKING:` included), a use of either name
+    (an annotation, a call, `kt.broker.config.BrokerConfig`), or a quoted annotation
+    naming it. Prose (docstrings, comments) does not count."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found: list[str] = []
+    annotations: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            found += [f"line {node.lineno}: imports {a.name}" for a in node.names
+                      if a.name in _WHOLE_CONFIG]  # fmt: skip
+        elif isinstance(node, ast.Name) and node.id in _WHOLE_CONFIG:
+            found.append(f"line {node.lineno}: {node.id}")
+        elif isinstance(node, ast.Attribute) and node.attr in _WHOLE_CONFIG:
+            found.append(f"line {node.lineno}: .{node.attr}")
+        elif isinstance(node, (ast.arg, ast.AnnAssign)) and node.annotation is not None:
+            annotations.append(node.annotation)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns:
+            annotations.append(node.returns)
+    for annotation in annotations:
+        for sub in ast.walk(annotation):
+            text = sub.value if isinstance(sub, ast.Constant) else None
+            if isinstance(text, str) and any(name in text for name in _WHOLE_CONFIG):
+                found.append(f"line {sub.lineno}: {sub.value!r}")
+    return found
+
+
+def test_only_the_root_and_the_settings_builders_see_the_broker_config() -> None:
+    # Services take a frozen settings object (kt/broker/settings.py, or beside the
+    # service), a read-only view (kt.broker.services.BrokerConfigView) or a callable:
+    # never the mutable whole, which the root replaces when dynamic configs change.
+    bad = {
+        name: uses
+        for path in _modules("broker")
+        if (name := _module_name(path)) not in CONFIG_READERS and (uses := _config_uses(path))
+    }
+    assert not bad, f"these modules take or import the whole BrokerConfig: {bad}"
+    # the builders are the root's: no service builds its own settings
+    builders = {m for m, imported in _broker_graph().items()
+                if "kt.broker.config_settings" in imported}  # fmt: skip
+    assert builders <= COMPOSITION_ROOT, f"only the root uses the settings builders: {builders}"
+
+
+def test_the_config_check_sees_every_use(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        '"""Built from the BrokerConfig (prose does not count)."""\n'
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from ..config import BrokerConfig as Cfg\n"
+        "import kt.broker.config\n"
+        "def f(a: 'BrokerConfig') -> None: ...\n"
+        "def g(b: 'dict[str, BrokerConfig]') -> kt.broker.config.BrokerConfig: ...\n"
+        "h = kt.broker.config.load_config\n"
+    )
+    uses = _config_uses(module)
+    assert {u.split(":")[0] for u in uses} == {"line 4", "line 6", "line 7", "line 8"}
+    clean = tmp_path / "n.py"
+    clean.write_text('"""Settings built from the BrokerConfig."""\n# BrokerConfig\nx = 1\n')
+    assert _config_uses(clean) == []
