@@ -25,11 +25,16 @@ COMMON = {"bootstrap-server": V, "command-config": V, "help": F, "version": F}
 
 
 def run_kt(
-    argv: list[str], *, quiet: bool = False, on_error: Callable[[str], None] | None = None
+    argv: list[str],
+    *,
+    quiet: bool = False,
+    on_error: Callable[[str], None] | None = None,
+    show_errors: bool = True,
 ) -> tuple[int, str]:
     """Run `kt ARGV` in this process; returns its exit code (kt's 2 for a usage error
     becomes Kafka's 1) and, when `quiet`, what it printed on stdout (else printed).
-    `on_error` also gets the message of a failure (kt's error line is printed too)."""
+    `on_error` also gets the message of a failure (kt's error line is printed too,
+    unless `show_errors` is False: then the caller reports it)."""
     from kt.cli import cli
 
     out = io.StringIO()
@@ -44,7 +49,8 @@ def run_kt(
             click.echo(f"kt: error: {exc.format_message()} (see '{where} --help')", err=True)
             code = EXIT_FAILED
         except click.ClickException as exc:
-            exc.show()
+            if show_errors:
+                exc.show()
             code = exc.exit_code
             failure = exc.format_message()
         except SystemExit as exc:

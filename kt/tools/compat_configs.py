@@ -19,7 +19,8 @@ from collections.abc import Mapping
 
 import click
 
-from kt.tools.connect_settings import GENERAL_KEYS, SECURITY_KEYS
+from kt.client.security import SECURITY_KEYS
+from kt.tools.connect_settings import GENERAL_KEYS
 
 # CommonClientConfigs, SslConfigs and SaslConfigs (Kafka 3.x): every client knows them.
 

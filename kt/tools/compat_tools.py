@@ -85,12 +85,13 @@ TOPICS = Spec(
         "if-not-exists": F,
         "exclude-internal": F,
         **dict.fromkeys(TOPIC_FILTERS, F),
+        # DescribeTopicPartitions' page size: kt reads every partition at once
+        "partition-size-limit-per-response": V,
     },
     {
         "topic-id": "kt selects topics by name",
         "delete-config": "removed from kafka-topics; use kafka-configs --alter --delete-config",
-        "disable-rack-aware": "",
-        "partition-size-limit-per-response": "",
+        "disable-rack-aware": "kt's CreateTopics leaves replica placement to the broker",
     },
 )
 
@@ -171,17 +172,17 @@ CONFIGS = Spec(
         "broker": V,
         "broker-defaults": F,
         "user": V,
+        "add-config-file": V,
+        "force": F,  # Kafka's "suppress console prompts": kafka-configs asks nothing here
     },
     {
         "zookeeper": "kt has no ZooKeeper-side config store to edit; use --bootstrap-server",
         "bootstrap-controller": "use --bootstrap-server",
-        "add-config-file": "",
         "client": "client quotas are not implemented",
         "ip": "IP quotas are not implemented",
-        "client-metrics": "",
+        "client-metrics": "client metrics subscriptions are not implemented",
         "group": "group configs are not implemented",
         "broker-logger": "broker loggers are not implemented",
-        "force": "",
     },
 )
 #: users: SCRAM credentials only (kt configs --entity-type users); quotas are refused there
@@ -222,9 +223,12 @@ def kafka_configs(p: Parsed) -> int:
             "entity-type",
             f"{etype} (kt supports {', '.join(CONFIG_ENTITY_TYPES)})",
         )
-    if action == "alter" and not (p.has("add-config") or p.has("delete-config")):
+    if action == "alter" and not (
+        p.has("add-config") or p.has("delete-config") or p.has("add-config-file")
+    ):
         raise CompatUsageError(
-            "At least one of --add-config or --delete-config must be specified with --alter"
+            "At least one of --add-config, --add-config-file, or --delete-config must be "
+            "specified with --alter"
         )
     if action == "alter" and not names and not default:
         raise CompatUsageError("an entity name must be specified with --alter of topics")
@@ -237,8 +241,17 @@ def kafka_configs(p: Parsed) -> int:
         if p.has("all"):
             raise CompatUsageError('Option "[all]" can\'t be used with option "[alter]"')
         argv += passthrough(p, ["add-config", "delete-config"])
+        if p.has("add-config-file"):
+            argv += ["--add-config", _config_file_entries(p.value("add-config-file") or "")]
     code, _ = run_kt(argv)
     return code
+
+
+def _config_file_entries(path: str) -> str:
+    """--add-config-file's properties as one --add-config value (a value holding a
+    comma goes in [...], as kafka-configs' list syntax wants it)."""
+    props = read_config_file(path, "add-config-file")
+    return ",".join(f"{k}=[{v}]" if "," in v else f"{k}={v}" for k, v in props.items())
 
 
 # --- kafka-consumer-groups ----------------------------------------------------------
@@ -266,12 +279,11 @@ GROUPS = Spec(
         "timeout": V,
     },
     {
-        "zookeeper": "",
-        "export": "",
-        "from-file": "",
-        "by-duration": "",
-        "delete-offsets": "",
-        "type": "",
+        "export": "CSV export of reset plans is not implemented",
+        "from-file": "CSV import of reset plans is not implemented",
+        "by-duration": "give the time as --to-datetime",
+        "delete-offsets": "not implemented: reset the offsets or delete the group",
+        "type": "group types (KIP-848) are not implemented",
     },
 )
 
@@ -304,7 +316,21 @@ def kafka_consumer_groups(p: Parsed) -> int:
         # Kafka's tables in ConsumerGroupCommand's widths, from kt's JSON; which one
         # as Kafka picks it (--offsets, or no sub-action, first; then --members; then --state).
         offsets = p.has("offsets") or not (p.has("members") or p.has("state"))
-        code, out = run_kt([*argv, "--members", "--json"], quiet=True)
+        missing: list[str] = []
+        code, out = run_kt(
+            [*argv, "--members", "--json"],
+            quiet=True,
+            on_error=lambda message: missing.append(message),
+            show_errors=False,
+        )
+        if code != EXIT_OK and missing and "does not exist" in missing[0]:
+            # a group the coordinator does not know is a Dead one to Kafka's tool:
+            # its error line, exit 0
+            for group in p.values("group"):
+                _print_error(f"Consumer group '{group}' does not exist.")
+            return EXIT_OK
+        for message in missing:
+            click.echo(f"kt: error: {message}", err=True)
         docs = [json.loads(line) for line in out.splitlines() if line.strip()]
         brokers: dict[int, str] = {}
         if docs and not offsets and not p.has("members"):
@@ -330,6 +356,13 @@ def kafka_consumer_groups(p: Parsed) -> int:
     else:
         if len(p.values("group")) != 1:
             raise UnsupportedOption("kafka-consumer-groups", "group", "reset one group at a time")
+        if p.has("dry-run") and p.has("execute"):
+            raise CompatUsageError(
+                "Option [reset-offsets] only accepts one of [execute] and [dry-run]"
+            )
+        if not p.has("dry-run") and not p.has("execute"):
+            # ConsumerGroupCommand 3.x's words, its missing space included
+            click.echo(RESET_DRY_RUN_WARNING, err=True)
         argv += passthrough(
             p,
             [
@@ -352,6 +385,15 @@ def kafka_consumer_groups(p: Parsed) -> int:
         return code
     code, _ = run_kt(argv)
     return code
+
+
+RESET_DRY_RUN_WARNING = (
+    "WARN: No action will be performed as the --execute option is missing.In a future major "
+    "release, the default behavior of this command will be to prompt the user before executing "
+    "the reset rather than doing a dry run. You should add the --dry-run option explicitly if "
+    "you are scripting this command and want to keep the current default behavior without "
+    "prompting."
+)
 
 
 def members_table(doc: dict[str, Any], *, verbose: bool = False) -> str:
@@ -416,8 +458,9 @@ def _broker_addresses(conn: Connection) -> dict[int, str]:
     return conn.wire().run(go)
 
 
+# ConsumerGroupState's order, Unknown left out (the --state filter refuses it)
 GROUP_STATES = ["PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty",
-                "Unknown", "Assigning", "Reconciling"]  # fmt: skip
+                "Assigning", "Reconciling"]  # fmt: skip
 
 
 def _state_filter(text: str | None) -> set[str] | None:
@@ -433,11 +476,16 @@ def _state_filter(text: str | None) -> set[str] | None:
     return states
 
 
+def _print_error(message: str) -> None:
+    # ConsumerGroupCommand.printError: on stdout, after a blank line
+    click.echo(f"\nError: {message}")
+
+
 def _should_print(group: str, state: str | None, rows: int) -> bool:
     """ConsumerGroupCommand.shouldPrintMemberState: its notes on stderr, and whether a
     table follows (not for a dead group, nor without rows)."""
     if state == "Dead":
-        click.echo(f"Error: Consumer group '{group}' does not exist.", err=True)
+        _print_error(f"Consumer group '{group}' does not exist.")
     elif state == "Empty":
         click.echo(f"\nConsumer group '{group}' has no active members.", err=True)
     elif state in ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"):
@@ -499,6 +547,9 @@ def _ms(p: Parsed, name: str) -> int:
 
 # --- kafka-console-producer ---------------------------------------------------------
 
+PRODUCER_TUNING = ["timeout", "message-send-max-retries", "retry-backoff-ms", "max-block-ms",
+                   "max-memory-bytes", "max-partition-memory-bytes", "metadata-expiry-ms",
+                   "request-timeout-ms", "socket-buffer-size"]  # fmt: skip
 PRODUCER = Spec(
     {
         "bootstrap-server": V,
@@ -513,20 +564,13 @@ PRODUCER = Spec(
         "sync": F,
         "help": F,
         "version": F,
+        # how fast records go out, not what is written: accepted with a word
+        **dict.fromkeys(PRODUCER_TUNING, V),
     },
     {
-        "line-reader": "",
-        "reader-config": "",
-        "reader-property": "",
-        "timeout": "",
-        "message-send-max-retries": "",
-        "retry-backoff-ms": "",
-        "max-block-ms": "",
-        "max-memory-bytes": "",
-        "max-partition-memory-bytes": "",
-        "metadata-expiry-ms": "",
-        "request-timeout-ms": "",
-        "socket-buffer-size": "",
+        "line-reader": "only the default line reader is implemented (its --property settings)",
+        "reader-config": "only the default line reader is implemented (its --property settings)",
+        "reader-property": "only the default line reader is implemented (its --property settings)",
     },
 )
 
@@ -604,6 +648,9 @@ def kafka_console_producer(p: Parsed) -> int:
     compression = p.value("compression-codec") if p.has("compression-codec") else None
     if p.has("compression-codec") and compression is None:
         compression = "gzip"  # Kafka's default when the option is given bare
+    for option in PRODUCER_TUNING:
+        if p.has(option):
+            _tuning("kafka-console-producer", f"--{option}")
     settings, x_args = client_properties(p, "producer", "producer.config", "producer-property")
     argv += x_args
     for key, value in settings.items():
@@ -647,16 +694,17 @@ CONSUMER = Spec(
         "isolation-level": V,
         "key-deserializer": V,
         "value-deserializer": V,
+        # the default formatter never fails on a record: nothing to skip
+        "skip-message-on-error": F,
         "help": F,
         "version": F,
     },
     {
         "formatter": "only the default formatter is implemented",
-        "formatter-config": "",
+        "formatter-config": "only the default formatter is implemented (its --property settings)",
         "include": "consume a named --topic",
         "whitelist": "consume a named --topic",
-        "skip-message-on-error": "",
-        "enable-systest-events": "",
+        "enable-systest-events": "system-test events are not implemented",
     },
 )
 STRING_SERDE = {
@@ -936,18 +984,39 @@ def kafka_delete_records(p: Parsed) -> int:
     return EXIT_OK
 
 
-CLUSTER = Spec({**COMMON, "bootstrap-controller": V})
+UNREGISTER_BROKER_KEY = 64
+# ClusterTool (argparse4j): -b/--bootstrap-server and -c/--config, the admin client's
+# properties file (Kafka's kafka-cluster has no --command-config).
+CLUSTER = Spec(
+    {"bootstrap-server": V, "config": V, "bootstrap-controller": V, "id": V, "help": F,
+     "version": F},
+    short={"-b": "bootstrap-server", "-c": "config", "-C": "bootstrap-controller", "-i": "id"},
+)  # fmt: skip
 
 
 def kafka_cluster(p: Parsed) -> int:
-    """kafka-cluster.sh cluster-id."""
-    if p.positional != ["cluster-id"]:
-        if p.positional and p.positional[0] == "unregister":
-            raise CompatUsageError("kafka-cluster: unregister is not supported by kt")
-        raise CompatUsageError("kafka-cluster: expected the command cluster-id")
+    """kafka-cluster.sh cluster-id, and unregister as ClusterTool answers it for a
+    cluster without the UnregisterBroker API (ZooKeeper mode, kt's)."""
+    if p.positional not in (["cluster-id"], ["unregister"]):
+        raise CompatUsageError("kafka-cluster: expected the command cluster-id or unregister")
     if p.has("bootstrap-controller"):
         raise UnsupportedOption("kafka-cluster", "bootstrap-controller", "use --bootstrap-server")
+    if p.has("config"):
+        p.options["command-config"] = p.options.pop("config")
     conn = connection("kafka-cluster", p)
+    if p.positional == ["unregister"]:
+        if not p.has("id"):
+            raise CompatUsageError("argument --id/-i is required")
+
+        async def offered(c: KafkaClient) -> dict[int, tuple[int, int]]:
+            return (await c.any_connection()).broker_versions
+
+        if UNREGISTER_BROKER_KEY in conn.wire().run(offered):
+            raise UnsupportedOption(
+                "kafka-cluster", "id", "kt's client does not speak UnregisterBroker"
+            )
+        click.echo("The target cluster does not support the broker unregistration API.")
+        return EXIT_OK
 
     async def go(c: KafkaClient) -> str | None:
         return (await c.describe_cluster()).cluster_id
@@ -1024,10 +1093,10 @@ DUMP_LOG = Spec(
         },
     },
     {
-        "key-decoder-class": "",
-        "value-decoder-class": "",
-        "remote-log-metadata-decoder": "",
-        "share-group-state-decoder": "",
+        "key-decoder-class": "decoders are Java classes; kt prints keys as text",
+        "value-decoder-class": "decoders are Java classes; kt prints values as text",
+        "remote-log-metadata-decoder": "tiered storage is not implemented",
+        "share-group-state-decoder": "share groups are not implemented",
     },
 )
 
@@ -1051,7 +1120,7 @@ REASSIGN = Spec(
         "timeout": V,
         **{o: V if o.endswith(("file", "list", "throttle")) else F for o in REASSIGN_OPTIONS},
     },
-    {"zookeeper": "", "bootstrap-controller": "use --bootstrap-server"},
+    {"bootstrap-controller": "use --bootstrap-server"},
 )
 
 
@@ -1121,7 +1190,10 @@ TXN_SUBCOMMANDS = ["list", "describe", "describe-producers", "abort", "find-hang
 TXN_OPTIONS = ["transactional-id", "topic", "partition", "broker-id", "start-offset", "producer-id",
                "producer-epoch", "coordinator-epoch", "max-transaction-timeout",
                "duration-filter"]  # fmt: skip
-TRANSACTIONS = Spec({**COMMON, **dict.fromkeys(TXN_OPTIONS, V)}, {"bootstrap-controller": ""})
+TRANSACTIONS = Spec(
+    {**COMMON, **dict.fromkeys(TXN_OPTIONS, V)},
+    {"bootstrap-controller": "use --bootstrap-server"},
+)
 
 
 def kafka_transactions(p: Parsed) -> int:
@@ -1139,6 +1211,22 @@ def kafka_transactions(p: Parsed) -> int:
         )
     finally:
         KAFKA_TABLES.reset(token)
+    return code
+
+
+# MetadataShellTool (argparse4j): --snapshot/-s and the command to run, if any.
+METADATA_SHELL = Spec(
+    {"snapshot": V, "help": F, "version": F},
+    {"directory": "give the metadata log directory as --snapshot"},
+    short={"-s": "snapshot"},
+)
+
+
+def kafka_metadata_shell(p: Parsed) -> int:
+    """kafka-metadata-shell.sh --snapshot PATH [COMMAND...]: kt metadata shell."""
+    if not p.has("snapshot"):
+        raise CompatUsageError("--snapshot must be specified (a snapshot or metadata log)")
+    code, _ = run_kt(["metadata", "shell", "-s", p.value("snapshot") or "", *p.positional])
     return code
 
 
@@ -1196,12 +1284,11 @@ TOOLS: dict[str, Tool] = {
         ),
         Tool("kafka-features", FEATURES, kafka_features, "kt compat (ApiVersions features)"),
         Tool("kafka-storage", STORAGE, kafka_storage, "kt compat (meta.properties)"),
+        Tool("kafka-metadata-shell", METADATA_SHELL, kafka_metadata_shell, "kt metadata shell"),
     ]
 }
 # Kafka's tools kt does not run (yet), with why: named in the error and in the list.
-NOT_COVERED = {
-    "kafka-metadata-shell": "use kt metadata shell",
-}
+NOT_COVERED: dict[str, str] = {}
 
 
 def tool_name(word: str) -> str:

@@ -205,12 +205,23 @@ def test_console_producer_consumer_and_groups(broker: Any, bin_dir: Path) -> Non
         "\nGROUP" + " " * 26 + "TOPIC" + " " * 26 + "PARTITION  NEW-OFFSET     "
         "\nbilling" + " " * 24 + "lines" + " " * 26 + "0" + " " * 10 + "0" + " " * 14 + "\n"
     )
+    # neither --dry-run nor --execute: a dry run, with ConsumerGroupCommand's warning
+    dry = tool(bin_dir, "kafka-consumer-groups", *b, "--reset-offsets", "--group", "billing",
+               "--topic", "lines", "--to-latest")  # fmt: skip
+    assert dry.returncode == 0 and dry.stdout.endswith("3" + " " * 14 + "\n")
+    assert dry.stderr.startswith(
+        "WARN: No action will be performed as the --execute option is missing.In a future "
+    )
     states = tool(bin_dir, "kafka-consumer-groups", *b, "--list", "--state")
     assert states.returncode == 0, states.stderr
     assert "GROUP" + " " * 20 + " STATE" + " " * 15 + "\n" in states.stdout
     assert "billing" + " " * 18 + " Empty" + " " * 15 + "\n" in states.stdout
     deleted = tool(bin_dir, "kafka-consumer-groups", *b, "--delete", "--group", "billing")
     assert deleted.stdout == "Deletion of requested consumer groups ('billing') was successful.\n"
+    # a group nobody knows: ConsumerGroupCommand's printError line on stdout, exit 0
+    gone = tool(bin_dir, "kafka-consumer-groups", *b, "--describe", "--group", "billing")
+    assert (gone.returncode, gone.stdout, gone.stderr) == (
+        0, "\nError: Consumer group 'billing' does not exist.\n", "")  # fmt: skip
 
     offsets = tool(bin_dir, "kafka-get-offsets", *b, "--topic", "lines", "--time", "-1")
     assert (offsets.returncode, offsets.stdout) == (0, "lines:0:3\n")
@@ -233,6 +244,14 @@ def test_cluster_log_dirs_dump_log_and_others(broker: Any, bin_dir: Path) -> Non
     b = ["--bootstrap-server", broker.bootstrap]
     cid = tool(bin_dir, "kafka-cluster", "cluster-id", *b)
     assert cid.returncode == 0 and re.fullmatch(r"Cluster ID: [A-Za-z0-9_-]{22}\n", cid.stdout)
+    # ClusterTool's -c/--config (the admin client's properties), and unregister as it
+    # answers for a ZooKeeper-mode cluster (ClusterToolTest's legacy-mode case), exit 0
+    props = broker.data_dir.parent / "cluster-admin.properties"
+    props.write_text(f"bootstrap.servers={broker.bootstrap}\n")
+    assert tool(bin_dir, "kafka-cluster", "cluster-id", "-c", str(props)).stdout == cid.stdout
+    gone = tool(bin_dir, "kafka-cluster", "unregister", "-b", broker.bootstrap, "--id", "3")
+    assert (gone.returncode, gone.stdout) == (
+        0, "The target cluster does not support the broker unregistration API.\n")  # fmt: skip
 
     assert tool(bin_dir, "kafka-topics", *b, "--create", "--topic", "dirs").returncode == 0
     tool(bin_dir, "kafka-console-producer", *b, "--topic", "dirs", input="a\nb\n")
@@ -689,3 +708,43 @@ def test_kraft_tools_against_a_zookeeper_mode_broker(
         "The kafka configuration file appears to be for a legacy cluster. Formatting is only "
         "supported for clusters in KRaft mode.\n"
     )
+
+
+def test_kafka_acls_examples_of_kafkas_docs(secured: Any, bin_dir: Path, tmp_path: Path) -> None:
+    """security.html's "Examples" command lines, unchanged but for the broker address."""
+    admin = sasl_properties(tmp_path / "admin.properties", secured, "admin")
+    b = ["--bootstrap-server", secured.sasl_bootstrap, "--command-config", str(admin)]
+    added_ = tool(bin_dir, "kafka-acls", *b, "--add", "--allow-principal", "User:Bob",
+                  "--allow-principal", "User:Alice", "--allow-host", "198.51.100.0",
+                  "--allow-host", "198.51.100.1", "--operation", "Read", "--operation", "Write",
+                  "--topic", "Test-topic")  # fmt: skip
+    assert added_.returncode == 0, added_.stderr
+    # the cross product: 2 principals x 2 hosts x 2 operations, one block per resource
+    head = f"Adding ACLs for resource `{pattern('Test-topic')}`: \n \t"
+    assert added_.stdout.startswith(head)
+    adding = added_.stdout[len(head) - 1 : added_.stdout.index(" \n\n")].split("\n")
+    assert sorted(line.lstrip(" ") for line in adding) == sorted(
+        f"\t(principal=User:{who}, host={host}, operation={op}, permissionType=ALLOW)"
+        for who in ("Bob", "Alice") for host in ("198.51.100.0", "198.51.100.1")
+        for op in ("READ", "WRITE")
+    )  # fmt: skip
+    listed = tool(bin_dir, "kafka-acls", *b, "--list", "--topic", "Test-topic")
+    assert listed.stdout.count("\n\t") + 1 == 8 and listed.stdout.endswith(" \n\n")
+    consumer = tool(bin_dir, "kafka-acls", *b, "--add", "--allow-principal", "User:Bob",
+                    "--consumer", "--topic", "Test-topic", "--group", "Group-1")  # fmt: skip
+    assert consumer.returncode == 0, consumer.stderr
+    group_read = "(principal=User:Bob, host=*, operation=READ, permissionType=ALLOW)"
+    assert added("Group-1", group_read, rtype="GROUP") in consumer.stdout
+    producer = tool(bin_dir, "kafka-acls", *b, "--add", "--allow-principal", "User:Jane",
+                    "--producer", "--topic", "Test-topic")  # fmt: skip
+    assert producer.returncode == 0, producer.stderr
+    for op in ("WRITE", "DESCRIBE", "CREATE"):
+        assert f"(principal=User:Jane, host=*, operation={op}, permissionType=ALLOW)" in (
+            producer.stdout
+        )
+    removed = tool(bin_dir, "kafka-acls", *b, "--remove", "--allow-principal", "User:Bob",
+                   "--allow-principal", "User:Alice", "--allow-host", "198.51.100.0",
+                   "--allow-host", "198.51.100.1", "--operation", "Read", "--operation",
+                   "Write", "--topic", "Test-topic", "--force")  # fmt: skip
+    assert removed.returncode == 0, removed.stderr
+    assert "User:Alice" not in removed.stdout and "User:Jane" in removed.stdout

@@ -237,11 +237,13 @@ def test_group_notes_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
     assert _should_print("g", "Empty", 0) is False
     assert _should_print("g", "PreparingRebalance", 2) is True
     assert _should_print("g", "Dead", 1) is False
-    assert capsys.readouterr().err == (
+    got = capsys.readouterr()
+    assert got.err == (
         "\nConsumer group 'g' has no active members.\n"
         "\nWarning: Consumer group 'g' is rebalancing.\n"
-        "Error: Consumer group 'g' does not exist.\n"
     )
+    # printError: stdout, after a blank line
+    assert got.out == "\nError: Consumer group 'g' does not exist.\n"
 
 
 def test_kafka_tables_as_prettyprinttable() -> None:
@@ -252,3 +254,19 @@ def test_kafka_tables_as_prettyprinttable() -> None:
         "payments-1     \t1          \t\n"
         "p              \tNone       \t\n"
     )
+
+
+def test_kafka_metadata_shell_runs_kt_metadata_shell(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kraft_fixtures import incident_log
+
+    from kt.tools.compat_tools import run_tool
+
+    incident = incident_log(tmp_path)
+    # MetadataShellTool's command line: -s/--snapshot, then the command
+    assert run_tool("kafka-metadata-shell.sh", ["-s", str(incident.directory), "ls", "/image"]) == 0
+    listed = capsys.readouterr().out.split()
+    assert "topics" in listed and "cluster" in listed
+    assert run_tool("kafka-metadata-shell", ["ls", "/image"]) == 1
+    assert "--snapshot must be specified" in capsys.readouterr().err
