@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_harness import BrokerProcess, free_port
+from broker_harness import BrokerProcess, check_event_loop, free_port
 from tls_harness import PASSWORD as TLS_PASSWORD
 
 pytestmark = pytest.mark.integration
@@ -339,6 +339,8 @@ def secure_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
                             overrides=overrides, secure=True)  # fmt: skip
     c.start(timeout=120.0, register_timeout=60.0)
     try:
+        for b in c.brokers:
+            check_event_loop(b.log_path.read_text(errors="replace"))
         yield c
     finally:
         c.stop(kill=True)
