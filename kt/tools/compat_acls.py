@@ -48,6 +48,12 @@ ACLS = Spec(
         "zk-tls-config-file": "kt edits ACLs through the brokers: use --bootstrap-server",
         "bootstrap-controller": "use --bootstrap-server",
     },
+    refused={
+        "authorizer": "the ZooKeeper-direct mode; with --bootstrap-server, Kafka's own "
+        "refusal (Only one of --bootstrap-server or --authorizer must be specified)",
+        "authorizer-properties": "the ZooKeeper-direct mode (kt edits ACLs through the "
+        "brokers); with --bootstrap-server, Kafka's own refusal",
+    },
 )
 # Kafka's deprecation words for the ZooKeeper-direct mode (AclCommand 3.x).
 DIRECT = (

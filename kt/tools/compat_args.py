@@ -57,6 +57,9 @@ class Spec:
     unsupported: dict[str, str] = field(default_factory=dict)
     # argparse4j tools' short names: "-c" -> "config"
     short: dict[str, str] = field(default_factory=dict)
+    # supported options that the tool always refuses, in Kafka's own words (parsed so
+    # that the words can be Kafka's): name -> why, for `kt compat list`
+    refused: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -100,6 +100,10 @@ def list_tools(tool: str | None) -> None:
     if t is None:
         usage_error(f"{tool}: {NOT_COVERED.get(tool_name(tool), 'not a tool kt covers')}")
     for name, arity in sorted(t.spec.supported.items()):
+        if name in t.spec.refused:
+            continue
         click.echo(f"--{name}{'' if arity is Arity.FLAG else ' VALUE'}\tsupported")
+    for name, why in sorted(t.spec.refused.items()):
+        click.echo(f"--{name}\trefused: {why}")
     for name, why in sorted(t.spec.unsupported.items()):
         click.echo(f"--{name}\tnot supported{': ' + why if why else ''}")

@@ -1338,10 +1338,9 @@ def _usage(tool: Tool) -> str:
     lines += [
         f"  --{n}{'' if a is Arity.FLAG else ' <value>'}"
         for n, a in sorted(tool.spec.supported.items())
+        if n not in tool.spec.refused
     ]
-    if tool.spec.unsupported:
-        lines.append(
-            "Kafka's options kt refuses: "
-            + ", ".join(f"--{n}" for n in sorted(tool.spec.unsupported))
-        )
+    refused = sorted([*tool.spec.unsupported, *tool.spec.refused])
+    if refused:
+        lines.append("Kafka's options kt refuses: " + ", ".join(f"--{n}" for n in refused))
     return "\n".join(lines)

@@ -270,3 +270,17 @@ def test_kafka_metadata_shell_runs_kt_metadata_shell(
     assert "topics" in listed and "cluster" in listed
     assert run_tool("kafka-metadata-shell", ["ls", "/image"]) == 1
     assert "--snapshot must be specified" in capsys.readouterr().err
+
+
+def test_every_refused_option_names_why() -> None:
+    from click.testing import CliRunner
+
+    from kt.cli import cli
+
+    for tool in TOOLS.values():
+        for name, why in {**tool.spec.unsupported, **tool.spec.refused}.items():
+            assert why.strip(), f"{tool.name} --{name}"
+    listed = CliRunner().invoke(cli, ["compat", "list", "kafka-acls"]).output.splitlines()
+    assert "--topic VALUE\tsupported" in listed
+    assert any(line.startswith("--authorizer-properties\trefused: ") for line in listed)
+    assert not any(line.startswith("--authorizer VALUE\tsupported") for line in listed)
