@@ -195,7 +195,7 @@ _kt_node() {
             ;;
         'kt metadata shell')
             _kt_subs=''
-            _kt_opts='--snapshot -s --as-of -h --help'
+            _kt_opts='--snapshot -s --as-of --json -h --help'
             ;;
         'kt metadata timeline')
             _kt_subs=''

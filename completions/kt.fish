@@ -1415,6 +1415,7 @@ complete -c kt -n "__kt_is 'kt metadata'" -a 'timeline' -d 'Tell what the cluste
 complete -c kt -n "__kt_is 'kt metadata'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt metadata shell'" -l 'snapshot' -s 's' -r -F -d 'What to read (repeatable): a metadata log dir or __cluster_metadata-0 (the...'
 complete -c kt -n "__kt_is 'kt metadata shell'" -l 'as-of' -x -d 'Replay only up to this offset (inclusive) or ISO-8601 time, e.g. 1200 or...'
+complete -c kt -n "__kt_is 'kt metadata shell'" -l 'json' -d 'NDJSON for scripts: one object per entry of ls and find ({path, name...'
 complete -c kt -n "__kt_is 'kt metadata shell'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt metadata timeline'" -l 'topic' -x -d 'Only events of this topic (repeatable).'
 complete -c kt -n "__kt_is 'kt metadata timeline'" -l 'partition' -x -d 'Only events of this partition number (repeatable; with --topic: of that topic).'
