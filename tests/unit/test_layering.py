@@ -2,10 +2,10 @@
 nothing of ours, the pure cluster model only those two, the admin layer (what the
 tools and the TUI share) only those and the client; the client, the admin layer, the
 tools, the TUI and the Spark pipeline never reach into the broker (the `kt broker`
-command, which starts one, excepted); the TUI never imports the tools (what both
-need lives in kt.admin), and no TUI screen imports the app (they talk to it with
-Textual messages). Inside the broker, only the server imports the composition root
-(`kt/broker/broker.py`), the import graph has no cycle, and only the root and its
+command, which starts one, excepted); the TUI never imports the tools (what both need
+lives in kt.admin), and no TUI screen or widget imports the app (screens talk to it
+with Textual messages). Inside the broker, only the server imports the composition
+root (`kt/broker/broker.py`), the import graph has no cycle, and only the root and its
 settings builders see the whole BrokerConfig."""
 
 from __future__ import annotations
@@ -32,23 +32,32 @@ NO_BROKER = ("client", "admin", "tools", "tui", "spark", "cluster", "storage", "
 EXCUSED = {"kt/tools/broker_cmd.py"}  # `kt broker start` runs the broker
 
 
-def _kt_modules(path: Path) -> set[str]:
+def _kt_modules(path: Path, name: str | None = None) -> set[str]:
     """Every `kt.*` module the file imports, anywhere in it (function bodies and
     `if TYPE_CHECKING:` blocks included), as a dotted name; `from kt.x import y`
-    counts as both `kt.x` and `kt.x.y` (y may be a module)."""
+    counts as both `kt.x` and `kt.x.y` (y may be a module). Relative imports are
+    resolved against the file's module `name` (default: from its path under kt)."""
+    if name is None and path.is_relative_to(ROOT):
+        name = _module_name(path)
+    package = None
+    if name is not None:
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if alias.name.startswith("kt."))
-        elif (
-            isinstance(node, ast.ImportFrom)
-            and node.level == 0
-            and node.module
-            and (node.module == "kt" or node.module.startswith("kt."))
-        ):
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                if package is None:
+                    continue
+                parts = package.split(".")
+                parts = parts[: len(parts) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            if base == "kt" or base.startswith("kt."):
+                found.add(base)
+                found.update(f"{base}.{alias.name}" for alias in node.names)
     return found
 
 
@@ -96,14 +105,52 @@ def test_the_tui_does_not_import_the_tools() -> None:
     assert not bad, f"these kt.tui modules import kt.tools (use kt.admin): {bad}"
 
 
-def test_no_tui_screen_imports_the_app() -> None:
-    # screens read the app as kt.tui.host.DashboardHost and post it kt.tui.host's messages
+@pytest.mark.parametrize("folder", ["screens", "widgets"])
+def test_no_tui_screen_or_widget_imports_the_app(folder: str) -> None:
+    # screens read the app as kt.tui.host.DashboardHost and post it kt.tui.host's
+    # messages; widgets get what they show from the screen that mounts them
     bad = [
         str(path.relative_to(ROOT.parent))
-        for path in sorted((ROOT / "tui" / "screens").rglob("*.py"))
-        if "kt.tui.app" in _kt_modules(path)  # `from kt.tui import app` included
+        for path in sorted((ROOT / "tui" / folder).rglob("*.py"))
+        # `from kt.tui import app` and `from .. import app` included
+        if "kt.tui.app" in _kt_modules(path)
     ]
-    assert not bad, f"these screens import kt.tui.app: {bad}"
+    assert not bad, f"these kt/tui/{folder} modules import kt.tui.app: {bad}"
+
+
+def _app_calls(path: Path) -> list[str]:
+    """`self.app.NAME(...)` calls in the file other than `post_message`: a screen or
+    widget that drives the app directly instead of asking it with a message."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    out = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Attribute)
+            and node.func.value.attr == "app"
+            and isinstance(node.func.value.value, ast.Name)
+            and node.func.value.value.id == "self"
+            and node.func.attr != "post_message"
+        ):
+            out.append(f"{path.name}:{node.lineno} self.app.{node.func.attr}()")
+    return out
+
+
+def test_screens_and_widgets_reach_the_app_only_through_messages(tmp_path: Path) -> None:
+    # navigation and actions are kt.tui.host's messages, handled in the app's on_*;
+    # reading its state goes through DashboardHost
+    bad = [
+        call
+        for folder in ("screens", "widgets")
+        for path in sorted((ROOT / "tui" / folder).rglob("*.py"))
+        for call in _app_calls(path)
+    ]
+    assert not bad, f"screens/widgets calling the app instead of posting it a message: {bad}"
+    probe = tmp_path / "probe.py"
+    probe.write_text("class S:\n    def f(self):\n        self.app.push_screen(1)\n"
+                     "        self.app.post_message(2)\n")  # fmt: skip
+    assert _app_calls(probe) == ["probe.py:3 self.app.push_screen()"]
 
 
 def test_the_import_walker_sees_type_checking_and_local_imports(tmp_path: Path) -> None:
@@ -118,6 +165,17 @@ def test_the_import_walker_sees_type_checking_and_local_imports(tmp_path: Path) 
     )
     assert {"kt.tui.app", "kt.tools.reassign_cmd", "kt.admin.offset_reset"} <= _kt_modules(module)
     assert _kt_imports(module) == {"tui", "tools", "admin"}
+
+
+def test_the_import_walker_resolves_relative_imports(tmp_path: Path) -> None:
+    screen = tmp_path / "s.py"
+    screen.write_text("from .. import app\nfrom ..app import KtApp\nfrom . import base\n")
+    found = _kt_modules(screen, "kt.tui.screens.s")
+    assert {"kt.tui.app", "kt.tui.screens.base"} <= found
+    widget = tmp_path / "__init__.py"
+    widget.write_text("from ...tools import console\n")
+    assert "kt.tools.console" in _kt_modules(widget, "kt.tui.widgets")
+    assert _kt_modules(screen) == set()  # outside kt and unnamed: nothing to resolve against
 
 
 # --- inside the broker: one composition root, no import cycle ----------------------
