@@ -33,6 +33,19 @@ ErrorSink = Callable[[int, str], None]
 _HEADS = [bytes((0, 0, i << 1, 1)) for i in range(64)]
 
 
+class _SizeTexts(dict[int, str]):
+    """A record line's text from its value size to its payload, by the size: made on
+    first use (values of the fast path are under 8192 bytes, so it stays small)."""
+
+    def __missing__(self, size: int) -> str:
+        text = self[size] = f"{size} sequence: -1 headerKeys: [] payload: "
+        return text
+
+
+# One lookup instead of formatting the size into every line.
+_SIZES = _SizeTexts()
+
+
 def metadata_payload(offset: int, value: bytes | None) -> tuple[str, bool]:
     """(Kafka's payload text, whether it decoded) for one metadata record."""
     text = fast_kafka_json(value)
@@ -113,6 +126,7 @@ def plain_batch_lines(
     short_texts = SHORT_TEXTS
     short_max = SHORT_MAX
     heads = _HEADS
+    sizes = _SIZES
     lines: list[str] = []
     add = lines.append
     end = len(buf)
@@ -212,7 +226,7 @@ def plain_batch_lines(
                     return None
                 text = reader(value, 3)
             if meta:
-                add(f"| offset: {base + i}{mid}{size} sequence: -1 headerKeys: [] payload: {text}")
+                add(f"| offset: {base + i}{mid}{sizes[size]}{text}")
             else:
                 add(f" payload: {text}")
     except READ_ERRORS:  # IndexError among them: a record runs past the section
