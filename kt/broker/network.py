@@ -30,6 +30,9 @@ import collections
 import itertools
 import logging
 import os
+import re
+import socket
+import ssl
 import struct
 import time
 from dataclasses import dataclass
@@ -110,7 +113,13 @@ class _Connection(asyncio.BufferedProtocol):
     """One client connection: frames are received in place (see FrameReceiver) and
     queued; a processor task answers them in order."""
 
-    def __init__(self, server: NetworkServer, security: ListenerSecurity | None = None) -> None:
+    def __init__(
+        self,
+        server: NetworkServer,
+        security: ListenerSecurity | None = None,
+        *,
+        preadmitted: bool = False,
+    ) -> None:
         self.server = server
         self.conn_id = next(_conn_ids)
         self.receiver = FrameReceiver(server.max_request_size)
@@ -137,6 +146,9 @@ class _Connection(asyncio.BufferedProtocol):
         # Set whenever the writer sent a response or stopped.
         self.written = asyncio.Event()
         self.admitted = False  # counted by the server's ConnectionQuotas
+        # Admitted by a TLS listener at the accept, before the handshake: this
+        # connection releases the count once it is made (see _TlsListener).
+        self.preadmitted = preadmitted
 
     # --- asyncio protocol callbacks ---
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -153,7 +165,8 @@ class _Connection(asyncio.BufferedProtocol):
         self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.host = peer[0] if isinstance(peer, tuple) else "unknown"
-        refused = self.server.quotas.admit(self.host)
+        refused = None if self.preadmitted else self.server.quotas.admit(self.host)
+        self.preadmitted = False
         if refused is not None:
             # Kafka's TooManyConnectionsException: closed right after the accept
             log.info("rejected a connection from %s: %s", self.host, refused)
@@ -316,6 +329,138 @@ MAX_DEFERRED = 256
 _PIPELINED = frozenset({apis.PRODUCE.key})
 
 
+#: How long a TLS client has to complete its handshake before it is disconnected
+#: (and the failure logged).
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
+
+_SSL_NOISE = re.compile(r"^\[[A-Z0-9_]+: [A-Z0-9_]+\] | \(_ssl\.c:\d+\)$")
+
+
+def _ssl_reason(exc: BaseException) -> str:
+    """The cause of a failed handshake in a few words ("wrong version number",
+    "certificate verify failed: unable to get local issuer certificate")."""
+    if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_message:
+        return f"certificate verify failed: {exc.verify_message}"
+    if isinstance(exc, ssl.SSLError):
+        text = exc.strerror if isinstance(exc.strerror, str) else str(exc)
+        return _SSL_NOISE.sub("", text) or type(exc).__name__
+    if isinstance(exc, ConnectionAbortedError | TimeoutError):
+        return f"no handshake within {TLS_HANDSHAKE_TIMEOUT_S:g} s"
+    return str(exc) or type(exc).__name__
+
+
+def _forget_traceback(exc: BaseException) -> None:
+    """Drop a failed handshake's traceback. On Python before 3.11.8/3.12.2
+    asyncio's SSLProtocol keeps the exception in a local of the frame its
+    traceback holds (CPython gh-109534): a reference cycle that keeps the
+    connection's 256 KiB TLS buffers until a full garbage collection, so hostile
+    handshakes grew the broker by tens of MiB. Without the traceback there is no
+    cycle and they are freed at once."""
+    exc.__traceback__ = None
+
+
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """A non-blocking listening TCP socket on host:port (every interface when
+    `host` is empty, IPv6 and IPv4 where the system can), as loop.create_server
+    makes them."""
+    if host:
+        sock = socket.create_server((host, port), backlog=100)
+    elif socket.has_dualstack_ipv6():
+        sock = socket.create_server(("", port), family=socket.AF_INET6, backlog=100,
+                                    dualstack_ipv6=True)  # fmt: skip
+    else:
+        sock = socket.create_server(("", port), backlog=100)
+    sock.setblocking(False)
+    return sock
+
+
+class _TlsListener:
+    """A TLS listener. kt accepts its connections and runs each TLS handshake
+    itself (loop.connect_accepted_socket) rather than letting the loop's server do
+    it (create_server(ssl=...)): a handshake that fails there is dropped silently
+    (asyncio logs it at DEBUG without the peer, uvloop not at all), and an
+    operator must see plaintext on a TLS port, a handshake of garbage or a
+    certificate from the wrong CA. Works alike on asyncio's loop and uvloop."""
+
+    def __init__(self, net: NetworkServer, sock: socket.socket, security: ListenerSecurity):
+        self.net = net
+        self.sock = sock
+        self.security = security
+        self.port: int = sock.getsockname()[1]
+        self.accepting: asyncio.Task[None] | None = None
+        #: handshakes under way (their connections are not served yet)
+        self.handshakes: set[asyncio.Task[None]] = set()
+
+    def start_serving(self) -> None:
+        """Start accepting (once)."""
+        if self.accepting is None:
+            self.accepting = asyncio.get_running_loop().create_task(self._accept())
+
+    async def _accept(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                sock, addr = await loop.sock_accept(self.sock)
+            except OSError as exc:
+                # e.g. out of descriptors: wait a moment rather than spin, as
+                # asyncio's own server does
+                log.warning("cannot accept a connection on port %d: %s", self.port, exc)
+                await asyncio.sleep(1.0)
+                continue
+            host = addr[0] if isinstance(addr, tuple) else "unknown"
+            refused = self.net.quotas.admit(host)
+            if refused is not None:
+                log.info("rejected a connection from %s: %s", host, refused)
+                sock.close()
+                continue
+            task = loop.create_task(self._handshake(sock, host))
+            self.handshakes.add(task)
+            task.add_done_callback(self.handshakes.discard)
+
+    async def _handshake(self, sock: socket.socket, host: str) -> None:
+        """The server side of one TLS handshake; the connection is served (its
+        connection_made called) once it succeeds. A failure is an authentication
+        failure, logged as Kafka's Selector logs it (INFO, the client's address, no
+        traceback) and counted; a peer that hangs up before completing one is no
+        failure (port probes, health checks): DEBUG, as in Kafka."""
+        loop = asyncio.get_running_loop()
+        conn = _Connection(self.net, self.security, preadmitted=True)
+        try:
+            await loop.connect_accepted_socket(
+                lambda: conn, sock, ssl=self.security.ssl_context,
+                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S,
+            )  # fmt: skip
+        except (ssl.SSLError, ConnectionAbortedError, TimeoutError) as exc:
+            # ConnectionAbortedError: the handshake timed out
+            self.net.failed_tls_handshakes += 1
+            log.info("Failed authentication with /%s (SSL handshake failed: %s)",
+                     host, _ssl_reason(exc))  # fmt: skip
+            _forget_traceback(exc)
+        except OSError as exc:
+            log.debug("connection from %s closed during the TLS handshake: %s", host, exc)
+            _forget_traceback(exc)
+        finally:
+            # still ours unless connection_made took the count over
+            if conn.preadmitted:
+                conn.preadmitted = False
+                self.net.quotas.release(host)
+                sock.close()
+
+    def close(self) -> None:
+        """Stop accepting; abandon the handshakes under way."""
+        if self.accepting is not None:
+            self.accepting.cancel()
+        for task in list(self.handshakes):
+            task.cancel()
+        self.sock.close()
+
+    async def wait_closed(self) -> None:
+        """Wait until the accepting task and the handshakes have ended."""
+        tasks = [t for t in (self.accepting, *self.handshakes) if t is not None]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
 class NetworkServer:
     """Listens on the configured listeners and serves connections."""
 
@@ -332,10 +477,13 @@ class NetworkServer:
         self.max_request_size = max_request_size
         self.idle_s = idle_ms / 1000
         self.servers: list[asyncio.AbstractServer] = []
+        self.tls_listeners: list[_TlsListener] = []
         self.connections: set[_Connection] = set()
         self._reaper: asyncio.Task[None] | None = None
         #: False once the loop said it has no sendfile (NotImplementedError)
         self.native_sendfile = True
+        #: TLS handshakes that failed: authentication failures, each logged
+        self.failed_tls_handshakes = 0
         handlers.load_all()
 
     async def start(
@@ -351,15 +499,19 @@ class NetworkServer:
         accepted only after `serve()`. `security`: the listener's TLS context and
         SASL settings (None: plaintext, anonymous)."""
         loop = asyncio.get_running_loop()
-        ssl_context = security.ssl_context if security is not None else None
-        server = await loop.create_server(
-            lambda: _Connection(self, security), host or None, port, reuse_address=True,
-            start_serving=serving, ssl=ssl_context,
-            ssl_handshake_timeout=10.0 if ssl_context is not None else None,
-        )  # fmt: skip
-        self.servers.append(server)
         if self._reaper is None:
             self._reaper = loop.create_task(self._reap_idle())
+        if security is not None and security.ssl_context is not None:
+            listener = _TlsListener(self, _listening_socket(host, port), security)
+            self.tls_listeners.append(listener)
+            if serving:
+                listener.start_serving()
+            return listener.port
+        server = await loop.create_server(
+            lambda: _Connection(self, security), host or None, port, reuse_address=True,
+            start_serving=serving,
+        )  # fmt: skip
+        self.servers.append(server)
         bound: int = server.sockets[0].getsockname()[1]
         return bound
 
@@ -367,11 +519,15 @@ class NetworkServer:
         """Start accepting on every bound listener."""
         for server in self.servers:
             await server.start_serving()
+        for listener in self.tls_listeners:
+            listener.start_serving()
 
     async def stop(self) -> None:
         """Stop listening and close every connection."""
         for s in self.servers:
             s.close()
+        for tls in self.tls_listeners:
+            tls.close()
         if self._reaper is not None:
             self._reaper.cancel()
         conns = list(self.connections)
@@ -384,6 +540,8 @@ class NetworkServer:
             await asyncio.gather(*tasks, return_exceptions=True)
         for s in self.servers:
             await s.wait_closed()
+        for tls in self.tls_listeners:
+            await tls.wait_closed()
 
     async def _reap_idle(self) -> None:
         loop = asyncio.get_running_loop()
