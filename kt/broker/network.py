@@ -407,6 +407,11 @@ class _TlsListener:
                 log.warning("cannot accept a connection on port %d: %s", self.port, exc)
                 await asyncio.sleep(1.0)
                 continue
+            # Nagle off, as on every connection loop.create_server accepts (asyncio
+            # sets it only on sockets whose proto is IPPROTO_TCP, which socket.
+            # create_server's are not): without it TLS fetch responses wait for
+            # ACKs and consumers read at half speed.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             host = addr[0] if isinstance(addr, tuple) else "unknown"
             refused = self.net.quotas.admit(host)
             if refused is not None:
