@@ -21,8 +21,10 @@ reach securely refuses to start rather than failing on its first replica fetch.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Mapping
 
+from kt.broker.security.keystore_reload import SwappableClientContext
 from kt.broker.security.listener_security import SecurityConfigError
 from kt.broker.security.listeners import (
     SASL_PROTOCOLS,
@@ -33,6 +35,8 @@ from kt.broker.security.listeners import (
 from kt.broker.security.tls import TlsConfigError, client_context
 from kt.client.security import SecurityConfig
 from kt.client.security import SecurityConfigError as ClientSecurityError
+
+log = logging.getLogger("kt.broker.security")
 
 #: Kafka's default for `sasl.mechanism.inter.broker.protocol`.
 DEFAULT_MECHANISM = "GSSAPI"
@@ -56,12 +60,36 @@ def inter_broker_security(props: Mapping[str, str], listeners: Listeners) -> Sec
         )
         cfg = dataclasses.replace(
             cfg,
-            ssl_context=ctx,
+            # follows the listener's dynamic keystore/truststore (reload_client_tls)
+            ssl_context=SwappableClientContext(ctx, lc),
             check_hostname=ctx.check_hostname,
             trust_source=f"the truststore of the inter-broker listener {lc.name}",
             client_certificate=has_cert,
         )
     return dataclasses.replace(cfg, protocol=protocol)
+
+
+def reload_client_tls(
+    props: Mapping[str, str], listeners: Listeners, cfg: SecurityConfig | None
+) -> bool:
+    """Dynamic configs changed (KIP-226): when the inter-broker listener's keystore
+    or truststore settings changed, this broker's new connections to its peers use
+    the new ones, as Kafka reconfigures the inter-broker channel builder. True when
+    they changed; a setting that cannot be used is logged and the old one kept."""
+    if cfg is None or not isinstance(cfg.ssl_context, SwappableClientContext):
+        return False
+    lc = ListenerConfig(props, listeners.inter_broker_listener, listeners.inter_broker_protocol)
+    try:
+        new = cfg.ssl_context.reconfigured(lc)
+    except TlsConfigError as exc:
+        log.error("inter-broker connections keep their keystore/truststore: %s", exc)
+        return False
+    if new is None:
+        return False
+    cfg.ssl_context.swap(lc, new)
+    log.info("inter-broker listener %s: new connections to the other brokers use the new "
+             "keystore/truststore", lc.name)  # fmt: skip
+    return True
 
 
 def _sasl(props: Mapping[str, str], lc: ListenerConfig) -> SecurityConfig:
