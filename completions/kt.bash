@@ -11,7 +11,7 @@ _kt_node() {
             ;;
         'kt acl')
             _kt_subs='check'
-            _kt_opts='--add --remove --list --topic --group --cluster --transactional-id --resource-pattern-type --allow-principal --deny-principal --allow-host --deny-host --operation --principal --producer --consumer --idempotent --force --json --verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout -h --help'
+            _kt_opts='--add --remove --list --topic --group --cluster --transactional-id --delegation-token --user-principal --resource-pattern-type --allow-principal --deny-principal --allow-host --deny-host --operation --principal --producer --consumer --idempotent --force --json --verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout -h --help'
             ;;
         'kt acl check')
             _kt_subs=''
@@ -195,7 +195,7 @@ _kt_node() {
             ;;
         'kt metadata shell')
             _kt_subs=''
-            _kt_opts='--snapshot -s --as-of -h --help'
+            _kt_opts='--snapshot -s --as-of --json -h --help'
             ;;
         'kt metadata timeline')
             _kt_subs=''
@@ -409,6 +409,8 @@ _kt_option() {
         'kt acl/--topic') _kt_nargs=1 ;;
         'kt acl/--group') _kt_nargs=1 ;;
         'kt acl/--transactional-id') _kt_nargs=1 ;;
+        'kt acl/--delegation-token') _kt_nargs=1 ;;
+        'kt acl/--user-principal') _kt_nargs=1 ;;
         'kt acl/--resource-pattern-type') _kt_nargs=1 _kt_kind=choice _kt_words=$'any\nliteral\nmatch\nprefixed' ;;
         'kt acl/--allow-principal') _kt_nargs=1 ;;
         'kt acl/--deny-principal') _kt_nargs=1 ;;

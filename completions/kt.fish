@@ -171,6 +171,10 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt acl/--transactional-id'
             echo 1
+        case 'kt acl/--delegation-token'
+            echo 1
+        case 'kt acl/--user-principal'
+            echo 1
         case 'kt acl/--resource-pattern-type'
             echo 1
         case 'kt acl/--allow-principal'
@@ -1013,6 +1017,8 @@ complete -c kt -n "__kt_is 'kt acl'" -l 'topic' -x -d 'A topic (or *); repeatabl
 complete -c kt -n "__kt_is 'kt acl'" -l 'group' -x -d 'A group (or *); repeatable.'
 complete -c kt -n "__kt_is 'kt acl'" -l 'cluster' -d 'The cluster resource (kafka-cluster).'
 complete -c kt -n "__kt_is 'kt acl'" -l 'transactional-id' -x -d 'A transactional id.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'delegation-token' -x -d 'A delegation token id.'
+complete -c kt -n "__kt_is 'kt acl'" -l 'user-principal' -x -d 'A user principal as the resource (CreateTokens, DescribeTokens).'
 complete -c kt -n "__kt_is 'kt acl'" -l 'resource-pattern-type' -x -a 'any literal match prefixed' -d 'literal, prefixed (add/remove/list), any or match (list/remove).'
 complete -c kt -n "__kt_is 'kt acl'" -l 'allow-principal' -x
 complete -c kt -n "__kt_is 'kt acl'" -l 'deny-principal' -x
@@ -1409,6 +1415,7 @@ complete -c kt -n "__kt_is 'kt metadata'" -a 'timeline' -d 'Tell what the cluste
 complete -c kt -n "__kt_is 'kt metadata'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt metadata shell'" -l 'snapshot' -s 's' -r -F -d 'What to read (repeatable): a metadata log dir or __cluster_metadata-0 (the...'
 complete -c kt -n "__kt_is 'kt metadata shell'" -l 'as-of' -x -d 'Replay only up to this offset (inclusive) or ISO-8601 time, e.g. 1200 or...'
+complete -c kt -n "__kt_is 'kt metadata shell'" -l 'json' -d 'NDJSON for scripts: one object per entry of ls and find ({path, name...'
 complete -c kt -n "__kt_is 'kt metadata shell'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt metadata timeline'" -l 'topic' -x -d 'Only events of this topic (repeatable).'
 complete -c kt -n "__kt_is 'kt metadata timeline'" -l 'partition' -x -d 'Only events of this partition number (repeatable; with --topic: of that topic).'

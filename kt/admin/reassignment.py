@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from kt.admin import describe
 from kt.admin.reassign_plan import Plan, throttle_lists
 from kt.client import (
     OP_DELETE,
@@ -97,13 +98,8 @@ async def replica_sizes(
             parts[(t, p)] = (info.leader, list(info.replicas))
     brokers = {b for bs in wanted.values() for b in bs} | {lead for lead, _ in parts.values()}
     by_topic = {t: sorted(p for tt, p in wanted if tt == t) for t in topics}
-    sizes: dict[tuple[str, int, int], int] = {}
-    for d in await c.describe_log_dirs(sorted(brokers & set(c.metadata.brokers)), by_topic):
-        for lp in d.partitions:
-            if not lp.is_future:
-                key = (lp.topic, lp.partition, d.broker)
-                sizes[key] = max(sizes.get(key, 0), lp.size)
-    return sizes, parts
+    dirs = await c.describe_log_dirs(sorted(brokers & set(c.metadata.brokers)), by_topic)
+    return describe.replica_sizes(dirs), parts
 
 
 async def sample_progress(c: KafkaClient, plan: Plan | None) -> list[ReplicaProgress]:

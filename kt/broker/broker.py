@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from kt.broker import config_settings as cs
 from kt.broker import faults
 from kt.broker.cluster_services import build_cluster_services
 from kt.broker.config import BrokerConfig, Listener
@@ -24,9 +25,9 @@ from kt.broker.controller.links import PeerLinks
 from kt.broker.coordinator_leadership import CoordinatorLeadership
 from kt.broker.dispatcher import RequestDispatcher
 from kt.broker.fetch_sessions import FetchSessionCache
-from kt.broker.groups import CoordinatorSettings, GroupCoordinator
+from kt.broker.groups import GroupCoordinator
 from kt.broker.groups.offsets_log import LogRecordStore
-from kt.broker.log_cleaner import CleanerSettings, LogCleaner
+from kt.broker.log_cleaner import LogCleaner
 from kt.broker.log_maintenance import LogMaintenance
 from kt.broker.log_manager import LogManager
 from kt.broker.membership import ClusterMembership, MembershipError
@@ -40,16 +41,9 @@ from kt.broker.replication.alter_log_dirs import ReplicaAlterLogDirsManager
 from kt.broker.replication.quota import ReplicationThrottles
 from kt.broker.security.authorizer import make_authorizer
 from kt.broker.services import HandlerServices, NodeState
-from kt.broker.settings import (
-    DynamicSettings,
-    InternalTopicSettings,
-    MaintenanceSettings,
-    TopicCreationSettings,
-)
 from kt.broker.topic_admin import TopicAdmin
 from kt.broker.topic_config_sync import TopicConfigs
 from kt.broker.topic_creation import TopicCreator
-from kt.broker.transactions.coordinator import TxnSettings
 from kt.broker.transactions.service import TransactionService
 from kt.broker.transactions.state_log import TransactionLogStore
 from kt.storage.log_config import LONG_MAX, LogConfig
@@ -64,12 +58,14 @@ class Broker:
     periodic log maintenance. The services are explicit attributes."""
 
     def __init__(self, config: BrokerConfig, store: CoordinationStore) -> None:
+        # The config as last reconfigured (an immutable BrokerConfig: reconfigure()
+        # replaces it); only this root reads it, services get settings built from it.
         self.config = config
         self.node_id = config.node_id
         # Test-only I/O fault injection; does nothing unless its variable is set.
         faults.install_from_env()
         # The dynamic settings as last applied; reconfigure() replaces the snapshot.
-        self.dynamic = DynamicSettings.from_config(config)
+        self.dynamic = cs.dynamic_settings(config)
         # Peers are reached (and reach this broker) through the inter-broker listener.
         ib = config.listener_settings
         self.node = node = NodeState(
@@ -90,7 +86,6 @@ class Broker:
         self.metadata = topics = TopicsView(cache)
         # The membership is built below: the closures here reach it once it exists.
         self.topic_configs = TopicConfigs(
-            config,
             topics,
             logs,
             lambda name: self.membership.cluster.get_entity_config("topics", name),
@@ -119,7 +114,7 @@ class Broker:
         self.bound_listeners: list[Listener] = []
         self.producer_ids = ProducerIdManager()
         self.topic_creator = creator = TopicCreator(
-            TopicCreationSettings.from_config(config), topics, lambda: self.membership.admin()
+            cs.topic_creation_settings(config), topics, lambda: self.membership.admin()
         )
         # Links to any broker (itself through the dispatcher, built last).
         peers = PeerLinks(config.node_id, node.listener_name, cache, lambda: self.dispatcher,
@@ -130,8 +125,8 @@ class Broker:
         rm.stop_listeners.append(leadership.on_stopped)
         # Loads __consumer_offsets when the server starts it.
         self.group_coordinator = groups = GroupCoordinator(
-            CoordinatorSettings.from_config(config),
-            LogRecordStore(rm, topics, InternalTopicSettings.consumer_offsets(config), creator),
+            cs.coordinator_settings(config),
+            LogRecordStore(rm, topics, cs.consumer_offsets_topic(config), creator),
             # As Kafka's KafkaApis: the controller's view decides, not this broker's
             # replicas (a committed topic need not be hosted here). Before this
             # broker has a view (just started) nothing is called unknown: the group
@@ -150,10 +145,8 @@ class Broker:
         )
         # Loads __transaction_state when the server starts it.
         self.transactions = txns = TransactionService(
-            TxnSettings.from_config(config),
-            TransactionLogStore(
-                rm, topics, InternalTopicSettings.transaction_state(config), creator
-            ),
+            cs.txn_settings(config),
+            TransactionLogStore(rm, topics, cs.transaction_state_topic(config), creator),
             cache,
             peers,
             self.producer_ids.allocate,
@@ -164,7 +157,7 @@ class Broker:
             resigned=txns.on_resignation,
             stopped=txns.on_stopped,
         )
-        self.log_cleaner = LogCleaner(CleanerSettings.from_config(config), rm, logs)
+        self.log_cleaner = LogCleaner(cs.cleaner_settings(config), rm, logs)
         # Replication throttles (KIP-73): rates from dynamic broker configs, throttled
         # replicas from the topics' configs as this broker knows them.
         self.replication_throttles = ReplicationThrottles(
@@ -176,12 +169,12 @@ class Broker:
         # Moves between this broker's log directories (AlterReplicaLogDirs).
         self.log_dir_mover = ReplicaAlterLogDirsManager(rm, logs, self.alter_log_dirs_rate)
         self.maintenance = LogMaintenance(
-            MaintenanceSettings.from_config(config), logs, rm, self.log_dir_mover
+            cs.maintenance_settings(config), logs, rm, self.log_dir_mover
         )
         # This broker as a member of its cluster (the single node: of its own).
         cluster_services = build_cluster_services(
             store,
-            config=config,
+            settings=cs.cluster_settings(config, node.listener_name),
             node=node,
             replicas=rm,
             topics=topics,
@@ -194,7 +187,7 @@ class Broker:
         self.membership = ClusterMembership(
             store,
             cluster_services,
-            config=config,
+            settings=cs.membership_settings(config),
             node=node,
             replicas=rm,
             topics=topics,
@@ -204,11 +197,13 @@ class Broker:
         # The ACL authorizer when `authorizer.class.name` asks for one (its ACLs are
         # loaded and followed by the server, kt.broker.security.broker_security).
         self.authorizer = make_authorizer(config.props)
-        # Called after every change of the dynamic configs (the server's TLS reload).
-        self.reconfigure_hooks: list[Callable[[], None]] = []
+        # Called with the new config after every change of the dynamic configs (the
+        # server's TLS reload).
+        self.reconfigure_hooks: list[Callable[[BrokerConfig], None]] = []
         self.services = HandlerServices(
             node=node,
-            config=config,
+            settings=cs.handler_settings(config),
+            broker_config=lambda: self.config,
             replicas=rm,
             topics=topics,
             logs=logs,
@@ -342,25 +337,23 @@ class Broker:
         """The dynamic broker configs (/config/brokers/<default>, /config/brokers/<id>)
         were read or changed: apply them live (Kafka's BrokerConfigHandler). The one
         place dynamic settings reach the services."""
-        changed = self.config.apply_dynamic(defaults, own)
-        cfg = self.config
-        self.dynamic = now = DynamicSettings.from_config(cfg)
-        self.replication_throttles.apply_broker_configs(cfg.dynamic_defaults, cfg.dynamic_own)
-        self.replica_manager.txn_verification_enabled = (
-            now.transaction_partition_verification_enable
+        before = self.config
+        self.config = cfg = before.with_dynamic(defaults, own)
+        changed = before.changed_keys(cfg)
+        self.dynamic = now = cs.dynamic_settings(cfg)
+        self.replication_throttles.reconfigure(cs.throttle_rates(cfg))
+        self.replica_manager.reconfigure(
+            txn_verification_enabled=now.transaction_partition_verification_enable
         )
         if changed:
             self.logs.reconfigure_defaults(cfg.effective_log_config(), self.topic_configs.of)
         controller = self.membership.joined_controller()
         if controller is not None:
-            unclean = now.unclean_leader_election_enable
-            if unclean and not controller.settings.unclean_leader_election_default:
-                controller.enable_default_unclean_leader_election()
-            controller.settings.unclean_leader_election_default = unclean
+            controller.reconfigure(cs.reconfigured_controller(controller.settings, now))
         if changed:
             log.info("dynamic broker configs changed: %s", sorted(changed))
         for hook in self.reconfigure_hooks:
-            hook()
+            hook(cfg)
 
     # --- topics ----------------------------------------------------------
 

@@ -29,12 +29,13 @@ from kt.broker.controller.controller import ControllerSettings, KafkaController
 from kt.broker.controller.links import NetworkLink
 from kt.broker.controller.zk import ZkControllerStore
 from kt.broker.controller_link import ControllerLink, ControllerLookup
+from kt.broker.metadata.cache import endpoint_on
 from kt.broker.metadata.cluster_store import ClusterStore
 from kt.broker.replication.fetcher import BrokerEndpoint, FetcherConfig, ReplicaFetcherManager
 from kt.broker.topic_admin import TopicAdmin
 
 if TYPE_CHECKING:
-    from kt.broker.config import BrokerConfig, Listener
+    from kt.broker.config import Listener
     from kt.broker.controller.links import PeerLinks
     from kt.broker.metadata.cache import MetadataCache
     from kt.broker.metadata.store import CoordinationStore
@@ -43,6 +44,18 @@ if TYPE_CHECKING:
     from kt.broker.replication.quota import ReplicationThrottles
     from kt.broker.services import NodeState
     from kt.broker.topic_config_sync import TopicConfigs
+    from kt.client.security import SecurityConfig
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSettings:
+    """The settings the cluster services read (built by the composition root)."""
+
+    controller: ControllerSettings
+    fetcher: FetcherConfig
+    #: the security of this broker's connections to its peers (its inter-broker
+    #: listener as a client); None: plaintext
+    inter_broker: SecurityConfig | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +76,7 @@ class ClusterServices:
 def build_cluster_services(
     store: CoordinationStore,
     *,
-    config: BrokerConfig,
+    settings: ClusterSettings,
     node: NodeState,
     replicas: ReplicaManager,
     topics: TopicsView,
@@ -79,19 +92,9 @@ def build_cluster_services(
     link = ControllerLink(
         _controller_finder(cluster, topics.cache, node, advertised_listeners),
         client_id=f"broker-{node_id}",
-        security=config.inter_broker_client,
+        security=settings.inter_broker,
     )
     addresses: dict[int, tuple[str, int]] = {}
-    settings = ControllerSettings(
-        unclean_leader_election_default=config.unclean_leader_election_enable,
-        listener=node.listener_name,
-        auto_leader_rebalance=config.get_bool("auto.leader.rebalance.enable"),
-        leader_imbalance_percentage=config.get_int("leader.imbalance.per.broker.percentage"),
-        # Kafka requires at least 1 second; a smaller value would spin the timer.
-        leader_imbalance_check_interval_s=max(
-            1, config.get_int("leader.imbalance.check.interval.seconds")
-        ),
-    )
     controller: KafkaController | None = None
 
     def channel() -> ControllerChannel:
@@ -106,25 +109,25 @@ def build_cluster_services(
                 return info.endpoint_for(node.listener_name) if info else None
 
             return NetworkLink(address, broker_id=broker_id, client_id=client_id,
-                               security=config.inter_broker_client)  # fmt: skip
+                               security=settings.inter_broker)  # fmt: skip
 
         return ControllerChannel(to)
 
-    controller = KafkaController(node_id, ZkControllerStore(cluster), channel, settings)
+    controller = KafkaController(node_id, ZkControllerStore(cluster), channel, settings.controller)
     return ClusterServices(
         cluster=cluster,
         config_manager=ConfigManager(cluster, topic_configs.apply, node_id, apply_dynamic_configs),
         topic_admin=TopicAdmin(cluster, topics.cache, topics, replicas.metadata_changed),
         controller_link=link,
         alter_partitions=AlterPartitionManager(link, node_id, lambda: node.broker_epoch),
-        fetchers=_fetchers(config, node, topics.cache, replicas, throttles, addresses),
+        fetchers=_fetchers(settings, node, topics.cache, replicas, throttles, addresses),
         controller=controller,
         fetcher_addresses=addresses,
     )
 
 
 def _fetchers(
-    config: BrokerConfig,
+    settings: ClusterSettings,
     node: NodeState,
     cache: MetadataCache,
     replicas: ReplicaManager,
@@ -134,7 +137,7 @@ def _fetchers(
     """The replica fetchers: followers fetch from their leaders, addressed from the
     metadata cache, else from the live leaders' endpoints a LeaderAndIsr named."""
     node_id, listener = node.node_id, node.listener_name
-    fetch_config = FetcherConfig.from_config(config)
+    fetch_config = settings.fetcher
 
     def address_for(leader_id: int) -> tuple[str, int] | None:
         live = cache.broker(leader_id)
@@ -147,7 +150,7 @@ def _fetchers(
             raise KeyError(f"no address known for broker {leader_id}")
         host, port = address
         return BrokerEndpoint(leader_id, host, port, local_broker_id=node_id, config=fetch_config,
-                              security=config.inter_broker_client)  # fmt: skip
+                              security=settings.inter_broker)  # fmt: skip
 
     return ReplicaFetcherManager(
         node_id, endpoint_for, fetch_config, broker_epoch=node.broker_epoch,
@@ -177,11 +180,8 @@ def _controller_finder(
         live = cache.broker(controller_id)
         if live is None:
             found = await cluster.get_broker(controller_id)
-            if found is None or not found.registration.endpoints:
-                return None
-            eps = found.registration.endpoints
-            ep = next((e for e in eps if e.listener == node.listener_name), eps[0])
-            return controller_id, ep.host, ep.port
+            ep = endpoint_on(found.registration.endpoints, node.listener_name) if found else None
+            return (controller_id, ep.host, ep.port) if ep is not None else None
         endpoint = live.endpoint_for(node.listener_name)
         return (controller_id, endpoint.host, endpoint.port) if endpoint else None
 

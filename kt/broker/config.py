@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kt.broker import dynamic_config as dyn
@@ -135,11 +135,13 @@ class Listener:
     protocol: str = "PLAINTEXT"
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class BrokerConfig:
-    """Resolved broker settings."""
+    """Resolved broker settings, immutable once loaded: a change of the dynamic
+    broker configs makes a new one (`with_dynamic`), which the composition root
+    (kt.broker.broker) holds and hands on as settings snapshots."""
 
-    props: dict[str, str]
+    props: Mapping[str, str]
     node_id: int
     log_dirs: list[Path]
     listeners: list[Listener]
@@ -152,9 +154,9 @@ class BrokerConfig:
     #: inter-broker listener as a client); None on the single node, which makes none.
     inter_broker_client: SecurityConfig | None = None
     # The dynamic layers (/config/brokers/<default> and /config/brokers/<id>) as this
-    # broker applies them; set through apply_dynamic only.
-    dynamic_defaults: dict[str, str] = field(default_factory=dict)
-    dynamic_own: dict[str, str] = field(default_factory=dict)
+    # broker applies them (unusable entries dropped); see with_dynamic.
+    dynamic_defaults: Mapping[str, str] = field(default_factory=dict)
+    dynamic_own: Mapping[str, str] = field(default_factory=dict)
 
     def value(self, key: str) -> str:
         """A setting as given, else its default (DEFAULTS, else Kafka's in
@@ -186,13 +188,18 @@ class BrokerConfig:
         """Settings set explicitly (config file or overrides), not kt's defaults."""
         return {k: v for k, v in self.props.items() if DEFAULTS.get(k) != v}
 
-    def apply_dynamic(self, defaults: Mapping[str, str], own: Mapping[str, str]) -> set[str]:
-        """Take new dynamic layers (unusable entries dropped, as Kafka does); returns
-        the keys whose effective value changed."""
-        before = self.effective_props()
-        self.dynamic_defaults = dyn.usable(defaults, False, "default cluster")
-        self.dynamic_own = dyn.usable(own, True, f"broker {self.node_id}")
-        after = self.effective_props()
+    def with_dynamic(self, defaults: Mapping[str, str], own: Mapping[str, str]) -> BrokerConfig:
+        """This config with new dynamic layers (unusable entries dropped, as Kafka
+        does); this one is unchanged."""
+        return replace(
+            self,
+            dynamic_defaults=dyn.usable(defaults, False, "default cluster"),
+            dynamic_own=dyn.usable(own, True, f"broker {self.node_id}"),
+        )
+
+    def changed_keys(self, other: BrokerConfig) -> set[str]:
+        """The keys whose effective value differs between this config and `other`."""
+        before, after = self.effective_props(), other.effective_props()
         return {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
 
     def effective_props(self) -> dict[str, str]:

@@ -38,6 +38,8 @@ ANSWERS: dict[tuple[int, str], tuple[str, str | None]] = {
     (apis.ELECT_LEADERS.key, "partition_result"): ("partitions", "partition_id"),
     (apis.DELETE_GROUPS.key, "results"): ("groups_names", "group_id"),
     (apis.DESCRIBE_PRODUCERS.key, "partitions"): ("partition_indexes", "partition_index"),
+    (apis.CREATE_ACLS.key, "results"): ("creations", None),
+    (apis.DELETE_ACLS.key, "filter_results"): ("filters", None),
     (apis.DESCRIBE_TRANSACTIONS.key, "transaction_states"): (
         "transactional_ids",
         "transactional_id",
@@ -47,6 +49,19 @@ ANSWERS: dict[tuple[int, str], tuple[str, str | None]] = {
 #: (api key, response field) -> the request field that holds its value
 SAME_VALUE: dict[tuple[int, str], str] = {
     (apis.FETCH.key, "partition_index"): "partition",
+}
+
+#: (api key, response field) -> its value in an error response, where Kafka's
+#: getErrorResponse sets one other than the schema's default (or than the request's
+#: field of the same name): Produce's base offset and Fetch's high watermark are
+#: INVALID_OFFSET / INVALID_HIGH_WATERMARK (-1), a failed Fetch partition has empty
+#: records, not null ones, and a refused InitProducerId no producer id and epoch.
+ERROR_VALUES: dict[tuple[int, str], Any] = {
+    (apis.PRODUCE.key, "base_offset"): -1,
+    (apis.FETCH.key, "high_watermark"): -1,
+    (apis.FETCH.key, "records"): b"",
+    (apis.INIT_PRODUCER_ID.key, "producer_id"): -1,
+    (apis.INIT_PRODUCER_ID.key, "producer_epoch"): -1,
 }
 
 
@@ -77,6 +92,8 @@ def _answer(
             fields[name] = int(code)
         elif name == "error_message":
             fields[name] = message
+        elif (api_key, name) in ERROR_VALUES:
+            fields[name] = ERROR_VALUES[(api_key, name)]
         elif spec.type == "array" and spec.struct is not None:
             fields[name] = _answer_array(
                 api_key, version, spec.struct, name, request, code, message

@@ -31,6 +31,12 @@ class BrokerError(Exception):
         self.message = message
 
 
+class IllegalTransition(RuntimeError):
+    """A state change a coordinator's state machine does not allow (a coordinator
+    bug): the group and the transaction state machines raise it. It has no code
+    in the table, so a request that meets it is answered UNKNOWN_SERVER_ERROR."""
+
+
 class CloseConnection(Exception):
     """Raised by a handler to close the connection instead of answering: Kafka does
     so when a Produce with acks=0 fails, since that is the only way the producer can
@@ -163,6 +169,14 @@ class PolicyViolationError(BrokerError):
     """The request contradicts the topic's policy (e.g. DeleteRecords on a compacted topic)."""
 
 
+class UnsupportedVersionError(BrokerError):
+    """A request version this broker does not serve (for an API it serves)."""
+
+
+class SecurityDisabledError(BrokerError):
+    """A security request (ACLs) to a broker without an authorizer."""
+
+
 class InvalidRequestError(BrokerError):
     """A well-formed request Kafka refuses as invalid (INVALID_REQUEST)."""
 
@@ -234,6 +248,8 @@ ERROR_CODES: dict[type[BaseException], ErrorCode] = {
     InvalidRequiredAcksError: ErrorCode.INVALID_REQUIRED_ACKS,
     PolicyViolationError: ErrorCode.POLICY_VIOLATION,
     InvalidRequestError: ErrorCode.INVALID_REQUEST,
+    UnsupportedVersionError: ErrorCode.UNSUPPORTED_VERSION,
+    SecurityDisabledError: ErrorCode.SECURITY_DISABLED,
     InvalidConfigurationError: ErrorCode.INVALID_CONFIG,
     # Producer-state errors.
     OutOfOrderSequenceError: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,

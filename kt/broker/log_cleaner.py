@@ -49,7 +49,6 @@ from kt.storage.log_files import CLEANER_CHECKPOINT_FILE
 from kt.storage.offset_map import capacity_for
 
 if TYPE_CHECKING:
-    from kt.broker.config import BrokerConfig
     from kt.broker.log_manager import LogManager
     from kt.broker.partition import Partition
     from kt.broker.replica_manager import ReplicaManager
@@ -68,17 +67,6 @@ class CleanerSettings:
     dedupe_buffer_size: int = 128 * 1024 * 1024
     load_factor: float = 0.9
     backoff_ms: int = 15_000
-
-    @classmethod
-    def from_config(cls, config: BrokerConfig) -> CleanerSettings:
-        """Settings from the broker configuration (validated when it was loaded)."""
-        return cls(
-            enabled=config.get_bool("log.cleaner.enable"),
-            threads=config.get_int("log.cleaner.threads"),
-            dedupe_buffer_size=config.get_int("log.cleaner.dedupe.buffer.size"),
-            load_factor=config.get_float("log.cleaner.io.buffer.load.factor"),
-            backoff_ms=config.get_int("log.cleaner.backoff.ms"),
-        )
 
 
 @dataclass(slots=True)

@@ -20,6 +20,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kt.broker.alter_partition import IsrCallback, IsrProposal
@@ -36,13 +37,29 @@ from kt.storage.checkpoint import TopicPartition
 
 if TYPE_CHECKING:
     from kt.broker.cluster_services import ClusterServices
-    from kt.broker.config import BrokerConfig, Listener
+    from kt.broker.config import Listener
     from kt.broker.metadata.topics import TopicsView
     from kt.broker.producer_ids import ProducerIdManager
     from kt.broker.replica_manager import ReplicaManager
     from kt.broker.services import NodeState
 
 log = logging.getLogger("kt.broker.membership")
+
+
+@dataclass(frozen=True, slots=True)
+class MembershipSettings:
+    """The settings the membership reads (built by the composition root)."""
+
+    #: how long to wait for the coordination store at start (Kafka's
+    #: zookeeper.connection.timeout.ms, else zookeeper.session.timeout.ms)
+    connection_timeout_ms: int
+    #: zookeeper.session.timeout.ms: how long a previous registration may linger
+    session_timeout_ms: int
+    #: broker.rack, registered with the broker (None: unset)
+    rack: str | None
+    controlled_shutdown_enable: bool
+    controlled_shutdown_max_retries: int
+    controlled_shutdown_retry_backoff_ms: int
 
 
 class MembershipError(Exception):
@@ -64,7 +81,7 @@ class ClusterMembership:
         store: CoordinationStore,
         services: ClusterServices,
         *,
-        config: BrokerConfig,
+        settings: MembershipSettings,
         node: NodeState,
         replicas: ReplicaManager,
         topics: TopicsView,
@@ -73,7 +90,7 @@ class ClusterMembership:
     ) -> None:
         self.store = store
         self.cluster = services.cluster
-        self._config = config
+        self._settings = settings
         self._node = node
         self._replicas = replicas
         self._topics = topics
@@ -130,7 +147,7 @@ class ClusterMembership:
     async def connect(self, candidate_cluster_id: str) -> str:
         """Open the session and agree on the cluster id; returns it."""
         self._connecting = True
-        timeout_s = self._config.zookeeper_connection_timeout_ms / 1000
+        timeout_s = self._settings.connection_timeout_ms / 1000
         try:
             await self.store.start(timeout_s)
         except StoreUnavailableError as exc:
@@ -169,15 +186,15 @@ class ClusterMembership:
         """Create /brokers/ids/N. Our own previous registration (a restart faster than
         the session timeout: the znode names this broker's endpoints) is waited out;
         another live broker with our id is an error."""
-        node, config = self._node, self._config
+        node, settings = self._node, self._settings
         endpoints = tuple(
             znodes.Endpoint(lst.name, lst.host, lst.port, lst.protocol)
             for lst in self._advertised_listeners()
         )
         reg = znodes.BrokerRegistration(
-            node.node_id, endpoints, int(time.time() * 1000), rack=config.rack
+            node.node_id, endpoints, int(time.time() * 1000), rack=settings.rack
         )
-        session_s = config.get_int("zookeeper.session.timeout.ms") / 1000
+        session_s = settings.session_timeout_ms / 1000
         deadline = time.monotonic() + session_s + 5
         announced = False
         while True:
@@ -284,13 +301,13 @@ class ClusterMembership:
         """Ask the controller to move leadership off this broker (Kafka's
         controlled.shutdown.*: retried while partitions remain or no controller
         answers, then the broker stops regardless)."""
-        config, node = self._config, self._node
-        if not config.get_bool("controlled.shutdown.enable") or not self._joined:
+        settings, node = self._settings, self._node
+        if not settings.controlled_shutdown_enable or not self._joined:
             return
         if len(self._topics.cache.alive_brokers()) <= 1:
             return  # nobody to hand leadership to
-        retries = config.get_int("controlled.shutdown.max.retries")
-        backoff = config.get_int("controlled.shutdown.retry.backoff.ms") / 1000
+        retries = settings.controlled_shutdown_max_retries
+        backoff = settings.controlled_shutdown_retry_backoff_ms / 1000
         body = {"broker_id": node.node_id, "broker_epoch": node.broker_epoch}
         for attempt in range(1, retries + 1):
             try:

@@ -196,6 +196,11 @@ class ReplicaManager:
         self.txn_verification_enabled = txn_verification_enabled
         self._topic_deleted = topic_deleted
 
+    def reconfigure(self, *, txn_verification_enabled: bool) -> None:
+        """The dynamic broker configs changed: take the settings this manager follows
+        (transaction.partition.verification.enable; new appends use it)."""
+        self.txn_verification_enabled = txn_verification_enabled
+
     # --- the hosted partitions -------------------------------------------------
 
     def get(self, tp: TopicPartition) -> Partition | None:

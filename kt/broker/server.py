@@ -107,10 +107,9 @@ class RunningBroker:
         self._opened = False
         self._joined = False
 
-    def _reload_tls(self) -> None:
+    def _reload_tls(self, config: BrokerConfig) -> None:
         """KIP-226: a keystore or truststore replaced through the dynamic configs
         reaches new connections, accepted (the listeners) and made (to the peers)."""
-        config = self.config
         props = {**config.props, **config.dynamic_own}
         self.security.reload_tls(props)
         if config.listener_settings is not None:

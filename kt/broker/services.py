@@ -15,12 +15,11 @@ coordination store), behind one gate until the broker has joined.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from kt.broker.config import BrokerConfig
     from kt.broker.controller.controller import KafkaController
     from kt.broker.controller_link import ControllerLink
     from kt.broker.fetch_sessions import FetchSessionCache
@@ -32,6 +31,7 @@ if TYPE_CHECKING:
     from kt.broker.replica_manager import ReplicaManager
     from kt.broker.replication.quota import ReplicationThrottles
     from kt.broker.security.authorizer import AclAuthorizer
+    from kt.broker.security.listeners import Listeners
     from kt.broker.topic_admin import TopicAdmin
     from kt.broker.transactions.service import TransactionService
 
@@ -88,9 +88,52 @@ class TopicConfigSync(Protocol):
         """A topic's overrides as the store holds them now (applied if changed)."""
         ...
 
-    def given(self) -> dict[str, str]:
-        """Server settings set explicitly (config file or overrides)."""
+
+class BrokerConfigView(Protocol):
+    """The broker's configuration as DescribeConfigs and the dynamic-config checks
+    of (Incremental)AlterConfigs read it: its static settings and the dynamic layers
+    this broker applies. Read-only; a running broker's view is replaced whole when
+    its dynamic configs change (`HandlerServices.broker_config` returns the current
+    one). `kt.broker.config.BrokerConfig` is one."""
+
+    @property
+    def props(self) -> Mapping[str, str]:
+        """The static settings (kt's defaults, the config file, the overrides)."""
         ...
+
+    @property
+    def dynamic_defaults(self) -> Mapping[str, str]:
+        """The cluster-wide dynamic layer (/config/brokers/<default>) as applied."""
+        ...
+
+    @property
+    def dynamic_own(self) -> Mapping[str, str]:
+        """This broker's dynamic layer (/config/brokers/<id>) as applied."""
+        ...
+
+    @property
+    def listener_settings(self) -> Listeners | None:
+        """The listeners and their security protocols."""
+        ...
+
+    def given(self) -> dict[str, str]:
+        """Settings set explicitly (config file or overrides), not kt's defaults."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerSettings:
+    """The static settings request handlers read (built by the composition root)."""
+
+    #: Metadata requests create missing topics (auto.create.topics.enable)
+    auto_create_topics_enable: bool
+    #: CreateTopics' defaults for -1 (num.partitions, default.replication.factor)
+    num_partitions: int
+    default_replication_factor: int
+    #: DeleteTopics is allowed (delete.topic.enable)
+    delete_topic_enable: bool
+    #: how long a WriteTxnMarkers append waits for the ISR (request.timeout.ms)
+    request_timeout_ms: int
 
 
 class _Absent:
@@ -122,7 +165,9 @@ class HandlerServices:
     a handler's unit test fills the ones that handler uses (`only`)."""
 
     node: NodeState
-    config: BrokerConfig
+    settings: HandlerSettings
+    #: the broker's configuration as it is now (DescribeConfigs, AlterConfigs' checks)
+    broker_config: Callable[[], BrokerConfigView]
     replicas: ReplicaManager
     topics: TopicsView
     logs: LogManager

@@ -13,7 +13,6 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kt.broker.config import BrokerConfig
     from kt.broker.log_manager import LogManager
     from kt.broker.metadata.topics import TopicsView
 
@@ -24,10 +23,7 @@ ReadTopicConfig = Callable[[str], Awaitable[dict[str, str]]]
 class TopicConfigs:
     """Applies topic overrides to the topics view and the logs."""
 
-    def __init__(
-        self, config: BrokerConfig, topics: TopicsView, logs: LogManager, read: ReadTopicConfig
-    ) -> None:
-        self._config = config
+    def __init__(self, topics: TopicsView, logs: LogManager, read: ReadTopicConfig) -> None:
         self._topics = topics
         self._logs = logs
         self._read = read
@@ -47,7 +43,3 @@ class TopicConfigs:
         if configs != self._topics.configs.get(name):
             self.apply(name, configs)
         return configs
-
-    def given(self) -> dict[str, str]:
-        """Server settings set explicitly (config file or overrides), not kt's defaults."""
-        return self._config.given()

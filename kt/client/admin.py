@@ -536,31 +536,7 @@ class AdminMixin(ClientCore):
         async def one(node: int) -> list[LogDirInfo]:
             resp = await self.retrying(lambda: self.send(apis.DESCRIBE_LOG_DIRS, body, node))
             check(getattr(resp, "error_code", 0), f"broker {node}")
-            dirs = []
-            for r in resp.results:
-                parts = [
-                    LogDirPartition(
-                        t.name,
-                        p.partition_index,
-                        p.partition_size,
-                        p.offset_lag,
-                        p.is_future_key,
-                    )
-                    for t in r.topics
-                    for p in t.partitions
-                ]
-                parts.sort(key=lambda x: (x.topic, x.partition))
-                dirs.append(
-                    LogDirInfo(
-                        node,
-                        r.log_dir,
-                        error_for_code(r.error_code),
-                        parts,
-                        r.total_bytes,
-                        r.usable_bytes,
-                    )
-                )
-            return dirs
+            return log_dirs_of(node, resp.results)
 
         got = await gather_or_cancel(*(one(n) for n in nodes))
         return [d for ds in got for d in ds]
@@ -632,6 +608,33 @@ class AdminMixin(ClientCore):
 
         await gather_or_cancel(*(one(n, tps) for n, tps in by_leader.items()))
         return out
+
+
+def log_dirs_of(node: int, results: Iterable[Struct]) -> list[LogDirInfo]:
+    """Broker `node`'s log directories from its DescribeLogDirs results, each
+    directory's partitions sorted (callers that send the request themselves, such
+    as the TUI's sampler, shape its answer the same way)."""
+    dirs = []
+    for r in results:
+        parts = [
+            LogDirPartition(
+                t.name, p.partition_index, p.partition_size, p.offset_lag, p.is_future_key
+            )
+            for t in r.topics
+            for p in t.partitions
+        ]
+        parts.sort(key=lambda x: (x.topic, x.partition))
+        dirs.append(
+            LogDirInfo(
+                node,
+                r.log_dir,
+                error_for_code(r.error_code),
+                parts,
+                r.total_bytes,
+                r.usable_bytes,
+            )
+        )
+    return dirs
 
 
 def _broker_node(resource_type: int, name: str) -> int | None:

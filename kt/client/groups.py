@@ -94,7 +94,9 @@ def range_assign(
     return out
 
 
-def _assignment_pairs(blob: bytes | None) -> list[TopicPartition]:
+def assignment_pairs(blob: bytes | None) -> list[TopicPartition]:
+    """The sorted (topic, partition) pairs of a consumer-protocol assignment (a
+    DescribeGroups member's or SyncGroup's); none when empty or undecodable."""
     if not blob:
         return []
     try:
@@ -146,7 +148,7 @@ class GroupsMixin(ClientCore):
                     m.group_instance_id,
                     m.client_id,
                     m.client_host,
-                    _assignment_pairs(m.member_assignment)
+                    assignment_pairs(m.member_assignment)
                     if g.protocol_type in ("consumer", "")
                     else [],
                 )
@@ -439,7 +441,7 @@ class GroupMember:
                 self.member_id = ""
             return False
         check(sresp.error_code, f"sync group {self.group_id!r}")
-        self.assignment = _assignment_pairs(sresp.assignment)
+        self.assignment = assignment_pairs(sresp.assignment)
         return True
 
     async def _assign(self, members: Sequence[Struct]) -> list[dict[str, object]]:

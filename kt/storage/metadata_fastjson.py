@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import base64
 import itertools
+import json
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from kt.storage.metadata_codec import is_sensitive_config, jackson_string, java_double
 from kt.storage.metadata_schema import METADATA_RECORDS, Field, MessageSchema, in_range
@@ -58,13 +59,17 @@ def _str(buf: bytes, pos: int, n: int) -> str:
     return text
 
 
+# json's C string encoder, non-ASCII kept as is: where it escapes nothing, its text is
+# Jackson's too (one C call instead of the checks jackson_string makes in Python).
+_ENCODE_STR: Callable[[str], str] = json.encoder.encode_basestring
+
+
 def _str_text(raw: bytes) -> str:
-    if raw.isascii():
-        s = raw.decode("ascii")
-        if s.isprintable() and '"' not in s and "\\" not in s:
-            return f'"{s}"'
-        return jackson_string(s)
-    return jackson_string(raw.decode("utf-8"))
+    s = raw.decode("utf-8")
+    text = _ENCODE_STR(s)
+    if len(text) == len(s) + 2:
+        return text
+    return jackson_string(s)
 
 
 def _bytes(buf: bytes, pos: int, n: int) -> str:
@@ -274,8 +279,9 @@ class _Gen:
         """Emit a reader function for a struct; return its name.
 
         For a record (`top`) whose tagged fields all come after its other fields, the
-        text of the tagged section is cached by its bytes: leader/ISR changes repeat
-        the same few tagged sections for different partitions.
+        text of its tail (the tagged section and any UUIDs just before it) is cached
+        by its bytes: leader/ISR changes repeat the same few topic ids and tagged
+        sections for different partitions.
 
         Runs of fixed-size fields are read with one precompiled Struct; the JSON is one
         f-string when the record carries no tagged fields (the common case), else the
@@ -321,10 +327,32 @@ class _Gen:
                     out.append(f"{ind}{v} = _dbl({v})")
             run.clear()
 
-        for f in fields:
-            if not in_range(version, f.versions):
-                continue
+        active = [f for f in fields if in_range(version, f.versions)]
+        flags = [f.tag is not None and in_range(version, f.tagged) for f in active]
+        # A record whose tagged fields all come last caches the text of its tail by its
+        # bytes: the tagged section, and before it any run of UUIDs (a leader/ISR change's
+        # topic id), which repeat where the leading fields (partition ids, epochs) do not.
+        cut = -1  # where the cached tail starts (an index into active), -1: no cache
+        if top and True in flags and flags == sorted(flags):
+            cut = flags.index(True)
+            while cut > 1 and redact is None and _cached_in_tail(active[cut - 1]):
+                cut -= 1
+            if cut == 0:
+                cut = -1  # nothing before the tail: the cache would hold whole records
+        cache = self.name("_TAIL") if cut >= 0 else ""
+        lead = ""  # the JSON of the fields before the tail, as f-string source
+
+        for index, f in enumerate(active):
             var = self.name("v")
+            if index == cut:
+                flush()
+                lead = ",".join(f'"{g.json_name}":{{{v}}}' for g, v, _t in order)
+                _GLOBALS[cache] = {}
+                out.append(f"{ind}tail = buf[pos:]")
+                out.append(f"{ind}hit = {cache}.get(tail)")
+                out.append(f"{ind}if hit is not None:")
+                hit_text = "f'" + fopen + lead + "{hit}" + fclose + "'"
+                out.append(f"{ind}    {ret(hit_text, 'len(buf)')}")
             if f.tag is not None and in_range(version, f.tagged):
                 inits.append(f"{ind}{var} = None")
                 tagged.append((f, var))
@@ -342,17 +370,7 @@ class _Gen:
             order.append((f, var, False))
         flush()
         plain = ",".join(f'"{f.json_name}":{{{v}}}' for f, v, t in order if not t)
-        flags = [t for _, _, t in order]
-        tail_mode = top and bool(tagged) and bool(plain) and flags == sorted(flags)
-        cache = ""
-        if tail_mode:
-            cache = self.name("_TAIL")
-            _GLOBALS[cache] = {}
-            out.append(f"{ind}tail = buf[pos:]")
-            out.append(f"{ind}hit = {cache}.get(tail)")
-            out.append(f"{ind}if hit is not None:")
-            hit_text = "f'" + fopen + plain + "{hit}" + fclose + "'"
-            out.append(f"{ind}    {ret(hit_text, 'len(buf)')}")
+        tail_mode = cut >= 0
         out.extend(inits)
         count = self.name("c")
         self.uvarint(out, ind, count)
@@ -373,7 +391,9 @@ class _Gen:
             out.append(f"{ind}        if pos != stop: raise Miss")
         out.append(f"{ind}    pos = stop")
         if tail_mode:
-            out.append(f"{ind}tparts = []")
+            # The tail's untagged fields, then the tagged ones present and not default.
+            in_tail = [f"f'\"{g.json_name}\":{{{v}}}'" for g, v, t in order[cut:] if not t]
+            out.append(f"{ind}tparts = [{', '.join(in_tail)}]")
             for f, var in tagged:
                 default = _default_json(f)
                 out.append(f"{ind}if {var} is not None and {var} != {default!r}:")
@@ -382,7 +402,7 @@ class _Gen:
             out.append(f"{ind}if pos == len(buf):")
             out.append(f"{ind}    if len({cache}) > 50000: {cache}.clear()")
             out.append(f"{ind}    {cache}[tail] = ttext")
-            tail_text = "f'" + fopen + plain + "{ttext}" + fclose + "'"
+            tail_text = "f'" + fopen + lead + "{ttext}" + fclose + "'"
             out.append(f"{ind}{ret(tail_text)}")
             self.lines.extend(out)
             self.lines.append("")
@@ -403,6 +423,11 @@ class _Gen:
         self.lines.extend(out)
         self.lines.append("")
         return fn
+
+
+def _cached_in_tail(f: Field) -> bool:
+    """Whether a field just before a record's tagged section joins its cached tail."""
+    return not f.is_array and f.type == "uuid"
 
 
 _STRUCT_CODES = {
@@ -500,6 +525,15 @@ _ERRORS = (FastPathMiss, struct.error, IndexError, KeyError, UnicodeDecodeError,
 # remembered, bounded. Longer ones rarely repeat whole and are not worth the insert.
 _SHORT: dict[bytes, str] = {}
 _SHORT_MAX = 24
+
+
+# For the dump's whole-batch loop (`kt.tools.dump_log_metadata.plain_batch_lines`), which
+# inlines the lookups `text_parser` makes: readers by a value's first three bytes, the
+# text of short values (bounded: clear it when it holds 10,000), what a reader raises.
+READERS: Mapping[bytes, Reader | None] = _TABLE
+SHORT_TEXTS: dict[bytes, str] = _SHORT
+SHORT_MAX = _SHORT_MAX
+READ_ERRORS = _ERRORS
 
 
 TextParser = Callable[[int, bytes | None, bytes | None], tuple[None, str | None]]

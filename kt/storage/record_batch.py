@@ -255,18 +255,25 @@ def iter_record_tuples(
     CorruptRecordError when the records section does not decode, or holds more or
     fewer records than the header says.
     """
+    buf = records_section(header, batch)
+    count = header.record_count
+    if count < 0:
+        raise CorruptRecordError(f"negative record count {count}")
+    return _decode_tuples(header, buf, count)
+
+
+def records_section(header: BatchHeader, batch: bytes | bytearray | memoryview) -> bytes:
+    """The records section of one whole v2 batch, decompressed.
+
+    Raises CorruptRecordError (or the codec's error) when it does not decompress.
+    """
     payload: bytes | memoryview = memoryview(batch)[HEADER_SIZE : header.size_in_bytes]
     codec_id = header.attributes & CODEC_MASK
     # An empty records section holds no compressed stream at all (Kafka does not
     # decompress record-less batches); the record count check still applies.
     if codec_id != 0 and len(payload) > 0:
-        buf = decompress(codec_from_id(codec_id), payload)
-    else:
-        buf = bytes(payload)
-    count = header.record_count
-    if count < 0:
-        raise CorruptRecordError(f"negative record count {count}")
-    return _decode_tuples(header, buf, count)
+        return decompress(codec_from_id(codec_id), payload)
+    return bytes(payload)
 
 
 def iter_records(header: BatchHeader, batch: bytes | bytearray | memoryview) -> Iterator[Record]:

@@ -6,6 +6,7 @@ CreateAcls / DescribeAcls / DeleteAcls APIs; `--json` for scripts.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import click
@@ -100,6 +101,9 @@ def _block(title: str, resource: Resource, entries: list[Entry]) -> str:
 @click.option("--group", multiple=True, metavar="NAME", help="A group (or *); repeatable.")
 @click.option("--cluster", is_flag=True, help="The cluster resource (kafka-cluster).")
 @click.option("--transactional-id", multiple=True, metavar="ID", help="A transactional id.")
+@click.option("--delegation-token", multiple=True, metavar="ID", help="A delegation token id.")
+@click.option("--user-principal", multiple=True, metavar="TYPE:NAME",
+              help="A user principal as the resource (CreateTokens, DescribeTokens).")  # fmt: skip
 @click.option("--resource-pattern-type", default="literal", show_default=True,
               type=click.Choice(sorted(PATTERN_TYPES), case_sensitive=False),
               help="literal, prefixed (add/remove/list), any or match (list/remove).")  # fmt: skip
@@ -124,6 +128,8 @@ def acl(
     group: tuple[str, ...],
     cluster: bool,
     transactional_id: tuple[str, ...],
+    delegation_token: tuple[str, ...],
+    user_principal: tuple[str, ...],
     resource_pattern_type: str,
     allow_principal: tuple[str, ...],
     deny_principal: tuple[str, ...],
@@ -168,10 +174,13 @@ def acl(
     if (producer or consumer) and (operation or deny_principal or deny_host):
         usage_error("--producer/--consumer cannot be used with --operation, --deny-principal "
                     "or --deny-host")  # fmt: skip
+    if principal and action != "list":
+        usage_error("The --principal option is only available if --list is set")
     if producer and not topic:
         usage_error("With --producer you must specify a --topic")
-    if consumer and (not topic or not group):
-        usage_error("With --consumer you must specify a --topic and a --group")
+    if consumer and (not topic or not group or (not producer and (cluster or transactional_id))):
+        usage_error("With --consumer you must specify a --topic and a --group and no --cluster "
+                    "or --transactional-id option should be specified.")  # fmt: skip
     if idempotent and not producer:
         usage_error("The --idempotent option is only available if --producer is set")
     for p in (*allow_principal, *deny_principal, *principal):
@@ -181,6 +190,8 @@ def acl(
     resources: list[Resource] = (
         [Resource(2, t, ptype) for t in topic] + [Resource(3, g, ptype) for g in group]
         + [Resource(5, x, ptype) for x in transactional_id]
+        + [Resource(6, d, ptype) for d in delegation_token]
+        + [Resource(7, u, ptype) for u in user_principal]
         + ([Resource(4, CLUSTER_NAME, cluster_ptype)] if cluster else [])
     )  # fmt: skip
     if action != "list" and not resources and not (producer and idempotent):
@@ -188,7 +199,7 @@ def acl(
                     "--group <group> or --delegation-token <Delegation Token ID>")  # fmt: skip
     ops = [parse_operation(o) for o in operation] or ["All"]
     if action == "list":
-        _list(wire, resources, ptype, principal, as_json)
+        _list(wire, resources, principal, as_json)
         return
     wanted = _entries_by_resource(resources, ops, allow_principal, deny_principal, allow_host,
                                   deny_host, producer, consumer, idempotent)  # fmt: skip
@@ -271,24 +282,34 @@ def _print_current(found: dict[Resource, list[Entry]], as_json: bool) -> None:
         click.echo(_block("Current ACLs for resource", r, es))
 
 
-def _list(wire: Wire, resources: list[Resource], ptype: int, principals: tuple[str, ...],
+def _list(wire: Wire, resources: list[Resource], principals: tuple[str, ...],
           as_json: bool) -> None:  # fmt: skip
-    async def run(client: KafkaClient) -> dict[Resource, list[Entry]]:
-        found: dict[Resource, list[Entry]] = {}
+    async def run(client: KafkaClient) -> list[dict[Resource, list[Entry]]]:
         filters: list[tuple[int, str | None, int]] = [
             (r.rtype, r.name, r.ptype) for r in resources
-        ] or [(1, None, ptype)]
+        ] or [(1, None, PATTERN_TYPES["any"])]  # no resource: every ACL, as kafka-acls.sh
+        out = []
         for p in principals or (None,):
+            found: dict[Resource, list[Entry]] = {}
             for rtype, name, pt in filters:
                 for k, v in (await _describe(client, rtype, name, pt, p)).items():
                     found[k] = sorted(set(found.get(k, []) + v))
-        return found
+            out.append(found)
+        return out
 
-    found = wire.run(run)
-    if principals and not as_json:
-        for p in principals:
+    per_principal = wire.run(run)
+    if as_json:
+        merged: dict[Resource, list[Entry]] = {}
+        for found in per_principal:
+            for k, v in found.items():
+                merged[k] = sorted(set(merged.get(k, []) + v))
+        _print_current(merged, as_json)
+        return
+    # kafka-acls.sh: with --principal, each principal's heading, then its blocks
+    for p, found in zip(principals or (None,), per_principal, strict=True):
+        if p is not None:
             click.echo(f"ACLs for principal `{p}`")
-    _print_current(found, as_json)
+        _print_current(found, as_json)
 
 
 def _add(wire: Wire, wanted: dict[Resource, list[Entry]], as_json: bool) -> None:
@@ -314,19 +335,15 @@ def _add(wire: Wire, wanted: dict[Resource, list[Entry]], as_json: bool) -> None
 
 
 def _remove(wire: Wire, wanted: dict[Resource, list[Entry]], force: bool, as_json: bool) -> None:
+    listed = list(wanted)
     if not force:
-        for r, es in sorted(wanted.items()):
-            listed = "\n".join("\t" + str(e) for e in es)
-            question = (
-                f"Are you sure you want to remove ACLs: \n {listed} \n from resource filter "
-                f"`{r}`? (y/n)"
-                if es
-                else f"Are you sure you want to delete all ACLs for resource filter `{r}`? (y/n)"
-            )
-            if not click.confirm(question, default=False, show_default=False):
-                return
+        # kafka-acls.sh asks per resource filter (its question on a line of its own,
+        # the answer a line: y or Y), skips the filters not confirmed, then lists.
+        wanted = {r: es for r, es in wanted.items() if _confirm(r, es)}
 
     async def run(client: KafkaClient) -> dict[Resource, list[Entry]]:
+        if not wanted:
+            return await _current(client, listed)
         filters = [
             {"resource_type_filter": r.rtype, "resource_name_filter": r.name,
              "pattern_type_filter": r.ptype, "principal_filter": e.principal,
@@ -341,12 +358,29 @@ def _remove(wire: Wire, wanted: dict[Resource, list[Entry]], force: bool, as_jso
         resp = await client.send(apis.DELETE_ACLS, {"filters": filters})
         for res in resp.filter_results:
             _check(res.error_code, res.error_message)
-        current: dict[Resource, list[Entry]] = {}
-        for r in wanted:
-            current.update(await _describe(client, r.rtype, r.name, r.ptype))
-        return current
+        return await _current(client, listed)
 
     _print_current(wire.run(run), as_json)
+
+
+async def _current(client: KafkaClient, resources: list[Resource]) -> dict[Resource, list[Entry]]:
+    current: dict[Resource, list[Entry]] = {}
+    for r in resources:
+        current.update(await _describe(client, r.rtype, r.name, r.ptype))
+    return current
+
+
+def _confirm(r: Resource, es: list[Entry]) -> bool:
+    listed = "\n".join("\t" + str(e) for e in es)
+    click.echo(
+        f"Are you sure you want to remove ACLs: \n {listed} \n from resource filter `{r}`? (y/n)"
+        if es
+        else f"Are you sure you want to delete all ACLs for resource filter `{r}`? (y/n)"
+    )
+    answer = sys.stdin.readline()
+    if not answer:
+        fail("no answer to the question on standard input (--force removes without asking)")
+    return answer.rstrip("\r\n").lower() == "y"
 
 
 @acl.command("check")

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 from click.core import ParameterSource
 
+from kt.admin.describe import BrokerLoad, controller_warning
+from kt.admin.describe import broker_loads as describe_loads
 from kt.client import ClusterDescription, KafkaClient, TopicInfo
 from kt.tools.console import emit_json, fail, handle_errors, render_table, usage_error, warn
 from kt.tools.local_cluster import STATE_FILE, ClusterError, LocalCluster, check_java
@@ -332,47 +333,10 @@ def status(directory: Path, as_json: bool) -> None:
         raise SystemExit(1)
 
 
-@dataclass
-class BrokerLoad:
-    """What one broker leads and hosts, from the cluster's metadata."""
-
-    leaders: int = 0
-    replicas: int = 0
-    under_replicated: int = 0  # partitions it leads whose ISR is smaller than their replicas
-    offline_replicas: int = 0  # replicas of it the cluster reports offline
-    preferred: int = 0  # partitions whose preferred (first) replica it is
-    preferred_not_led: int = 0  # ... that another broker (or nobody) leads
-
-    @property
-    def imbalance_percent(self) -> float:
-        """Kafka's leader imbalance of the broker (the auto rebalance's measure): the
-        share of the partitions it is preferred for that it does not lead."""
-        return 100 * self.preferred_not_led / self.preferred if self.preferred else 0.0
-
-
 def broker_loads(topics: Iterable[TopicInfo], broker_ids: Sequence[int]) -> dict[int, BrokerLoad]:
-    """Per broker (the live ones and any other named as a replica): partitions led,
-    replicas hosted, under-replicated partitions led, offline replicas, and the
-    partitions it is the preferred leader of, led or not."""
-    loads = {b: BrokerLoad() for b in broker_ids}
-    for t in topics:
-        for p in t.partitions.values():
-            if p.replicas:
-                head = loads.setdefault(p.replicas[0], BrokerLoad())
-                head.preferred += 1
-                if p.leader != p.replicas[0]:
-                    head.preferred_not_led += 1
-            for r in p.replicas:
-                load = loads.setdefault(r, BrokerLoad())
-                load.replicas += 1
-                if r in p.offline_replicas:
-                    load.offline_replicas += 1
-            if p.leader >= 0:
-                load = loads.setdefault(p.leader, BrokerLoad())
-                load.leaders += 1
-                if len(p.isr) < len(p.replicas):
-                    load.under_replicated += 1
-    return loads
+    """Per broker (the live ones and any other named as a replica): see
+    `kt.admin.describe.BrokerLoad` (the TUI's brokers view counts the same)."""
+    return describe_loads((p for t in topics for p in t.partitions.values()), broker_ids)
 
 
 def controller_epoch(zookeeper: str, timeout: float) -> int | None:
@@ -421,7 +385,9 @@ def describe(wire: Wire, zookeeper: str | None, as_json: bool) -> None:
 
     Brokers named as replicas but missing from the cluster's metadata are listed
     with host 'offline'. Uses DescribeCluster when the broker has it, else Metadata;
-    with --zookeeper also prints the controller epoch from /controller_epoch.
+    with --zookeeper also prints the controller epoch from /controller_epoch. A
+    controller id that is not among the brokers listed is flagged with a warning
+    line on stderr.
     """
 
     async def go(c: KafkaClient) -> tuple[ClusterDescription, dict[str, TopicInfo]]:
@@ -431,6 +397,8 @@ def describe(wire: Wire, zookeeper: str | None, as_json: bool) -> None:
     epoch = controller_epoch(zookeeper, min(wire.timeout, 10.0)) if zookeeper else None
     live = {b.node_id: b for b in d.brokers}
     loads = broker_loads(topics.values(), sorted(live))
+    if (odd := controller_warning(d.controller_id, live)) is not None:
+        warn(odd)
     rows: list[dict[str, Any]] = []
     for node in sorted(loads):
         b = live.get(node)
@@ -445,7 +413,7 @@ def describe(wire: Wire, zookeeper: str | None, as_json: bool) -> None:
                 "controller": node == d.controller_id,
                 "leaders": load.leaders,
                 "replicas": load.replicas,
-                "under_replicated": load.under_replicated,
+                "under_replicated": load.under_replicated_led,
                 "offline_replicas": load.offline_replicas,
                 "preferred_leaders": load.preferred,
                 "leader_imbalance_percent": round(load.imbalance_percent, 1),

@@ -26,6 +26,11 @@ class CompatUsageError(Exception):
     """A command line Kafka's tool would refuse (exit 1, as Kafka's tools exit)."""
 
 
+class KafkaMessage(CompatUsageError):
+    """A failure Kafka's tool reports as one bare line on stderr (a TerseException,
+    or an exception's message), printed as it is; exit 1."""
+
+
 class UnrecognizedOption(CompatUsageError):
     """An option the Kafka tool does not have: joptsimple's message."""
 
@@ -50,6 +55,11 @@ class Spec:
     supported: dict[str, Arity]
     # Kafka's options kt does not implement, each with an optional reason.
     unsupported: dict[str, str] = field(default_factory=dict)
+    # argparse4j tools' short names: "-c" -> "config"
+    short: dict[str, str] = field(default_factory=dict)
+    # supported options that the tool always refuses, in Kafka's own words (parsed so
+    # that the words can be Kafka's): name -> why, for `kt compat list`
+    refused: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -97,6 +107,8 @@ def parse(tool: str, spec: Spec, argv: list[str]) -> Parsed:
     while i < len(argv):
         word = argv[i]
         i += 1
+        if word in spec.short:
+            word = "--" + spec.short[word]
         if word == "--":
             positional += argv[i:]
             break

@@ -69,8 +69,6 @@ def _script(tool: str) -> str:
 def install(directory: Path) -> None:
     """Write DIRECTORY/bin/ with kafka-*.sh scripts (and names without .sh) that run kt.
 
-    Tools kt does not cover (`kt compat list`) get a script that says so (exit 1).
-
     Point KAFKA_PATH at DIRECTORY, or put DIRECTORY/bin on PATH. Existing scripts of
     the same names are replaced; nothing else in the directory is touched.
     """
@@ -84,10 +82,8 @@ def install(directory: Path) -> None:
             target = bin_dir / file_name
             atomic_write(target, _script(name).encode())
             target.chmod(0o755)
-    click.echo(
-        f"Wrote {2 * len(names)} scripts to {bin_dir} "
-        f"({len(TOOLS)} tools covered, {len(NOT_COVERED)} saying they are not)"
-    )
+    others = f", {len(NOT_COVERED)} saying they are not" if NOT_COVERED else ""
+    click.echo(f"Wrote {2 * len(names)} scripts to {bin_dir} ({len(TOOLS)} tools covered{others})")
 
 
 @compat.command("list")
@@ -104,6 +100,10 @@ def list_tools(tool: str | None) -> None:
     if t is None:
         usage_error(f"{tool}: {NOT_COVERED.get(tool_name(tool), 'not a tool kt covers')}")
     for name, arity in sorted(t.spec.supported.items()):
+        if name in t.spec.refused:
+            continue
         click.echo(f"--{name}{'' if arity is Arity.FLAG else ' VALUE'}\tsupported")
+    for name, why in sorted(t.spec.refused.items()):
+        click.echo(f"--{name}\trefused: {why}")
     for name, why in sorted(t.spec.unsupported.items()):
         click.echo(f"--{name}\tnot supported{': ' + why if why else ''}")

@@ -25,114 +25,42 @@ import click
 
 from kt.client import KafkaClient, KafkaError
 from kt.client.records import EARLIEST, LATEST
-from kt.tools.compat_args import Arity, CompatUsageError, Parsed, Spec, UnsupportedOption, parse
-from kt.tools.connect_settings import SettingsError, resolve
-from kt.tools.console import CommandError
-from kt.tools.wire import DEFAULT_BOOTSTRAP, Wire, match_names, wire_from_settings
+from kt.tools.compat_acls import ACLS, kafka_acls
+from kt.tools.compat_args import (
+    Arity,
+    CompatUsageError,
+    KafkaMessage,
+    Parsed,
+    Spec,
+    UnsupportedOption,
+    parse,
+)
+from kt.tools.compat_common import (
+    COMMON,
+    EXIT_FAILED,
+    EXIT_OK,
+    Connection,
+    connection,
+    one_action,
+    passthrough,
+    read_config_file,
+    refuse_positional,
+    run_kt,
+)
+from kt.tools.compat_configs import unknown, warn_unknown
+from kt.tools.compat_kraft import (
+    FEATURES,
+    QUORUM,
+    STORAGE,
+    kafka_features,
+    kafka_metadata_quorum,
+    kafka_storage,
+)
+from kt.tools.connect_settings import GENERAL_KEYS
+from kt.tools.console import KAFKA_TABLES, CommandError
+from kt.tools.wire import DEFAULT_BOOTSTRAP, match_names
 
 F, V, O = Arity.FLAG, Arity.VALUE, Arity.OPTIONAL  # noqa: E741 - the three arities
-EXIT_OK, EXIT_FAILED = 0, 1
-
-# Options every admin tool has.
-COMMON = {"bootstrap-server": V, "command-config": V, "help": F, "version": F}
-
-
-def run_kt(
-    argv: list[str], *, quiet: bool = False, on_error: Callable[[str], None] | None = None
-) -> tuple[int, str]:
-    """Run `kt ARGV` in this process; returns its exit code (kt's 2 for a usage error
-    becomes Kafka's 1) and, when `quiet`, what it printed on stdout (else printed).
-    `on_error` also gets the message of a failure (kt's error line is printed too)."""
-    from kt.cli import cli
-
-    out = io.StringIO()
-    code = EXIT_OK
-    failure: str | None = None
-    with contextlib.redirect_stdout(out) if quiet else contextlib.nullcontext():
-        try:
-            result = cli.main(argv, prog_name="kt", standalone_mode=False)
-            code = result if isinstance(result, int) else EXIT_OK
-        except click.UsageError as exc:
-            where = exc.ctx.command_path if exc.ctx is not None else "kt"
-            click.echo(f"kt: error: {exc.format_message()} (see '{where} --help')", err=True)
-            code = EXIT_FAILED
-        except click.ClickException as exc:
-            exc.show()
-            code = exc.exit_code
-            failure = exc.format_message()
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else EXIT_FAILED
-    if failure is not None and on_error is not None:
-        on_error(failure)  # after stdout is restored
-    return (EXIT_FAILED if code == 2 else code), out.getvalue()
-
-
-@dataclass(frozen=True)
-class Connection:
-    """--bootstrap-server and --command-config, passed on to kt's own options (which
-    read the properties file as Kafka's tools do: bootstrap.servers under an explicit
-    --bootstrap-server, client.id, timeouts, TLS and SASL settings)."""
-
-    bootstrap: str | None
-    command_config: str | None
-    timeout: float | None = None
-
-    def argv(self) -> list[str]:
-        """kt's options for it."""
-        out = ["-b", self.bootstrap] if self.bootstrap else []
-        out += ["--command-config", self.command_config] if self.command_config else []
-        return out + (["--timeout", f"{self.timeout:g}"] if self.timeout is not None else [])
-
-    def wire(self) -> Wire:
-        """A Wire for the client-level tools, from the same settings."""
-        try:
-            settings = resolve(
-                bootstrap_flag=self.bootstrap,
-                bootstrap_env=None,
-                command_config=self.command_config,
-                properties_file=None,
-                x_items=[],
-                profile_name=None,
-            )
-        except SettingsError as exc:
-            raise CompatUsageError(str(exc)) from None
-        for w in settings.warnings:
-            click.echo(f"kt: warning: {w}", err=True)
-        return wire_from_settings(settings, self.timeout or 30.0, self.timeout is not None)
-
-
-def connection(tool: str, p: Parsed, *, option: str = "bootstrap-server") -> Connection:
-    """The cluster to reach: --bootstrap-server and/or --command-config (whose
-    bootstrap.servers serves when the option is not given); Kafka's tools need one."""
-    bootstrap = p.value(option)
-    config = p.value("command-config")
-    if not bootstrap and not config:
-        raise CompatUsageError(f"--{option} must be specified")
-    return Connection(bootstrap, config)
-
-
-def one_action(p: Parsed, actions: list[str]) -> str:
-    """The one action flag given (Kafka's tools refuse none or several)."""
-    given = [a for a in actions if p.has(a)]
-    if len(given) != 1:
-        listed = ", ".join(f"--{a}" for a in actions[:-1]) + f" or --{actions[-1]}"
-        raise CompatUsageError(f"Command must include exactly one action: {listed}")
-    return given[0]
-
-
-def refuse_positional(p: Parsed) -> None:
-    """Kafka's option-only tools take no bare words."""
-    if p.positional:
-        raise CompatUsageError(f"Found non-option arguments: {' '.join(p.positional)}")
-
-
-def passthrough(p: Parsed, names: list[str]) -> list[str]:
-    """`--name value` / `--name` for each of `names` given, in kt's spelling (same)."""
-    out: list[str] = []
-    for name in names:
-        for value in p.options.get(name, []):
-            out += [f"--{name}"] if value is None else [f"--{name}", value]
-    return out
 
 
 # --- kafka-topics -------------------------------------------------------------------
@@ -157,12 +85,13 @@ TOPICS = Spec(
         "if-not-exists": F,
         "exclude-internal": F,
         **dict.fromkeys(TOPIC_FILTERS, F),
+        # DescribeTopicPartitions' page size: kt reads every partition at once
+        "partition-size-limit-per-response": V,
     },
     {
         "topic-id": "kt selects topics by name",
         "delete-config": "removed from kafka-topics; use kafka-configs --alter --delete-config",
-        "disable-rack-aware": "",
-        "partition-size-limit-per-response": "",
+        "disable-rack-aware": "kt's CreateTopics leaves replica placement to the broker",
     },
 )
 
@@ -243,17 +172,17 @@ CONFIGS = Spec(
         "broker": V,
         "broker-defaults": F,
         "user": V,
+        "add-config-file": V,
+        "force": F,  # Kafka's "suppress console prompts": kafka-configs asks nothing here
     },
     {
         "zookeeper": "kt has no ZooKeeper-side config store to edit; use --bootstrap-server",
         "bootstrap-controller": "use --bootstrap-server",
-        "add-config-file": "",
         "client": "client quotas are not implemented",
         "ip": "IP quotas are not implemented",
-        "client-metrics": "",
+        "client-metrics": "client metrics subscriptions are not implemented",
         "group": "group configs are not implemented",
         "broker-logger": "broker loggers are not implemented",
-        "force": "",
     },
 )
 #: users: SCRAM credentials only (kt configs --entity-type users); quotas are refused there
@@ -294,9 +223,12 @@ def kafka_configs(p: Parsed) -> int:
             "entity-type",
             f"{etype} (kt supports {', '.join(CONFIG_ENTITY_TYPES)})",
         )
-    if action == "alter" and not (p.has("add-config") or p.has("delete-config")):
+    if action == "alter" and not (
+        p.has("add-config") or p.has("delete-config") or p.has("add-config-file")
+    ):
         raise CompatUsageError(
-            "At least one of --add-config or --delete-config must be specified with --alter"
+            "At least one of --add-config, --add-config-file, or --delete-config must be "
+            "specified with --alter"
         )
     if action == "alter" and not names and not default:
         raise CompatUsageError("an entity name must be specified with --alter of topics")
@@ -309,8 +241,17 @@ def kafka_configs(p: Parsed) -> int:
         if p.has("all"):
             raise CompatUsageError('Option "[all]" can\'t be used with option "[alter]"')
         argv += passthrough(p, ["add-config", "delete-config"])
+        if p.has("add-config-file"):
+            argv += ["--add-config", _config_file_entries(p.value("add-config-file") or "")]
     code, _ = run_kt(argv)
     return code
+
+
+def _config_file_entries(path: str) -> str:
+    """--add-config-file's properties as one --add-config value (a value holding a
+    comma goes in [...], as kafka-configs' list syntax wants it)."""
+    props = read_config_file(path, "add-config-file")
+    return ",".join(f"{k}=[{v}]" if "," in v else f"{k}={v}" for k, v in props.items())
 
 
 # --- kafka-consumer-groups ----------------------------------------------------------
@@ -338,12 +279,11 @@ GROUPS = Spec(
         "timeout": V,
     },
     {
-        "zookeeper": "",
-        "export": "",
-        "from-file": "",
-        "by-duration": "",
-        "delete-offsets": "",
-        "type": "",
+        "export": "CSV export of reset plans is not implemented",
+        "from-file": "CSV import of reset plans is not implemented",
+        "by-duration": "give the time as --to-datetime",
+        "delete-offsets": "not implemented: reset the offsets or delete the group",
+        "type": "group types (KIP-848) are not implemented",
     },
 )
 
@@ -357,32 +297,56 @@ def kafka_consumer_groups(p: Parsed) -> int:
         conn = Connection(conn.bootstrap, conn.command_config, _ms(p, "timeout") / 1000)
     argv = ["group", action, *conn.argv()]
     if action == "list":
-        if p.has("state") and p.value("state") is not None:
-            raise UnsupportedOption("kafka-consumer-groups", "state", "a state filter with --list")
         if p.has("state"):
+            wanted = _state_filter(p.value("state"))
             code, out = run_kt([*argv, "--json"], quiet=True)
             if code == EXIT_OK:
-                sys.stdout.write(groups_state_table(json.loads(out)))
+                groups = [
+                    g for g in json.loads(out)
+                    if wanted is None or (g["state"] or "Unknown").lower() in wanted
+                ]  # fmt: skip
+                sys.stdout.write(groups_state_table(groups))
             return code
     elif action == "describe":
         if not p.has("group") and not p.has("all-groups"):
             raise CompatUsageError(
                 "Option [describe] takes one of these options: [all-groups], [group]"
             )
-        argv += passthrough(p, ["group", "all-groups", "members", "verbose"])
-        if p.has("state"):
-            argv.append("--state")
-        elif p.has("members") and not p.has("verbose"):
-            code, out = run_kt([*argv, "--json"], quiet=True)
-            for line in out.splitlines():
-                sys.stdout.write(members_table(json.loads(line)))
-            return code
-        elif not p.has("members"):
-            # The offsets table, in Kafka's column widths (kt's own table differs).
-            code, out = run_kt([*argv, "--json"], quiet=True)
-            for line in out.splitlines():
-                sys.stdout.write(offsets_table(json.loads(line)))
-            return code
+        argv += passthrough(p, ["group", "all-groups"])
+        # Kafka's tables in ConsumerGroupCommand's widths, from kt's JSON; which one
+        # as Kafka picks it (--offsets, or no sub-action, first; then --members; then --state).
+        offsets = p.has("offsets") or not (p.has("members") or p.has("state"))
+        missing: list[str] = []
+        code, out = run_kt(
+            [*argv, "--members", "--json"],
+            quiet=True,
+            on_error=lambda message: missing.append(message),
+            show_errors=False,
+        )
+        if code != EXIT_OK and missing and "does not exist" in missing[0]:
+            # a group the coordinator does not know is a Dead one to Kafka's tool:
+            # its error line, exit 0
+            for group in p.values("group"):
+                _print_error(f"Consumer group '{group}' does not exist.")
+            return EXIT_OK
+        for message in missing:
+            click.echo(f"kt: error: {message}", err=True)
+        docs = [json.loads(line) for line in out.splitlines() if line.strip()]
+        brokers: dict[int, str] = {}
+        if docs and not offsets and not p.has("members"):
+            brokers = _broker_addresses(conn)
+        for doc in docs:
+            rows = 1 if not offsets and not p.has("members") else (
+                len(doc["offsets"]) if offsets else len(doc["members"]))  # fmt: skip
+            if not _should_print(doc["group"], doc["state"], rows):
+                continue
+            if offsets:
+                sys.stdout.write(offsets_table(doc))
+            elif p.has("members"):
+                sys.stdout.write(members_table(doc, verbose=p.has("verbose")))
+            else:
+                sys.stdout.write(state_table(doc, brokers))
+        return code
     elif action == "delete":
         if p.has("all-groups"):
             raise UnsupportedOption(
@@ -392,6 +356,13 @@ def kafka_consumer_groups(p: Parsed) -> int:
     else:
         if len(p.values("group")) != 1:
             raise UnsupportedOption("kafka-consumer-groups", "group", "reset one group at a time")
+        if p.has("dry-run") and p.has("execute"):
+            raise CompatUsageError(
+                "Option [reset-offsets] only accepts one of [execute] and [dry-run]"
+            )
+        if not p.has("dry-run") and not p.has("execute"):
+            # ConsumerGroupCommand 3.x's words, its missing space included
+            click.echo(RESET_DRY_RUN_WARNING, err=True)
         argv += passthrough(
             p,
             [
@@ -416,27 +387,110 @@ def kafka_consumer_groups(p: Parsed) -> int:
     return code
 
 
-def members_table(doc: dict[str, Any]) -> str:
+RESET_DRY_RUN_WARNING = (
+    "WARN: No action will be performed as the --execute option is missing.In a future major "
+    "release, the default behavior of this command will be to prompt the user before executing "
+    "the reset rather than doing a dry run. You should add the --dry-run option explicitly if "
+    "you are scripting this command and want to keep the current default behavior without "
+    "prompting."
+)
+
+
+def members_table(doc: dict[str, Any], *, verbose: bool = False) -> str:
     """--describe --members as ConsumerGroupCommand prints it: a blank line, the
     header, one row per member, each cell padded (GROUP-INSTANCE-ID only when a
-    member has one), #PARTITIONS padded to 15 and followed by a space."""
+    member has one), #PARTITIONS padded to 15 and followed by a space; with
+    --verbose an ASSIGNMENT column: topic(p,q) per topic, sorted, ", " between, "-"
+    for none."""
     members = doc["members"]
     with_instance = any(m.get("group_instance_id") for m in members)
     rows = [
         [doc["group"], m["consumer_id"], m.get("group_instance_id") or "", m["host"],
-         m["client_id"], str(len(m["assignment"]))]
+         m["client_id"], str(len(m["assignment"])), _assignment_text(m["assignment"])]
         for m in members
     ]  # fmt: skip
-    header = ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+    header = ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
+              "ASSIGNMENT"]  # fmt: skip
     widths = [15, 15, 17, 15, 15, 15]
     for col in range(5):
         widths[col] = max([widths[col]] + [len(r[col]) for r in rows])
     keep = [0, 1, 2, 3, 4, 5] if with_instance else [0, 1, 3, 4, 5]
 
     def line(cells: list[str]) -> str:
-        return "".join(cells[i].ljust(widths[i]) + " " for i in keep)
+        text = "".join(cells[i].ljust(widths[i]) + " " for i in keep)
+        return text + (cells[6] if verbose else "")
 
     return "\n" + line(header) + "\n" + "".join(line(r) + "\n" for r in rows)
+
+
+def _assignment_text(assignment: list[dict[str, Any]]) -> str:
+    by_topic: dict[str, list[int]] = {}
+    for tp in assignment:
+        by_topic.setdefault(tp["topic"], []).append(int(tp["partition"]))
+    if not by_topic:
+        return "-"
+    parts = [f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in by_topic.items()]
+    return ", ".join(sorted(parts))
+
+
+def state_table(doc: dict[str, Any], brokers: dict[int, str]) -> str:
+    """--describe --state as ConsumerGroupCommand prints it: '\n%-Ls %-25s %-20s %-15s %s'
+    for the header and the row, L the width of "host:port (id)" (at least 25), then
+    a newline."""
+    node = doc.get("coordinator")
+    coordinator = f"{brokers.get(node, '-')} ({node})" if node is not None else "-"
+    width = max(25, len(coordinator))
+
+    def line(*cells: object) -> str:
+        first, *rest = (str(c) for c in cells)
+        return (f"\n{first.ljust(width)} {rest[0].ljust(25)} {rest[1].ljust(20)} "
+                f"{rest[2].ljust(15)} {rest[3]}")  # fmt: skip
+
+    return (line("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")
+            + line(doc["group"], coordinator, doc.get("assignment_strategy") or "",
+                   doc["state"], len(doc["members"])) + "\n")  # fmt: skip
+
+
+def _broker_addresses(conn: Connection) -> dict[int, str]:
+    async def go(c: KafkaClient) -> dict[int, str]:
+        return {b.node_id: f"{b.host}:{b.port}" for b in (await c.describe_cluster()).brokers}
+
+    return conn.wire().run(go)
+
+
+# ConsumerGroupState's order, Unknown left out (the --state filter refuses it)
+GROUP_STATES = ["PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty",
+                "Assigning", "Reconciling"]  # fmt: skip
+
+
+def _state_filter(text: str | None) -> set[str] | None:
+    # ConsumerGroupCommand's --list --state [A,B]: any case, comma separated
+    if text is None:
+        return None
+    states = {s.strip().lower() for s in text.split(",") if s.strip()}
+    valid = {s.lower() for s in GROUP_STATES}
+    if not states or not states <= valid:
+        raise CompatUsageError(
+            f"Invalid state list '{text}'. Valid states are: {', '.join(GROUP_STATES)}"
+        )
+    return states
+
+
+def _print_error(message: str) -> None:
+    # ConsumerGroupCommand.printError: on stdout, after a blank line
+    click.echo(f"\nError: {message}")
+
+
+def _should_print(group: str, state: str | None, rows: int) -> bool:
+    """ConsumerGroupCommand.shouldPrintMemberState: its notes on stderr, and whether a
+    table follows (not for a dead group, nor without rows)."""
+    if state == "Dead":
+        _print_error(f"Consumer group '{group}' does not exist.")
+    elif state == "Empty":
+        click.echo(f"\nConsumer group '{group}' has no active members.", err=True)
+    elif state in ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"):
+        click.echo(f"\nWarning: Consumer group '{group}' is rebalancing.", err=True)
+    return state != "Dead" and rows > 0
 
 
 def reset_table(plan: list[dict[str, Any]]) -> str:
@@ -493,6 +547,9 @@ def _ms(p: Parsed, name: str) -> int:
 
 # --- kafka-console-producer ---------------------------------------------------------
 
+PRODUCER_TUNING = ["timeout", "message-send-max-retries", "retry-backoff-ms", "max-block-ms",
+                   "max-memory-bytes", "max-partition-memory-bytes", "metadata-expiry-ms",
+                   "request-timeout-ms", "socket-buffer-size"]  # fmt: skip
 PRODUCER = Spec(
     {
         "bootstrap-server": V,
@@ -500,33 +557,22 @@ PRODUCER = Spec(
         "topic": V,
         "property": V,
         "producer-property": V,
+        "producer.config": V,
         "request-required-acks": V,
         "compression-codec": O,
         "batch-size": V,
         "sync": F,
         "help": F,
         "version": F,
+        # how fast records go out, not what is written: accepted with a word
+        **dict.fromkeys(PRODUCER_TUNING, V),
     },
     {
-        "producer.config": "give the settings as --producer-property",
-        "line-reader": "",
-        "reader-config": "",
-        "reader-property": "",
-        "timeout": "",
-        "message-send-max-retries": "",
-        "retry-backoff-ms": "",
-        "max-block-ms": "",
-        "max-memory-bytes": "",
-        "max-partition-memory-bytes": "",
-        "metadata-expiry-ms": "",
-        "request-timeout-ms": "",
-        "socket-buffer-size": "",
+        "line-reader": "only the default line reader is implemented (its --property settings)",
+        "reader-config": "only the default line reader is implemented (its --property settings)",
+        "reader-property": "only the default line reader is implemented (its --property settings)",
     },
 )
-# Producer settings that change only how fast records go out: accepted, with a word.
-TUNING = {"linger.ms", "batch.size", "buffer.memory", "client.id", "retries", "max.block.ms",
-          "request.timeout.ms", "delivery.timeout.ms", "retry.backoff.ms", "enable.idempotence",
-          "max.in.flight.requests.per.connection"}  # fmt: skip
 
 
 def _properties(p: Parsed, option: str) -> dict[str, str]:
@@ -537,6 +583,48 @@ def _properties(p: Parsed, option: str) -> dict[str, str]:
             raise CompatUsageError(f"Invalid {option} {text!r}: expected key=value")
         out[key.strip()] = value
     return out
+
+
+# Settings that change what a client does, not just how fast: refused when kt cannot
+# honour them (a transactional or custom-partitioned producer, a custom interceptor).
+SEMANTIC = {"transactional.id", "transaction.timeout.ms", "partitioner.class",
+            "partitioner.ignore.keys", "interceptor.classes", "group.instance.id",
+            "group.protocol", "group.remote.assignor", "partition.assignment.strategy",
+            "client.rack", "max.poll.records", "exclude.internal.topics",
+            "allow.auto.create.topics", "check.crcs"}  # fmt: skip
+SERDES = {"key.serializer", "value.serializer", "key.deserializer", "value.deserializer"}
+
+
+def client_properties(
+    p: Parsed, kind: str, config_option: str, property_option: str
+) -> tuple[dict[str, str], list[str]]:
+    """The client's settings as Kafka's console tools build them: the --*.config
+    file, then each --*-property over it. Names Kafka's client does not know get its
+    WARN line and are dropped; connection settings (security.protocol, ssl.*, sasl.*,
+    client.id, timeouts) become kt's -X options (kt refuses one it cannot honour);
+    the rest is returned for the tool to apply."""
+    props: dict[str, str] = {}
+    if p.has(config_option):
+        props.update(read_config_file(p.value(config_option) or "", config_option))
+    props.update(_properties(p, property_option))
+    warn_unknown(props, kind)
+    known = {k: v for k, v in props.items() if k not in unknown(props, kind)}
+    x_args: list[str] = []
+    rest: dict[str, str] = {}
+    for key, value in known.items():
+        if key == "bootstrap.servers":
+            continue  # --bootstrap-server wins, as in Kafka's tools
+        if key in GENERAL_KEYS or key.startswith(("security.", "ssl.", "sasl.")):
+            x_args += ["-X", f"{key}={value}"]
+        elif key in SEMANTIC:
+            raise UnsupportedOption(f"kafka-console-{kind}", property_option, key)
+        elif key not in SERDES:  # the console tools set their own (de)serializers
+            rest[key] = value
+    return rest, x_args
+
+
+def _tuning(tool: str, key: str) -> None:
+    click.echo(f"kt: warning: {tool}: {key} ignored (tuning only)", err=True)
 
 
 def kafka_console_producer(p: Parsed) -> int:
@@ -560,17 +648,19 @@ def kafka_console_producer(p: Parsed) -> int:
     compression = p.value("compression-codec") if p.has("compression-codec") else None
     if p.has("compression-codec") and compression is None:
         compression = "gzip"  # Kafka's default when the option is given bare
-    for key, value in _properties(p, "producer-property").items():
+    for option in PRODUCER_TUNING:
+        if p.has(option):
+            _tuning("kafka-console-producer", f"--{option}")
+    settings, x_args = client_properties(p, "producer", "producer.config", "producer-property")
+    argv += x_args
+    for key, value in settings.items():
         if key == "acks":
-            acks = value
+            # an explicit --request-required-acks wins, as CommandLineUtils.maybeMergeOptions
+            acks = acks if p.has("request-required-acks") else value
         elif key == "compression.type":
-            compression = value
-        elif key in TUNING:
-            click.echo(
-                f"kt: warning: kafka-console-producer: {key} ignored (tuning only)", err=True
-            )
+            compression = compression if p.has("compression-codec") else value
         else:
-            raise UnsupportedOption("kafka-console-producer", "producer-property", key)
+            _tuning("kafka-console-producer", key)
     if acks is not None:
         argv += ["--acks", acks]
     if compression is not None:
@@ -600,20 +690,21 @@ CONSUMER = Spec(
         "group": V,
         "property": V,
         "consumer-property": V,
+        "consumer.config": V,
         "isolation-level": V,
         "key-deserializer": V,
         "value-deserializer": V,
+        # the default formatter never fails on a record: nothing to skip
+        "skip-message-on-error": F,
         "help": F,
         "version": F,
     },
     {
-        "consumer.config": "give the settings as --consumer-property",
         "formatter": "only the default formatter is implemented",
-        "formatter-config": "",
+        "formatter-config": "only the default formatter is implemented (its --property settings)",
         "include": "consume a named --topic",
         "whitelist": "consume a named --topic",
-        "skip-message-on-error": "",
-        "enable-systest-events": "",
+        "enable-systest-events": "system-test events are not implemented",
     },
 )
 STRING_SERDE = {
@@ -736,6 +827,17 @@ def kafka_console_consumer(p: Parsed) -> int:
             raise UnsupportedOption("kafka-console-consumer", opt, p.value(opt) or "")
     argv = ["consume", topic, "-b", p.value("bootstrap-server") or DEFAULT_BOOTSTRAP]
     argv += ["--json", "--binary-encoding", "base64"]
+    settings, x_args = client_properties(p, "consumer", "consumer.config", "consumer-property")
+    argv += x_args
+    group = p.value("group")
+    if "group.id" in settings:
+        if group is not None and group != settings["group.id"]:
+            raise CompatUsageError(
+                "The group ids provided in different places (directly using '--group', via "
+                "'--consumer-property', or via '--consumer.config') do not match. Detected "
+                f"group ids: '{group}', '{settings['group.id']}'"
+            )
+        group = settings["group.id"]
     if p.has("partition"):
         argv += ["-p", p.value("partition") or ""]
     offset = p.value("offset")
@@ -749,10 +851,10 @@ def kafka_console_consumer(p: Parsed) -> int:
         argv += ["-o", {"earliest": "beginning", "latest": "end"}.get(offset.lower(), offset)]
     elif p.has("from-beginning"):
         argv += ["-o", "beginning"]
-    elif not p.has("group"):
+    elif group is None:
         argv += ["-o", "end"]
-    if p.has("group"):
-        argv += ["-G", p.value("group") or ""]
+    if group is not None:
+        argv += ["-G", group]
         if p.has("partition"):
             raise CompatUsageError("Options group and partition cannot be specified together.")
     if p.has("max-messages"):
@@ -762,14 +864,14 @@ def kafka_console_consumer(p: Parsed) -> int:
         _ms(p, "timeout-ms")
         argv.append("-e")
     level = (p.value("isolation-level") or "read_uncommitted").lower()
-    for key, value in _properties(p, "consumer-property").items():
+    for key, value in settings.items():
         if key == "isolation.level":
-            level = value.lower()
+            level = level if p.has("isolation-level") else value.lower()
         elif key == "auto.offset.reset":
             if "-o" not in argv:
                 argv += ["-o", {"earliest": "beginning", "latest": "end"}.get(value, value)]
-        elif key not in TUNING and key not in ("group.id", "enable.auto.commit"):
-            raise UnsupportedOption("kafka-console-consumer", "consumer-property", key)
+        elif key not in ("group.id", "enable.auto.commit"):
+            _tuning("kafka-console-consumer", key)
     if level == "read_committed":
         argv.append("--read-committed")
     real = sys.stdout
@@ -882,18 +984,39 @@ def kafka_delete_records(p: Parsed) -> int:
     return EXIT_OK
 
 
-CLUSTER = Spec({**COMMON, "bootstrap-controller": V})
+UNREGISTER_BROKER_KEY = 64
+# ClusterTool (argparse4j): -b/--bootstrap-server and -c/--config, the admin client's
+# properties file (Kafka's kafka-cluster has no --command-config).
+CLUSTER = Spec(
+    {"bootstrap-server": V, "config": V, "bootstrap-controller": V, "id": V, "help": F,
+     "version": F},
+    short={"-b": "bootstrap-server", "-c": "config", "-C": "bootstrap-controller", "-i": "id"},
+)  # fmt: skip
 
 
 def kafka_cluster(p: Parsed) -> int:
-    """kafka-cluster.sh cluster-id."""
-    if p.positional != ["cluster-id"]:
-        if p.positional and p.positional[0] == "unregister":
-            raise CompatUsageError("kafka-cluster: unregister is not supported by kt")
-        raise CompatUsageError("kafka-cluster: expected the command cluster-id")
+    """kafka-cluster.sh cluster-id, and unregister as ClusterTool answers it for a
+    cluster without the UnregisterBroker API (ZooKeeper mode, kt's)."""
+    if p.positional not in (["cluster-id"], ["unregister"]):
+        raise CompatUsageError("kafka-cluster: expected the command cluster-id or unregister")
     if p.has("bootstrap-controller"):
         raise UnsupportedOption("kafka-cluster", "bootstrap-controller", "use --bootstrap-server")
+    if p.has("config"):
+        p.options["command-config"] = p.options.pop("config")
     conn = connection("kafka-cluster", p)
+    if p.positional == ["unregister"]:
+        if not p.has("id"):
+            raise CompatUsageError("argument --id/-i is required")
+
+        async def offered(c: KafkaClient) -> dict[int, tuple[int, int]]:
+            return (await c.any_connection()).broker_versions
+
+        if UNREGISTER_BROKER_KEY in conn.wire().run(offered):
+            raise UnsupportedOption(
+                "kafka-cluster", "id", "kt's client does not speak UnregisterBroker"
+            )
+        click.echo("The target cluster does not support the broker unregistration API.")
+        return EXIT_OK
 
     async def go(c: KafkaClient) -> str | None:
         return (await c.describe_cluster()).cluster_id
@@ -970,10 +1093,10 @@ DUMP_LOG = Spec(
         },
     },
     {
-        "key-decoder-class": "",
-        "value-decoder-class": "",
-        "remote-log-metadata-decoder": "",
-        "share-group-state-decoder": "",
+        "key-decoder-class": "decoders are Java classes; kt prints keys as text",
+        "value-decoder-class": "decoders are Java classes; kt prints values as text",
+        "remote-log-metadata-decoder": "tiered storage is not implemented",
+        "share-group-state-decoder": "share groups are not implemented",
     },
 )
 
@@ -997,7 +1120,7 @@ REASSIGN = Spec(
         "timeout": V,
         **{o: V if o.endswith(("file", "list", "throttle")) else F for o in REASSIGN_OPTIONS},
     },
-    {"zookeeper": "", "bootstrap-controller": "use --bootstrap-server"},
+    {"bootstrap-controller": "use --bootstrap-server"},
 )
 
 
@@ -1067,7 +1190,10 @@ TXN_SUBCOMMANDS = ["list", "describe", "describe-producers", "abort", "find-hang
 TXN_OPTIONS = ["transactional-id", "topic", "partition", "broker-id", "start-offset", "producer-id",
                "producer-epoch", "coordinator-epoch", "max-transaction-timeout",
                "duration-filter"]  # fmt: skip
-TRANSACTIONS = Spec({**COMMON, **dict.fromkeys(TXN_OPTIONS, V)}, {"bootstrap-controller": ""})
+TRANSACTIONS = Spec(
+    {**COMMON, **dict.fromkeys(TXN_OPTIONS, V)},
+    {"bootstrap-controller": "use --bootstrap-server"},
+)
 
 
 def kafka_transactions(p: Parsed) -> int:
@@ -1077,7 +1203,30 @@ def kafka_transactions(p: Parsed) -> int:
             f"kafka-transactions: expected one command of {', '.join(TXN_SUBCOMMANDS)}"
         )
     conn = connection("kafka-transactions", p)
-    code, _ = run_kt(["transactions", p.positional[0], *conn.argv(), *passthrough(p, TXN_OPTIONS)])
+    # TransactionsCommand's tables: prettyPrintTable's layout, not kt's
+    token = KAFKA_TABLES.set(True)
+    try:
+        code, _ = run_kt(
+            ["transactions", p.positional[0], *conn.argv(), *passthrough(p, TXN_OPTIONS)]
+        )
+    finally:
+        KAFKA_TABLES.reset(token)
+    return code
+
+
+# MetadataShellTool (argparse4j): --snapshot/-s and the command to run, if any.
+METADATA_SHELL = Spec(
+    {"snapshot": V, "help": F, "version": F},
+    {"directory": "give the metadata log directory as --snapshot"},
+    short={"-s": "snapshot"},
+)
+
+
+def kafka_metadata_shell(p: Parsed) -> int:
+    """kafka-metadata-shell.sh --snapshot PATH [COMMAND...]: kt metadata shell."""
+    if not p.has("snapshot"):
+        raise CompatUsageError("--snapshot must be specified (a snapshot or metadata log)")
+    code, _ = run_kt(["metadata", "shell", "-s", p.value("snapshot") or "", *p.positional])
     return code
 
 
@@ -1126,16 +1275,20 @@ TOOLS: dict[str, Tool] = {
         Tool("kafka-leader-election", LEADER_ELECTION, kafka_leader_election, "kt leader-election"),
         Tool("kafka-log-dirs", LOG_DIRS, kafka_log_dirs, "kt log-dirs describe"),
         Tool("kafka-transactions", TRANSACTIONS, kafka_transactions, "kt transactions"),
+        Tool("kafka-acls", ACLS, kafka_acls, "kt acl"),
+        Tool(
+            "kafka-metadata-quorum",
+            QUORUM,
+            kafka_metadata_quorum,
+            "kt compat (ApiVersions: DescribeQuorum)",
+        ),
+        Tool("kafka-features", FEATURES, kafka_features, "kt compat (ApiVersions features)"),
+        Tool("kafka-storage", STORAGE, kafka_storage, "kt compat (meta.properties)"),
+        Tool("kafka-metadata-shell", METADATA_SHELL, kafka_metadata_shell, "kt metadata shell"),
     ]
 }
 # Kafka's tools kt does not run (yet), with why: named in the error and in the list.
-NOT_COVERED = {
-    "kafka-acls": "not covered yet (kt acl takes kafka-acls.sh's options directly)",
-    "kafka-metadata-quorum": "not covered yet",
-    "kafka-metadata-shell": "use kt metadata shell",
-    "kafka-features": "not covered yet",
-    "kafka-storage": "not covered yet",
-}
+NOT_COVERED: dict[str, str] = {}
 
 
 def tool_name(word: str) -> str:
@@ -1164,6 +1317,8 @@ def run_tool(name: str, argv: list[str]) -> int:
         return tool.run(parsed)
     except UnsupportedOption as exc:
         click.echo(f"kt: error: {exc} (see 'kt compat list {tool.name}')", err=True)
+    except KafkaMessage as exc:
+        click.echo(str(exc), err=True)
     except CompatUsageError as exc:
         if "is not a recognized option" in str(exc):
             # What Kafka 3.x's JVM prints for joptsimple's exception (e.g. --zookeeper).
@@ -1183,10 +1338,9 @@ def _usage(tool: Tool) -> str:
     lines += [
         f"  --{n}{'' if a is Arity.FLAG else ' <value>'}"
         for n, a in sorted(tool.spec.supported.items())
+        if n not in tool.spec.refused
     ]
-    if tool.spec.unsupported:
-        lines.append(
-            "Kafka's options kt refuses: "
-            + ", ".join(f"--{n}" for n in sorted(tool.spec.unsupported))
-        )
+    refused = sorted([*tool.spec.unsupported, *tool.spec.refused])
+    if refused:
+        lines.append("Kafka's options kt refuses: " + ", ".join(f"--{n}" for n in refused))
     return "\n".join(lines)

@@ -14,6 +14,7 @@ import inspect
 import json
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from contextvars import ContextVar
 from typing import Any, NoReturn, TypeVar
 
 import click
@@ -141,11 +142,30 @@ def emit_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n")
 
 
+#: Set by `kt compat` while it runs a kt command for one of Kafka's tools: tables are
+#: then printed as Kafka's tools' prettyPrintTable prints them (each cell padded to
+#: its column's widest, a tab after every cell, the header first).
+KAFKA_TABLES: ContextVar[bool] = ContextVar("KAFKA_TABLES", default=False)
+
+
+def kafka_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """ToolsUtils/TransactionsCommand.prettyPrintTable's text ("None" for a missing value)."""
+    cells = [[str(h) for h in headers]] + [["None" if v is None else str(v) for v in r]
+                                          for r in rows]  # fmt: skip
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    return "".join("".join(c.ljust(w) + "\t" for c, w in zip(r, widths, strict=True)) + "\n"
+                   for r in cells)  # fmt: skip
+
+
 def render_table(
     headers: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None
 ) -> None:
-    """A table: rich on a terminal, tab-free aligned plain text when piped."""
+    """A table: rich on a terminal, tab-free aligned plain text when piped (Kafka's
+    layout under `kt compat`, see KAFKA_TABLES)."""
     rows = [list(r) for r in rows]
+    if KAFKA_TABLES.get():
+        click.echo(kafka_table(headers, rows), nl=False)
+        return
     if stdout_is_terminal():
         from rich.console import Console
         from rich.table import Table

@@ -15,6 +15,7 @@ name (kt's lazy group does so for a module that does not exist yet) skips the na
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import enum
 import inspect
 import re
@@ -153,11 +154,21 @@ def _load(
         arguments=[],
         deprecated=bool(command.deprecated),
     )
+    help_option = command.get_help_option(ctx)
     for param in command.get_params(ctx):
         if getattr(param, "hidden", False):
             continue
         if isinstance(param, click.Option):
-            doc.options.append(_option_doc(param, ctx))
+            option = _option_doc(param, ctx)
+            if param is help_option:
+                # click caches a command's help option the first time any context
+                # asks for it, with that context's names: a command invoked on its
+                # own first (as tests do) keeps "--help" without kt's "-h". The names
+                # this context gives are the ones `kt ...` offers.
+                option = dataclasses.replace(
+                    option, names=tuple(command.get_help_option_names(ctx))
+                )
+            doc.options.append(option)
         elif isinstance(param, click.Argument):
             doc.arguments.append(_argument_doc(param, ctx))
 

@@ -12,8 +12,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kt.storage import record_batch as v2
+from kt.storage.errors import StorageError
 from kt.storage.metadata_codec import MetadataParseError, decode_metadata_record
-from kt.storage.metadata_fastjson import fast_kafka_json, text_parser
+from kt.storage.metadata_fastjson import (
+    READ_ERRORS,
+    READERS,
+    SHORT_MAX,
+    SHORT_TEXTS,
+    fast_kafka_json,
+    text_parser,
+)
 from kt.tools.dump_log_context import jstr
 
 ErrorSink = Callable[[int, str], None]
@@ -57,3 +66,138 @@ def metadata_parser(
 
     # The hot path: the fast renderer inlined in one call per well-formed record.
     return text_parser(slow)
+
+
+def plain_batch_lines(
+    h: v2.BatchHeader, data: bytes | memoryview, label: str, meta: bool
+) -> list[str] | None:
+    """The text lines of a metadata batch's records, or None for the general path.
+
+    The dump's hot path, one tight loop per batch with nothing called per record but
+    the record type's reader. It takes the plain shape KRaft's controllers write:
+    offset deltas 0, 1, 2, ..., no key, a value, no headers, every length and delta
+    a one- or two-byte varint (`record_batch`'s layout), and every value rendered by
+    the fast path (`metadata_fastjson`). Anything else (damage, an unusual record, a
+    value the fast path does not render, a sequence number) gives None, and the
+    caller's general loop prints the batch, errors and reports included, with the
+    same text. `label` is the timestamp type's name; `meta` false is
+    `--skip-record-metadata`.
+    """
+    count = h.record_count
+    if h.base_sequence != -1 or count < 0:
+        return None
+    attributes = h.attributes
+    if attributes & v2.CODEC_MASK:
+        try:
+            buf = v2.records_section(h, data)
+        except StorageError:
+            return None
+    else:
+        buf = bytes(data[v2.HEADER_SIZE : h.batch_length + v2.LOG_OVERHEAD])
+    base = h.base_offset
+    if attributes & v2.TIMESTAMP_TYPE_MASK:
+        # LogAppendTime: every record shows the batch's max timestamp; `& keep` drops deltas.
+        first, keep = h.max_timestamp, 0
+    else:
+        first, keep = h.base_timestamp, -1
+    head = f" {label}: "
+    # The line's middle when the record's timestamp is the batch's (KRaft writes one
+    # timestamp per batch): one int fewer to format per record.
+    same = f"{head}{first} keySize: -1 valueSize: "
+    readers = READERS
+    short_texts = SHORT_TEXTS
+    short_max = SHORT_MAX
+    lines: list[str] = []
+    add = lines.append
+    end = len(buf)
+    pos = 0
+    try:
+        for i in range(count):
+            # Record length (non-negative), then the attributes byte, which is unused.
+            b = buf[pos]
+            if b < 0x80:
+                rec_end = pos + 1 + (b >> 1)
+                pos += 1
+            else:
+                b2 = buf[pos + 1]
+                if b2 >= 0x80:
+                    return None
+                rec_end = pos + 2 + (((b & 0x7F) | (b2 << 7)) >> 1)
+                pos += 2
+            if b & 1:
+                return None
+            # Timestamp delta (zig-zag).
+            b = buf[pos + 1]
+            if b < 0x80:
+                tsd = (b >> 1) ^ -(b & 1)
+                pos += 2
+            else:
+                b2 = buf[pos + 2]
+                if b2 >= 0x80:
+                    return None
+                raw = (b & 0x7F) | (b2 << 7)
+                tsd = (raw >> 1) ^ -(raw & 1)
+                pos += 3
+            # Offset delta i (zig-zag 2i), then a null key (zig-zag -1: one byte 0x01).
+            b = buf[pos]
+            if b < 0x80:
+                if b != i << 1 or buf[pos + 1] != 1:
+                    return None
+                pos += 2
+            else:
+                b2 = buf[pos + 1]
+                if b2 >= 0x80 or ((b & 0x7F) | (b2 << 7)) != i << 1 or buf[pos + 2] != 1:
+                    return None
+                pos += 3
+            # Value length (not null), the value, then a zero header count at the end.
+            b = buf[pos]
+            if b < 0x80:
+                size = b >> 1
+                pos += 1
+            else:
+                b2 = buf[pos + 1]
+                if b2 >= 0x80:
+                    return None
+                size = ((b & 0x7F) | (b2 << 7)) >> 1
+                pos += 2
+            if b & 1:
+                return None
+            value = buf[pos : pos + size]
+            pos += size
+            if pos + 1 != rec_end or buf[pos] != 0:
+                return None
+            pos = rec_end
+            # The payload: short values (NoOps, fencing) repeat byte for byte.
+            if size <= short_max:
+                text = short_texts.get(value)
+                if text is None:
+                    reader = readers[value[:3]]
+                    if reader is None:
+                        return None
+                    text = reader(value, 3)
+                    if len(short_texts) >= 10_000:
+                        short_texts.clear()
+                    short_texts[value] = text
+            else:
+                reader = readers[value[:3]]
+                if reader is None:
+                    return None
+                text = reader(value, 3)
+            if meta:
+                if tsd & keep:
+                    add(
+                        f"| offset: {base + i}{head}{first + tsd} keySize: -1 "
+                        f"valueSize: {size} sequence: -1 headerKeys: [] payload: {text}"
+                    )
+                else:
+                    add(
+                        f"| offset: {base + i}{same}{size} sequence: -1 headerKeys: [] "
+                        f"payload: {text}"
+                    )
+            else:
+                add(f" payload: {text}")
+    except READ_ERRORS:  # IndexError among them: a record runs past the section
+        return None
+    if pos != end:
+        return None
+    return lines

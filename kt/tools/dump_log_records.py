@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 
 import crc32c as _crc32c
 
@@ -31,6 +32,9 @@ from kt.tools.console import warn
 from kt.tools.dump_log_context import INT_MAX, DumpContext, jbool, jopt, jstr
 from kt.tools.dump_log_decoders import json_renderer, text_renderer
 from kt.tools.dump_log_indexes import sibling_file as _sibling
+
+# A metadata batch's record lines in one go, or None (`dump_log_metadata.plain_batch_lines`).
+PlainLines = Callable[[v2.BatchHeader, "bytes | memoryview", str, bool], "list[str] | None"]
 
 _CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 _KRAFT_SNAPSHOT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
@@ -80,14 +84,18 @@ class LogDumper:
         self.end = 0
         self.time_started = self.opts.start_time is None
         self._key_parser = None
+        # Text dumps of metadata batches take the whole-batch fast path when they can.
+        self._plain_metadata: PlainLines | None = None
         if self.opts.offsets_decoder or self.opts.transaction_log_decoder:
             from kt.tools.dump_log_coordinator import record_parser
 
             self._key_parser = record_parser(self.opts.offsets_decoder, self.opts.json)
         elif self.opts.cluster_metadata_decoder:
-            from kt.tools.dump_log_metadata import metadata_parser
+            from kt.tools.dump_log_metadata import metadata_parser, plain_batch_lines
 
             self._key_parser = metadata_parser(self.opts.json, self._metadata_error)
+            if not self.opts.json and not self.opts.has_range:
+                self._plain_metadata = plain_batch_lines
         self.text = text_renderer(self.opts.decode)
         self.jrender = json_renderer(self.opts.decode)
 
@@ -189,7 +197,8 @@ class LogDumper:
                 if verdict > 0:
                     break
             lines = fmt(item, deep)
-            out("\n".join(lines) + "\n")
+            lines.append("")  # the last newline, without copying the batch's text again
+            out("\n".join(lines))
             if self.stop:
                 break
 
@@ -325,6 +334,17 @@ class LogDumper:
         opts = self.opts
         meta = not opts.skip_record_metadata
         control = h.is_control
+        if self._plain_metadata is not None and not control:
+            fast = self._plain_metadata(h, b.data, label, meta)
+            if fast is not None:
+                if fast:
+                    # The records' offsets run base, base + 1, ...: track the first and last.
+                    base = h.base_offset
+                    if self.last_offset != -1 and base != self.last_offset + 1:
+                        self._track(base)
+                    self.last_offset = base + len(fast) - 1
+                lines.extend(fast)
+                return
         data_log = opts.print_data and not control
         ranged = opts.has_range
         parser = self._key_parser

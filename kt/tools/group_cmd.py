@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import click
 
+from kt.admin.describe import GroupDescription, describe_group
 from kt.admin.offset_reset import ResetTarget, is_inactive, plan_moves
-from kt.client import (
-    LATEST,
-    GroupDescription,
-    GroupListing,
-    KafkaClient,
-    KafkaError,
-    TopicPartition,
-)
+from kt.client import GroupListing, KafkaClient, KafkaError, TopicPartition
 from kt.protocol.errors import ErrorCode
-from kt.tools.console import emit_json, fail, handle_errors, render_table, usage_error, warn
+from kt.tools.console import (
+    emit_json,
+    fail,
+    handle_errors,
+    render_table,
+    stdout_is_terminal,
+    usage_error,
+    warn,
+)
 from kt.tools.wire import Wire, wire_options
 
 
@@ -75,61 +76,8 @@ def list_groups(wire: Wire, show_state: bool, as_json: bool) -> None:
             click.echo(g.group_id)
 
 
-@dataclass
-class _OffsetRow:
-    group: str
-    topic: str
-    partition: int
-    current: int | None
-    log_end: int | None
-    consumer_id: str | None
-    host: str | None
-    client_id: str | None
-
-    @property
-    def lag(self) -> int | None:
-        if self.current is None or self.log_end is None:
-            return None
-        return max(0, self.log_end - self.current)
-
-
-async def _describe(c: KafkaClient, gid: str) -> tuple[GroupDescription, list[_OffsetRow], bool]:
-    desc = (await c.describe_groups([gid]))[0]
-    if desc.error != ErrorCode.NONE and desc.error != ErrorCode.GROUP_ID_NOT_FOUND:
-        raise KafkaError(desc.error, f"group {gid!r}")
-    committed = await c.fetch_committed(gid)
-    exists = not (desc.state in ("Dead", "") and not committed and not desc.members)
-    owner: dict[TopicPartition, Any] = {}
-    for m in desc.members:
-        for tp in m.assignment:
-            owner[tp] = m
-    tps = sorted(set(committed) | set(owner))
-    ends: dict[TopicPartition, int] = {}
-    existing = await c.list_topics()
-    live = [tp for tp in tps if tp[0] in existing]
-    if live:
-        ends = {tp: off for tp, (off, _) in (await c.list_offsets(live, LATEST)).items()}
-    rows = []
-    for tp in tps:
-        m = owner.get(tp)
-        cur = committed.get(tp)
-        rows.append(
-            _OffsetRow(
-                gid,
-                tp[0],
-                tp[1],
-                cur.offset if cur is not None and cur.offset >= 0 else None,
-                ends.get(tp),
-                m.member_id if m else None,
-                m.client_host if m else None,
-                m.client_id if m else None,
-            )
-        )
-    return desc, rows, exists
-
-
-def _dash(v: object) -> str:
-    return "-" if v is None else str(v)
+def _dash(v: int | str | None) -> str:
+    return "-" if v is None or (isinstance(v, int) and v < 0) else str(v)
 
 
 @group.command()
@@ -153,7 +101,8 @@ def describe(
     """Describe groups: committed offsets, lag and owners per partition.
 
     Per partition the committed (current) offset, the log end offset, the lag and
-    the consumer that owns it, then the total lag.
+    the consumer that owns it; on a terminal, then the total lag (piped, the rows
+    alone, as kafka-consumer-groups.sh prints them; --json has total_lag).
 
     Columns as kafka-consumer-groups.sh --describe prints them: GROUP TOPIC
     PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID ('-'
@@ -164,22 +113,16 @@ def describe(
     if members and show_state:
         usage_error("--members and --state exclude each other")
 
-    async def go(
-        c: KafkaClient,
-    ) -> list[tuple[str, GroupDescription, list[_OffsetRow], bool]]:
+    async def go(c: KafkaClient) -> list[GroupDescription]:
         ids = list(groups) if groups else [g.group_id for g in await c.list_groups()]
-        out = []
-        for gid in ids:
-            desc, rows, exists = await _describe(c, gid)
-            out.append((gid, desc, rows, exists))
-        return out
+        return [await describe_group(c, gid) for gid in ids]
 
     results = wire.run(go)
-    missing = [gid for gid, _, _, exists in results if not exists]
-    for n, (gid, desc, rows, exists) in enumerate(results):
-        if not exists:
+    missing = [desc.group_id for desc in results if not desc.exists]
+    for n, desc in enumerate(results):
+        if not desc.exists:
             continue
-        total_lag = sum(r.lag or 0 for r in rows)
+        gid = desc.group_id
         if as_json:
             emit_json(
                 {
@@ -192,7 +135,7 @@ def describe(
                         {
                             "consumer_id": m.member_id,
                             "group_instance_id": m.group_instance_id,
-                            "host": m.client_host,
+                            "host": m.host,
                             "client_id": m.client_id,
                             "assignment": [{"topic": t, "partition": p} for t, p in m.assignment],
                         }
@@ -202,16 +145,16 @@ def describe(
                         {
                             "topic": r.topic,
                             "partition": r.partition,
-                            "current_offset": r.current,
-                            "log_end_offset": r.log_end,
-                            "lag": r.lag,
-                            "consumer_id": r.consumer_id,
-                            "host": r.host,
-                            "client_id": r.client_id,
+                            "current_offset": r.committed if r.committed >= 0 else None,
+                            "log_end_offset": r.log_end_offset if r.log_end_offset >= 0 else None,
+                            "lag": r.lag if r.known else None,
+                            "consumer_id": r.consumer,
+                            "host": m.host if (m := desc.member(r.consumer)) else None,
+                            "client_id": m.client_id if m else None,
                         }
-                        for r in rows
+                        for r in desc.lags
                     ],
-                    "total_lag": total_lag,
+                    "total_lag": desc.total_lag,
                 }
             )
             continue
@@ -233,7 +176,7 @@ def describe(
                 headers.append("ASSIGNMENT")
             table = []
             for m in desc.members:
-                row: list[Any] = [gid, m.member_id, m.client_host, m.client_id, len(m.assignment)]
+                row: list[Any] = [gid, m.member_id, m.host, m.client_id, len(m.assignment)]
                 if verbose:
                     row.append(",".join(f"{t}-{p}" for t, p in m.assignment) or "-")
                 table.append(row)
@@ -253,20 +196,23 @@ def describe(
             ],
             [
                 [
-                    r.group,
+                    gid,
                     r.topic,
                     r.partition,
-                    _dash(r.current),
-                    _dash(r.log_end),
-                    _dash(r.lag),
-                    _dash(r.consumer_id),
-                    _dash(r.host),
-                    _dash(r.client_id),
+                    _dash(r.committed),
+                    _dash(r.log_end_offset),
+                    _dash(r.lag if r.known else None),
+                    _dash(r.consumer),
+                    _dash(m.host if (m := desc.member(r.consumer)) else None),
+                    _dash(m.client_id if m else None),
                 ]
-                for r in rows
+                for r in desc.lags
             ],
         )
-        click.echo(f"TOTAL LAG: {total_lag}")
+        if stdout_is_terminal():
+            # kafka-consumer-groups.sh prints no total: piped output stays its rows
+            # alone (what scripts parse; --json has total_lag), a person gets the sum.
+            click.echo(f"TOTAL LAG: {desc.total_lag}")
     if missing:
         fail(
             "consumer group "

@@ -128,9 +128,18 @@ def describe_source(result: ReplayResult) -> str:
     help="Replay only up to this offset (inclusive) or ISO-8601 time, e.g. 1200 or "
     "2026-01-30T03:12:10Z.",
 )
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="NDJSON for scripts: one object per entry of ls and find ({path, name, type}), "
+    "per file of cat ({path, value}), per tree of tree ({path, tree}).",
+)
 @click.argument("command", nargs=-1)
 @console.handle_errors
-def shell(paths: tuple[Path, ...], as_of: str | None, command: tuple[str, ...]) -> None:
+def shell(
+    paths: tuple[Path, ...], as_of: str | None, as_json: bool, command: tuple[str, ...]
+) -> None:
     """Browse the cluster's metadata image like kafka-metadata-shell.sh.
 
     Without COMMAND an interactive shell starts (ls, cd, cat, find, tree, pwd,
@@ -156,6 +165,7 @@ def shell(paths: tuple[Path, ...], as_of: str | None, command: tuple[str, ...]) 
       kt metadata shell -s meta/__cluster_metadata-0 tree /image/cluster
       kt metadata shell -s meta --as-of 4200 cat /image/topics/byName/orders/3
       kt metadata shell -s 00000000000000004929-0000000001.checkpoint find /image/topics
+      kt metadata shell -s meta --json ls /image/topics/byName
     """
     from kt.tools.metadata_shell import Shell, interactive
 
@@ -164,7 +174,9 @@ def shell(paths: tuple[Path, ...], as_of: str | None, command: tuple[str, ...]) 
     result = load(files, stop)
     tree = result.image.to_tree(version=__version__)
     if not command:
-        sh = Shell(tree, out=click.echo, err=lambda line: click.echo(line, err=True))
+        sh = Shell(
+            tree, out=click.echo, err=lambda line: click.echo(line, err=True), as_json=as_json
+        )
         if not sys.stdin.isatty():
             # Commands piped in, one per line (a script's here-document).
             ok = True
@@ -175,7 +187,12 @@ def shell(paths: tuple[Path, ...], as_of: str | None, command: tuple[str, ...]) 
                     break
             sys.exit(console.EXIT_OK if ok else console.EXIT_PROBLEM)
         sys.exit(interactive(sh, f"kt metadata shell: {describe_source(result)}. Type help."))
-    sh = Shell(tree, out=click.echo, err=lambda line: click.echo(f"kt: error: {line}", err=True))
+    sh = Shell(
+        tree,
+        out=click.echo,
+        err=lambda line: click.echo(f"kt: error: {line}", err=True),
+        as_json=as_json,
+    )
     try:
         ok = sh.run(shlex.join(command))
     except SystemExit:

@@ -4,11 +4,17 @@ The image is a tree of directories and files (kafka-metadata-shell's 3.5+ layout
 `MetadataImage.to_tree`). Commands: ls, cd, cat, find, tree, pwd, history, help,
 exit; paths are absolute or relative, with `.`, `..` and glob patterns (`*`, `?`,
 `[...]`) in any component, as Kafka's shell allows.
+
+With `as_json` every command prints NDJSON for scripts: one object per entry of `ls`
+and `find`, per file of `cat`, per tree of `tree` (directories as objects, files as
+strings), per line of `history`; `pwd` and `help` one object each. Errors stay text
+on the error channel.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import json
 import shlex
 import shutil
 from collections.abc import Callable
@@ -47,6 +53,7 @@ class Shell:
     out: Callable[[str], None] = print
     err: Callable[[str], None] = print  # where a failed command's message goes
     columns: bool = False  # ls prints in columns (interactive terminals)
+    as_json: bool = False  # NDJSON output (see the module's docstring)
 
     # --- paths ---
     def _node(self, parts: list[str]) -> Node | None:
@@ -90,6 +97,15 @@ class Shell:
     def show(parts: list[str]) -> str:
         """A path as text."""
         return "/" + "/".join(parts)
+
+    def emit(self, obj: dict[str, Any]) -> None:
+        """One NDJSON line."""
+        self.out(json.dumps(obj, separators=(",", ":"), ensure_ascii=False))
+
+    def entry(self, parts: list[str]) -> dict[str, Any]:
+        """The JSON object naming one path: path, name and type (directory or file)."""
+        kind = "directory" if isinstance(self._node(parts), dict) else "file"
+        return {"path": self.show(parts), "name": parts[-1] if parts else "/", "type": kind}
 
     # --- commands ---
     def run(self, line: str) -> bool:
@@ -139,6 +155,11 @@ class Shell:
         many = len(targets) > 1
         for i, t in enumerate(targets):
             node = self._node(t)
+            if self.as_json:
+                # The entries of a directory, or the file itself; the path says which.
+                for child in [[*t, n] for n in sorted(node)] if isinstance(node, dict) else [t]:
+                    self.emit(self.entry(child))
+                continue
             if isinstance(node, dict):
                 if many:
                     if i:
@@ -184,13 +205,19 @@ class Shell:
             if isinstance(node, dict):
                 errors.append(f"{self.show(t)}: is a directory")
                 continue
-            self.out(str(node))
+            if self.as_json:
+                self.emit({"path": self.show(t), "value": str(node)})
+            else:
+                self.out(str(node))
         self._raise(errors)
 
     def cmd_find(self, args: list[str]) -> None:
         errors: list[str] = []
         for t in self._targets(args, errors):
-            self._walk(t, lambda parts, _node: self.out(self.show(parts)))
+            if self.as_json:
+                self._walk(t, lambda parts, _node: self.emit(self.entry(parts)))
+            else:
+                self._walk(t, lambda parts, _node: self.out(self.show(parts)))
         self._raise(errors)
 
     def _walk(self, parts: list[str], visit: Callable[[list[str], Node], None]) -> None:
@@ -205,7 +232,10 @@ class Shell:
     def cmd_tree(self, args: list[str]) -> None:
         errors: list[str] = []
         for t in self._targets(args, errors):
-            self._tree(t[-1] if t else "/", self._node(t), 0)
+            if self.as_json:
+                self.emit({"path": self.show(t), "tree": _plain(self._node(t))})
+            else:
+                self._tree(t[-1] if t else "/", self._node(t), 0)
         self._raise(errors)
 
     def _tree(self, name: str, node: Node | None, depth: int) -> None:
@@ -218,14 +248,23 @@ class Shell:
             self.out(f"{pad}{name}: {node}")
 
     def cmd_pwd(self, args: list[str]) -> None:
-        self.out(self.show(self.cwd))
+        if self.as_json:
+            self.emit({"path": self.show(self.cwd)})
+        else:
+            self.out(self.show(self.cwd))
 
     def cmd_history(self, args: list[str]) -> None:
         for i, line in enumerate(self.history, 1):
-            self.out(f"{i:5d}  {line}")
+            if self.as_json:
+                self.emit({"index": i, "command": line})
+            else:
+                self.out(f"{i:5d}  {line}")
 
     def cmd_help(self, args: list[str]) -> None:
-        self.out(HELP)
+        if self.as_json:
+            self.emit({"help": HELP})
+        else:
+            self.out(HELP)
 
     def complete(self, text: str) -> list[str]:
         """Completions of a path being typed (for readline)."""
@@ -243,6 +282,13 @@ class Shell:
                 child = node[n]
                 out.append(prefix + n + ("/" if isinstance(child, dict) else ""))
         return out
+
+
+def _plain(node: Node | None) -> Any:
+    """A subtree as JSON values: directories as objects (sorted), files as strings."""
+    if isinstance(node, dict):
+        return {name: _plain(node[name]) for name in sorted(node)}
+    return None if node is None else str(node)
 
 
 def interactive(shell: Shell, banner: str) -> int:

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from kt.admin.describe import min_insync_replicas, offline, preferred_leader
 from kt.client import (
     RESOURCE_TOPIC,
     ConfigEntry,
@@ -155,16 +156,6 @@ def list_topics(wire: Wire, pattern: str | None, exclude_internal: bool, as_json
         click.echo(n)
 
 
-def _min_isr(configs: list[ConfigEntry]) -> int:
-    for c in configs:
-        if c.name == "min.insync.replicas" and c.value:
-            try:
-                return int(c.value)
-            except ValueError:
-                break
-    return 1
-
-
 def _ids(nodes: list[int]) -> str:
     return ",".join(map(str, nodes))
 
@@ -214,13 +205,13 @@ class PartitionFilter:
         or |ISR| < min.insync.replicas; at min ISR: |ISR| = min.insync.replicas;
         unavailable: no leader, or a leader that is not a live broker; under preferred
         replica (kt's): the leader, or its absence, is not the first replica."""
-        no_leader = p.leader < 0
+        no_leader = offline(p)
         return (
             (self.under_replicated and replication_factor(p, ra) - len(p.isr) > 0)
             or (self.under_min_isr and (no_leader or len(p.isr) < min_isr))
             or (self.at_min_isr and len(p.isr) == min_isr)
             or (self.unavailable and (no_leader or p.leader not in live))
-            or (self.under_preferred and bool(p.replicas) and p.leader != p.replicas[0])
+            or (self.under_preferred and bool(p.replicas) and p.leader != preferred_leader(p))
         )
 
 
@@ -261,7 +252,7 @@ def describe_topic(
 ) -> tuple[list[str], dict[str, Any] | None]:
     """The text lines and the JSON object (None: nothing to show) for one topic."""
     overrides = [c for c in configs if not c.is_default]
-    min_isr = _min_isr(configs)
+    min_isr = min_insync_replicas((c.name, c.value) for c in configs)
     parts = [t.partitions[p] for p in sorted(t.partitions)]
 
     def ra_of(p: PartitionInfo) -> PartitionReassignment | None:

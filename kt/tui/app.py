@@ -399,6 +399,12 @@ class KtApp(App[None]):
     def on_open_messages(self, message: host.OpenMessages) -> None:
         self.open_messages(message.topic, message.partition)
 
+    def on_open_topic(self, message: host.OpenTopic) -> None:
+        self.open_topic(message.topic)
+
+    def on_open_group(self, message: host.OpenGroup) -> None:
+        self.open_group(message.group_id)
+
     def on_open_reassignments(self, message: host.OpenReassignments) -> None:
         self.open_reassignments()
 

@@ -46,6 +46,22 @@ class OpenMessages(Message):
         self.partition = partition
 
 
+class OpenTopic(Message):
+    """Show the detail of a topic (above the topics screen)."""
+
+    def __init__(self, topic: str) -> None:
+        super().__init__()
+        self.topic = topic
+
+
+class OpenGroup(Message):
+    """Show the detail of a consumer group (above the groups screen)."""
+
+    def __init__(self, group_id: str) -> None:
+        super().__init__()
+        self.group_id = group_id
+
+
 class OpenReassignments(Message):
     """Show reassignments and preferred leaders (above the brokers screen)."""
 

@@ -15,6 +15,14 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from kt.admin import describe
+from kt.admin.describe import (
+    BrokerLoad,
+    GroupDescription,
+    GroupLag,
+    GroupMember,
+    LogDirUsage,
+)
 from kt.admin.reassignment import LISTS, ReplicaProgress, with_rates
 from kt.cluster.election import LeaderAndIsr
 from kt.cluster.rebalance import LeaderImbalance, preferred_replica_imbalance
@@ -63,17 +71,17 @@ class PartitionInfo:
     @property
     def preferred_leader(self) -> int:
         """The first replica: where the leader should be."""
-        return self.replicas[0] if self.replicas else -1
+        return describe.preferred_leader(self)
 
     @property
     def under_replicated(self) -> bool:
         """Fewer in-sync replicas than replicas."""
-        return len(self.isr) < len(self.replicas)
+        return describe.under_replicated(self)
 
     @property
     def offline(self) -> bool:
         """No leader."""
-        return self.leader < 0
+        return describe.offline(self)
 
     @property
     def leader_not_preferred(self) -> bool:
@@ -119,74 +127,15 @@ class TopicInfo:
         return sum(1 for p in self.partitions if p.offline)
 
 
-@dataclass(frozen=True, slots=True)
-class GroupMemberInfo:
-    """A consumer group member and its assigned partitions."""
-
-    member_id: str
-    client_id: str
-    host: str
-    group_instance_id: str | None
-    assignment: tuple[tuple[str, int], ...]
+#: a group, its members and its lag per partition: the admin layer's model, which
+#: `kt group describe` builds too (the TUI's names for them)
+GroupMemberInfo = GroupMember
+GroupPartitionLag = GroupLag
+GroupInfo = GroupDescription
 
 
-@dataclass(frozen=True, slots=True)
-class GroupPartitionLag:
-    """A group's committed offset on one partition and the lag behind its end."""
-
-    topic: str
-    partition: int
-    committed: int  # -1 when nothing committed
-    log_end_offset: int
-    consumer: str | None  # member id holding the partition, if any
-
-    @property
-    def lag(self) -> int:
-        """Records behind the log end (0 when unknown)."""
-        if self.committed < 0 or self.log_end_offset < 0:
-            return 0
-        return max(0, self.log_end_offset - self.committed)
-
-
-@dataclass(frozen=True, slots=True)
-class GroupInfo:
-    """A consumer group: state, members, and lag per partition."""
-
-    group_id: str
-    state: str
-    protocol_type: str
-    protocol: str
-    members: tuple[GroupMemberInfo, ...]
-    lags: tuple[GroupPartitionLag, ...]
-
-    @property
-    def total_lag(self) -> int:
-        """Sum of the partitions' lag."""
-        return sum(pl.lag for pl in self.lags)
-
-
-@dataclass(frozen=True, slots=True)
-class LogDirInfo:
-    """One log directory of one broker."""
-
-    broker: int
-    path: str
-    error: str | None  # None when online
-    size_bytes: int
-    partitions: int
-    total_bytes: int  # -1 unknown
-    usable_bytes: int  # -1 unknown
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerLoad:
-    """What one broker leads and hosts in a snapshot (for the brokers view)."""
-
-    leaders: int = 0  # partitions it leads
-    replicas: int = 0  # partition replicas it hosts
-    out_of_sync: int = 0  # of those, replicas not in the partition's ISR
-    under_replicated: int = 0  # hosted partitions that are under-replicated
-    offline: int = 0  # hosted partitions without a leader
+#: one log directory of one broker (the admin layer's model)
+LogDirInfo = LogDirUsage
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,17 +282,7 @@ class ClusterSnapshot:
         """Per broker id (live ones, and any other a partition names as a replica):
         partitions led, replicas hosted, replicas out of the ISR, hosted partitions
         that are under-replicated or offline."""
-        counts: dict[int, list[int]] = {b.node_id: [0, 0, 0, 0, 0] for b in self.brokers}
-        for p in self.partitions:
-            for r in p.replicas:
-                c = counts.setdefault(r, [0, 0, 0, 0, 0])
-                c[1] += 1
-                c[2] += r not in p.isr
-                c[3] += p.under_replicated
-                c[4] += p.offline
-            if p.leader >= 0:
-                counts.setdefault(p.leader, [0, 0, 0, 0, 0])[0] += 1
-        return {n: BrokerLoad(*c) for n, c in sorted(counts.items())}
+        return describe.broker_loads(self.partitions, (b.node_id for b in self.brokers))
 
     def leader_imbalance(self) -> dict[int, LeaderImbalance]:
         """Per preferred replica: its partitions and those another broker leads, as

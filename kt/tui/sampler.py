@@ -38,6 +38,14 @@ from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
+from kt.admin.describe import (
+    GroupMember,
+    consumer_protocol,
+    group_description,
+    log_dir_usage,
+    min_insync_replicas,
+    replica_sizes,
+)
 from kt.admin.reassignment import LISTS, RATES, replica_progress
 from kt.client import BrokerInfo as ClientBroker
 from kt.client import (
@@ -47,9 +55,10 @@ from kt.client import (
     KafkaTimeoutError,
     SecurityConfig,
 )
-from kt.client.admin import RESOURCE_BROKER, RESOURCE_TOPIC
+from kt.client import LogDirInfo as ClientLogDir
+from kt.client.admin import RESOURCE_BROKER, RESOURCE_TOPIC, log_dirs_of
+from kt.client.groups import assignment_pairs
 from kt.protocol import apis
-from kt.protocol.consumer_protocol import decode_assignment
 from kt.protocol.errors import DecodeError, ErrorCode, error_for_code
 from kt.protocol.schema import Struct
 from kt.tui.model import (
@@ -57,9 +66,6 @@ from kt.tui.model import (
     BrokerThrottle,
     ClusterSnapshot,
     GroupInfo,
-    GroupMemberInfo,
-    GroupPartitionLag,
-    LogDirInfo,
     OpenTransaction,
     PartitionInfo,
     ReassignmentInfo,
@@ -75,8 +81,6 @@ EARLIEST = -2
 LATEST = -1
 #: config_source of a topic's own override
 DYNAMIC_TOPIC_CONFIG = 1
-#: what min.insync.replicas is when the cluster does not say
-DEFAULT_MIN_ISR = 1
 #: ListOffsets isolation levels (read_committed's latest is the last stable offset)
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
@@ -98,8 +102,8 @@ class _Raw:
     #: (topic, partition) -> offset, per ListOffsets timestamp
     earliest: dict[TopicPartition, int] = field(default_factory=dict)
     latest: dict[TopicPartition, int] = field(default_factory=dict)
-    #: node id -> DescribeLogDirs results
-    log_dirs: dict[int, list[Struct]] = field(default_factory=dict)
+    #: node id -> its log directories (DescribeLogDirs)
+    log_dirs: dict[int, list[ClientLogDir]] = field(default_factory=dict)
     #: topic -> DescribeConfigs result
     configs: dict[str, Struct] = field(default_factory=dict)
     #: group id -> (coordinator, DescribeGroups entry, OffsetFetch topics or None)
@@ -527,7 +531,7 @@ class ClusterSampler:
             )
             if getattr(resp, "error_code", 0):
                 raise KafkaError(resp.error_code, f"broker {node}")
-            raw.log_dirs[node] = list(resp.results)
+            raw.log_dirs[node] = log_dirs_of(node, resp.results)
 
         await self._guard(raw, f"broker {node}: DescribeLogDirs", go())
 
@@ -674,39 +678,16 @@ def build_snapshot(
     """Shape the responses of one refresh into a `ClusterSnapshot`."""
     # Partition sizes: the leader's replica when its broker answered, else the
     # largest replica reported (a follower's copy is as good a guess as any).
-    sizes: dict[tuple[str, int, int], int] = {}
-    dirs: list[LogDirInfo] = []
+    all_dirs = [d for _, ds in sorted(raw.log_dirs.items()) for d in ds]
+    sizes = replica_sizes(all_dirs)
+    dirs = log_dir_usage(all_dirs)
     dir_bytes: dict[int, int] = {}
     offline_dirs: dict[int, int] = {}
-    for node, results in sorted(raw.log_dirs.items()):
-        for r in results:
-            size_sum = 0
-            count = 0
-            for t in r.topics:
-                for p in t.partitions:
-                    if p.is_future_key:
-                        continue
-                    key = (t.name, p.partition_index, node)
-                    sizes[key] = max(sizes.get(key, 0), p.partition_size)
-                    size_sum += p.partition_size
-                    count += 1
-            err = None if r.error_code == 0 else error_for_code(r.error_code).name
-            if err is not None:
-                offline_dirs[node] = offline_dirs.get(node, 0) + 1
-            else:
-                dir_bytes[node] = dir_bytes.get(node, 0) + size_sum
-            dirs.append(
-                LogDirInfo(
-                    broker=node,
-                    path=r.log_dir,
-                    error=err,
-                    size_bytes=size_sum,
-                    partitions=count,
-                    total_bytes=r.total_bytes,
-                    usable_bytes=r.usable_bytes,
-                )
-            )
-    dirs.sort(key=lambda d: (d.broker, d.path))
+    for u in dirs:
+        if u.error is not None:
+            offline_dirs[u.broker] = offline_dirs.get(u.broker, 0) + 1
+        else:
+            dir_bytes[u.broker] = dir_bytes.get(u.broker, 0) + u.size_bytes
 
     led: dict[int, int] = {}
     topics: list[TopicInfo] = []
@@ -740,15 +721,12 @@ def build_snapshot(
                 )
             )
         overridden: dict[str, str] = {}
-        min_isr = DEFAULT_MIN_ISR
         cfg = raw.configs.get(t.name)
-        if cfg is not None:
-            for c in cfg.configs:
-                if c.config_source == DYNAMIC_TOPIC_CONFIG and c.value is not None:
-                    overridden[c.name] = c.value
-                if c.name == "min.insync.replicas" and c.value is not None:
-                    with contextlib.suppress(ValueError):
-                        min_isr = int(c.value)
+        configs = list(cfg.configs) if cfg is not None else []
+        for c in configs:
+            if c.config_source == DYNAMIC_TOPIC_CONFIG and c.value is not None:
+                overridden[c.name] = c.value
+        min_isr = min_insync_replicas((c.name, c.value) for c in configs)
         rf = max((len(p.replicas) for p in parts), default=0)
         topics.append(
             TopicInfo(
@@ -777,7 +755,8 @@ def build_snapshot(
         for b in raw.brokers
     )
     groups = tuple(
-        _group_info(g, committed, raw.latest) for _, (_, g, committed) in sorted(raw.groups.items())
+        _group_info(node, g, committed, raw.latest)
+        for _, (node, g, committed) in sorted(raw.groups.items())
     )
     reassignments = tuple(
         sorted(
@@ -868,54 +847,33 @@ def _rate(value: str | None) -> int | None:
 
 
 def _group_info(
-    g: Struct, committed: list[Struct] | None, ends: dict[TopicPartition, int]
+    node: int, g: Struct, committed: list[Struct] | None, ends: dict[TopicPartition, int]
 ) -> GroupInfo:
-    consumer_protocol = g.protocol_type in ("consumer", "")
-    members: list[GroupMemberInfo] = []
-    owner: dict[TopicPartition, str] = {}
-    for m in g.members:
-        assignment = _assignment(m.member_assignment) if consumer_protocol else ()
-        for tp in assignment:
-            owner[tp] = m.member_id
-        members.append(
-            GroupMemberInfo(
-                member_id=m.member_id,
-                client_id=m.client_id,
-                host=m.client_host,
-                group_instance_id=m.group_instance_id,
-                assignment=assignment,
-            )
+    members = [
+        GroupMember(
+            member_id=m.member_id,
+            client_id=m.client_id,
+            host=m.client_host,
+            group_instance_id=m.group_instance_id,
+            assignment=tuple(assignment_pairs(m.member_assignment))
+            if consumer_protocol(g.protocol_type)
+            else (),
         )
-    offsets: dict[TopicPartition, int] = {}
-    for t in committed or ():
-        for p in t.partitions:
-            if p.error_code == 0:
-                offsets[(t.name, p.partition_index)] = p.committed_offset
-    lags = tuple(
-        GroupPartitionLag(
-            topic=tp[0],
-            partition=tp[1],
-            committed=offsets.get(tp, -1),
-            log_end_offset=ends.get(tp, -1),
-            consumer=owner.get(tp),
-        )
-        for tp in sorted(set(offsets) | set(owner))
+        for m in g.members
+    ]
+    offsets = {
+        (t.name, p.partition_index): p.committed_offset
+        for t in committed or ()
+        for p in t.partitions
+        if p.error_code == 0
+    }
+    return group_description(
+        g.group_id,
+        g.group_state,
+        g.protocol_type,
+        g.protocol_data,
+        sorted(members, key=lambda m: m.member_id),
+        offsets,
+        ends,
+        coordinator=node,
     )
-    return GroupInfo(
-        group_id=g.group_id,
-        state=g.group_state,
-        protocol_type=g.protocol_type,
-        protocol=g.protocol_data,
-        members=tuple(sorted(members, key=lambda m: m.member_id)),
-        lags=lags,
-    )
-
-
-def _assignment(blob: bytes | None) -> tuple[TopicPartition, ...]:
-    if not blob:
-        return ()
-    try:
-        a = decode_assignment(blob)
-    except DecodeError:
-        return ()
-    return tuple(sorted((t, p) for t, ps in a.partitions for p in ps))

@@ -80,9 +80,16 @@ def topic(mock: str) -> str:
 
 
 def test_cluster_describe_lists_the_mock_brokers(mock: str) -> None:
-    out = ok(kt(mock, "cluster", "describe")).stdout
-    rows = [line.split() for line in out.splitlines()]
+    got = ok(kt(mock, "cluster", "describe"))
+    rows = [line.split() for line in got.stdout.splitlines()]
     assert sorted(r[0] for r in rows if r and r[0].isdigit()) == ["1", "2", "3"]
+    assert "Controller: 0" in got.stdout.splitlines()
+    # The mock's controller 0 is none of its brokers: flagged once, on stderr only.
+    assert got.stderr.splitlines() == [
+        "kt: warning: controller 0 is not among the listed brokers (1,2,3)"
+    ]
+    js = ok(kt(mock, "cluster", "describe", "--json"))
+    assert js.stderr == got.stderr and '"controller":0' in js.stdout
 
 
 def test_topic_list_and_describe_without_configs(mock: str, topic: str) -> None:

@@ -141,9 +141,10 @@ class Cancellable(Protocol):
         ...
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class ControllerSettings:
-    """The broker settings the controller reads."""
+    """The broker settings the controller reads (a snapshot: a dynamic change of the
+    unclean-election default arrives as a new one, through `KafkaController.reconfigure`)."""
 
     unclean_leader_election_default: bool = False
     listener: str | None = None  # the inter-broker listener
@@ -591,12 +592,18 @@ class KafkaController:
         self._send_leader_and_isr(list(created), is_new=True)
         self._send_update_metadata(list(v.live), list(created))
 
-    def enable_default_unclean_leader_election(self) -> None:
-        """unclean.leader.election.enable became true in this broker's dynamic config:
-        if this broker is the controller, elect leaders for the offline partitions
-        now (Kafka's UncleanLeaderElectionEnable event)."""
-        self.settings.unclean_leader_election_default = True
-        self.submit(self._unclean_enabled_event)
+    def reconfigure(self, settings: ControllerSettings) -> None:
+        """The broker's dynamic configs changed: take the new settings. When
+        unclean.leader.election.enable became true and this broker is the
+        controller, elect leaders for the offline partitions now (Kafka's
+        UncleanLeaderElectionEnable event)."""
+        enabled = (
+            settings.unclean_leader_election_default
+            and not self.settings.unclean_leader_election_default
+        )
+        self.settings = settings
+        if enabled:
+            self.submit(self._unclean_enabled_event)
 
     async def _unclean_enabled_event(self) -> None:
         if not self.active:

@@ -43,7 +43,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kt.broker.coordinator_log import Record, RecordStore, partition_for
 from kt.broker.errors import AppendError, CoordinatorError, error_code_for
@@ -68,9 +68,6 @@ from kt.protocol.coordinator_records import (
     encode_offset_commit,
 )
 
-if TYPE_CHECKING:
-    from kt.broker.config import BrokerConfig
-
 log = logging.getLogger("kt.broker.groups")
 
 E = ErrorCode
@@ -89,21 +86,6 @@ class CoordinatorSettings:
     offset_metadata_max_bytes: int = 4096
     new_member_join_timeout_ms: int = 300_000
     offsets_commit_timeout_ms: int = 5000
-
-    @classmethod
-    def from_config(cls, config: BrokerConfig) -> CoordinatorSettings:
-        """Settings from the broker configuration (its defaults are Kafka's)."""
-        num = config.get_int
-        return cls(
-            initial_rebalance_delay_ms=num("group.initial.rebalance.delay.ms"),
-            min_session_timeout_ms=num("group.min.session.timeout.ms"),
-            max_session_timeout_ms=num("group.max.session.timeout.ms"),
-            max_group_size=num("group.max.size"),
-            offsets_retention_ms=num("offsets.retention.minutes") * 60_000,
-            retention_check_interval_ms=num("offsets.retention.check.interval.ms"),
-            offset_metadata_max_bytes=num("offset.metadata.max.bytes"),
-            offsets_commit_timeout_ms=num("offsets.commit.timeout.ms"),
-        )
 
 
 @dataclass(slots=True)

@@ -21,6 +21,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kt.broker.errors import IllegalTransition
 from kt.protocol.consumer_protocol import decode_subscription
 from kt.protocol.errors import DecodeError
 
@@ -54,10 +55,6 @@ _VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
         }
     ),
 }
-
-
-class IllegalTransition(RuntimeError):
-    """A state change the group state machine does not allow (a coordinator bug)."""
 
 
 @dataclass(slots=True)

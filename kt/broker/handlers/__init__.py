@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from kt.protocol import RequestHeader, Struct
 
 if TYPE_CHECKING:
+    from kt.broker.metadata.cache import Endpoint, LiveBroker
     from kt.broker.services import HandlerServices
 
 Handler = Callable[["RequestContext", Struct], Awaitable[Any]]
@@ -64,6 +65,16 @@ class RequestContext:
     def client_id(self) -> str:
         """The client id from the request header ('' when null)."""
         return self.header.client_id or ""
+
+    def endpoint_of(self, broker: LiveBroker) -> Endpoint | None:
+        """Where this request's client reaches `broker`: its endpoint on the listener
+        the connection came in on (None: it has none there, and Kafka leaves such a
+        broker out), or, for the loopback link, the one rule of
+        `LiveBroker.endpoint_for` on this broker's inter-broker listener. Metadata,
+        DescribeCluster and FindCoordinator all answer with it."""
+        if self.listener:
+            return broker.endpoint(self.listener)
+        return broker.endpoint_for(self.services.node.listener_name)
 
 
 class DeferredResponse:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kt.broker.authorization import authorize_cluster, require_cluster
+from kt.broker.authorization import require_cluster
+from kt.broker.errors import InvalidRequestError, SecurityDisabledError, error_code_for
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.security.acl import (
     AccessControlEntry,
@@ -33,8 +34,12 @@ from kt.protocol import ErrorCode, Struct, apis
 _NO_AUTHORIZER = "No Authorizer is configured."
 
 
-def _authorizer(ctx: RequestContext) -> AclAuthorizer | None:
+def _authorizer(ctx: RequestContext, message: str = _NO_AUTHORIZER) -> AclAuthorizer:
+    """The authorizer; SECURITY_DISABLED for the whole request without one (the
+    dispatcher answers it: every creation or filter gets it, as Kafka's)."""
     authorizer: AclAuthorizer | None = ctx.services.authorizer
+    if authorizer is None:
+        raise SecurityDisabledError(message)
     return authorizer
 
 
@@ -84,16 +89,8 @@ def _removing(gone: Entries) -> Callable[[Entries], Entries]:
 async def create_acls(ctx: RequestContext, request: Struct) -> Any:
     """Create each ACL; one result per creation, in order."""
     authorizer = _authorizer(ctx)
-    if authorizer is None:
-        results = [{"error_code": ErrorCode.SECURITY_DISABLED, "error_message": _NO_AUTHORIZER}
-                   for _ in request.creations]  # fmt: skip
-        return apis.CREATE_ACLS.response(throttle_time_ms=0, results=results)
-    if not authorize_cluster(ctx, AclOperation.ALTER):
-        # Kafka's error response: one result per creation
-        results = [{"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                    "error_message": "Request CreateAcls is not authorized."}
-                   for _ in request.creations]  # fmt: skip
-        return apis.CREATE_ACLS.response(throttle_time_ms=0, results=results)
+    # Kafka's error response: one result per creation.
+    require_cluster(ctx, AclOperation.ALTER)
     store = _store(ctx)
     results = []
     for c in request.creations:
@@ -107,13 +104,17 @@ async def create_acls(ctx: RequestContext, request: Struct) -> Any:
         try:
             validate_binding(binding)
         except ValueError as exc:
-            results.append({"error_code": ErrorCode.INVALID_REQUEST, "error_message": str(exc)})
+            # Kafka's checks, with Kafka's message: an invalid request.
+            invalid = InvalidRequestError(str(exc))
+            results.append(
+                {"error_code": error_code_for(invalid), "error_message": invalid.message}
+            )
             continue
         try:
             await store.update(binding.pattern, _adding(binding.entry))
         except AclUpdateError as exc:
-            results.append({"error_code": ErrorCode.UNKNOWN_SERVER_ERROR,
-                            "error_message": str(exc)})  # fmt: skip
+            # kept racing other writers: no code of its own (UNKNOWN_SERVER_ERROR)
+            results.append({"error_code": error_code_for(exc), "error_message": str(exc)})
             continue
         authorizer.set_acls(binding.pattern, await store.read(binding.pattern))
         results.append({"error_code": ErrorCode.NONE, "error_message": None})
@@ -123,18 +124,12 @@ async def create_acls(ctx: RequestContext, request: Struct) -> Any:
 @handles(apis.DESCRIBE_ACLS.key, (0, 3))
 async def describe_acls(ctx: RequestContext, request: Struct) -> Any:
     """The ACLs the filter selects, grouped by resource pattern."""
-    authorizer = _authorizer(ctx)
-    if authorizer is None:
-        return apis.DESCRIBE_ACLS.response(
-            throttle_time_ms=0, error_code=ErrorCode.SECURITY_DISABLED,
-            error_message="No Authorizer is configured on the broker", resources=[],
-        )  # fmt: skip
+    authorizer = _authorizer(ctx, "No Authorizer is configured on the broker")
     require_cluster(ctx, AclOperation.DESCRIBE)
     flt = _filter(ctx, request)
     problem = _filter_problem(flt)
     if problem is not None:
-        return apis.DESCRIBE_ACLS.response(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST,
-                                           error_message=problem, resources=[])  # fmt: skip
+        raise InvalidRequestError(problem)
     grouped: dict[ResourcePattern, list[AccessControlEntry]] = {}
     for b in authorizer.bindings(flt):
         grouped.setdefault(b.pattern, []).append(b.entry)
@@ -153,15 +148,8 @@ async def describe_acls(ctx: RequestContext, request: Struct) -> Any:
 async def delete_acls(ctx: RequestContext, request: Struct) -> Any:
     """Delete what each filter selects; each filter lists the ACLs it deleted."""
     authorizer = _authorizer(ctx)
-    if authorizer is None:
-        results = [{"error_code": ErrorCode.SECURITY_DISABLED, "error_message": _NO_AUTHORIZER,
-                    "matching_acls": []} for _ in request.filters]  # fmt: skip
-        return apis.DELETE_ACLS.response(throttle_time_ms=0, filter_results=results)
-    if not authorize_cluster(ctx, AclOperation.ALTER):
-        results = [{"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                    "error_message": "Request DeleteAcls is not authorized.",
-                    "matching_acls": []} for _ in request.filters]  # fmt: skip
-        return apis.DELETE_ACLS.response(throttle_time_ms=0, filter_results=results)
+    # Kafka's error response: one result per filter.
+    require_cluster(ctx, AclOperation.ALTER)
     store = _store(ctx)
     out = []
     for f in request.filters:

@@ -63,7 +63,7 @@ async def describe_cluster(ctx: RequestContext, request: Struct) -> Any:
         )  # fmt: skip
     brokers = []
     for b in cache.alive_brokers():
-        ep = b.endpoint(ctx.listener) if ctx.listener else b.endpoint_for(s.node.listener_name)
+        ep = ctx.endpoint_of(b)
         if ep is not None:
             brokers.append({"broker_id": b.broker_id, "host": ep.host, "port": ep.port,
                             "rack": b.rack})  # fmt: skip

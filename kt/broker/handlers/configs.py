@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from kt.broker import dynamic_config as dyn
@@ -88,7 +89,7 @@ async def describe_configs(ctx: RequestContext, request: Struct) -> Any:
                 await ctx.services.topic_configs.refresh(res.resource_name)
             entries = _describe(ctx, res.resource_type, res.resource_name)
         except ResourceError as exc:
-            out.update(error_code=exc.code, error_message=exc.message)
+            out.update(error_code=error_code_for(exc), error_message=exc.message)
             results.append(out)
             continue
         keys = res.configuration_keys
@@ -120,7 +121,7 @@ def _describe(ctx: RequestContext, rtype: int, name: str) -> list[DescribedConfi
     s = ctx.services
     if rtype == TOPIC:
         info = _topic(ctx, name)
-        cfg = s.config
+        cfg = s.broker_config()
         return describe_topic(info.configs, cfg.given(), cfg.dynamic_defaults, cfg.dynamic_own)
     if rtype == BROKER:
         if not name:
@@ -214,7 +215,7 @@ def _broker_defaults() -> tuple[dict[str, str], dict[str, ConfigType]]:
 
 def _broker_entry(
     name: str,
-    layers: list[tuple[dict[str, str], ConfigSource]],
+    layers: list[tuple[Mapping[str, str], ConfigSource]],
     types: dict[str, ConfigType],
     value: str | None = None,
 ) -> DescribedConfig:
@@ -255,7 +256,7 @@ def _broker_entry(
 def _describe_broker(ctx: RequestContext) -> list[DescribedConfig]:
     """This broker's config: every key kt knows or has a value for, each with its
     effective value and where it comes from."""
-    cfg = ctx.services.config
+    cfg = ctx.services.broker_config()
     defaults, types = _broker_defaults()
     layers = [
         (cfg.dynamic_own, ConfigSource.DYNAMIC_BROKER_CONFIG),
@@ -271,7 +272,7 @@ def _describe_broker(ctx: RequestContext) -> list[DescribedConfig]:
 def _describe_broker_defaults(ctx: RequestContext) -> list[DescribedConfig]:
     """The cluster-wide dynamic defaults alone, as this broker applies them (Kafka
     describes the "" resource from currentDynamicDefaultConfigs)."""
-    cfg = ctx.services.config
+    cfg = ctx.services.broker_config()
     _, types = _broker_defaults()
     layers = [(cfg.dynamic_defaults, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
     return [
@@ -336,7 +337,7 @@ async def alter_configs(ctx: RequestContext, request: Struct) -> Any:
                 new = {c.name: c.value for c in res.configs}
                 await _alter(ctx, res.resource_type, res.resource_name, new, validate_only)
         except ResourceError as exc:
-            code, message = exc.code, exc.message
+            code, message = error_code_for(exc), exc.message
         responses.append({"error_code": code, "error_message": message,
                           "resource_type": res.resource_type,
                           "resource_name": res.resource_name})  # fmt: skip
@@ -382,7 +383,7 @@ async def incremental_alter_configs(ctx: RequestContext, request: Struct) -> Any
                 ctx, res.resource_type, res.resource_name, new, validate_only, incremental=True
             )
         except ResourceError as exc:
-            code, message = exc.code, exc.message
+            code, message = error_code_for(exc), exc.message
         responses.append({"error_code": code, "error_message": message,
                           "resource_type": res.resource_type,
                           "resource_name": res.resource_name})  # fmt: skip
@@ -507,7 +508,7 @@ async def _change_broker(
 def _check_effective(ctx: RequestContext, name: str, new: dict[str, str]) -> None:
     """The broker config the change would give this broker must be valid as a whole
     (Kafka's processReconfiguration, e.g. min > max compaction lag)."""
-    cfg = ctx.services.config
+    cfg = ctx.services.broker_config()
     props = dict(DEFAULTS)
     dyn.overlay(props, cfg.given())
     dyn.overlay(props, cfg.dynamic_defaults if name else new)
@@ -585,7 +586,7 @@ async def _alter(
         try:
             await s.cluster.admin().alter_topic_configs(name, clean)
         except TopicError as exc:
-            raise ResourceError(exc.code, exc.message) from None
+            raise ResourceError(error_code_for(exc), exc.message) from None
         return
     if rtype == BROKER_LOGGER and incremental:
         raise ResourceError(

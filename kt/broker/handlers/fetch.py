@@ -24,7 +24,7 @@ from typing import Any
 
 from kt.broker import timeline
 from kt.broker.authorization import authorize, authorize_cluster
-from kt.broker.errors import BrokerError, error_code_for
+from kt.broker.errors import BrokerError, UnsupportedVersionError, error_code_for
 from kt.broker.fetch_sessions import (
     FINAL_EPOCH,
     INVALID_SESSION_ID,
@@ -50,7 +50,7 @@ async def fetch(ctx: RequestContext, request: Struct) -> Any:
     s = ctx.services
     version = ctx.version
     if version < MIN_VERSION:
-        return _all_errors(request, version, ErrorCode.UNSUPPORTED_VERSION)
+        raise UnsupportedVersionError(f"Fetch v{version} is not supported (v{MIN_VERSION}+ is)")
     deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000
     fctx = _session_context(ctx, request)
     if fctx.kind == "error":
@@ -312,19 +312,3 @@ def _read_for_follower(
         throttles.leader.record(int(sl.length))
     entry["records"] = ExternalRecords(sl.length, (sl.segment.fd, sl.position))
     return int(sl.length)
-
-
-def _all_errors(request: Struct, version: int, code: ErrorCode) -> Any:
-    responses = []
-    for topic in request.topics:
-        parts = [
-            {
-                "partition_index": p.partition,
-                "error_code": code,
-                "high_watermark": -1,
-                "records": b"",
-            }
-            for p in topic.partitions
-        ]
-        responses.append({"topic": topic.topic, "partitions": parts})
-    return apis.FETCH.response(throttle_time_ms=0, responses=responses)

@@ -303,13 +303,7 @@ def _coordinator_of(ctx: RequestContext, topic: str, key: str) -> dict[str, Any]
         return _not_available()
     view = cache.partition(topic, partition_for(key, count))
     leader = cache.broker(view.leader) if view is not None and view.leader >= 0 else None
-    ep = None
-    if leader is not None:
-        ep = (
-            leader.endpoint(ctx.listener)
-            if ctx.listener
-            else leader.endpoint_for(ctx.services.node.listener_name)
-        )
+    ep = ctx.endpoint_of(leader) if leader is not None else None
     if leader is None or ep is None:
         return _not_available()
     return {"node_id": leader.broker_id, "host": ep.host, "port": ep.port}

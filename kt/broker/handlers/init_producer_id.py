@@ -14,6 +14,9 @@ may depend on which broker handed out the previous id.
 A transactional producer is answered by its transaction coordinator
 (`kt.broker.transactions.coordinator`): its own producer id with the epoch
 bumped, fencing the previous producer of the same transactional id.
+
+Every refusal is raised: the dispatcher answers it with no producer id and epoch
+(-1), as Kafka's InitProducerIdRequest.getErrorResponse.
 """
 
 from __future__ import annotations
@@ -21,19 +24,23 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kt.broker.authorization import authorize, authorize_by_resource_type, authorize_cluster
+from kt.broker.authorization import (
+    AuthorizationError,
+    authorize,
+    authorize_by_resource_type,
+    authorize_cluster,
+)
+from kt.broker.errors import (
+    CoordinatorError,
+    InvalidRequestError,
+    TransactionalIdAuthorizationFailedError,
+)
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.metadata.store import StoreError
 from kt.broker.security.acl import AclOperation, ResourceType
 from kt.protocol import ErrorCode, Struct, apis
 
 log = logging.getLogger(__name__)
-
-
-def _refused(error: int) -> Any:
-    return apis.INIT_PRODUCER_ID.response(
-        throttle_time_ms=0, error_code=error, producer_id=-1, producer_epoch=-1
-    )
 
 
 @handles(apis.INIT_PRODUCER_ID.key, (0, 4))
@@ -43,20 +50,20 @@ async def init_producer_id(ctx: RequestContext, request: Struct) -> Any:
     if request.transactional_id is not None:
         if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
                          request.transactional_id):  # fmt: skip
-            return _refused(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            raise TransactionalIdAuthorizationFailedError()
         return await _transactional(ctx, request)
     # idempotence (KIP-679): IDEMPOTENT_WRITE on the cluster, or WRITE on any topic
     if not authorize_cluster(
         ctx, AclOperation.IDEMPOTENT_WRITE, log_if_denied=False
     ) and not authorize_by_resource_type(ctx, AclOperation.WRITE, ResourceType.TOPIC):
-        return _refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        raise AuthorizationError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     try:
         pid = await ctx.services.allocate_producer_id()
     except (StoreError, RuntimeError) as exc:
         # No block could be claimed (the metadata store is unreachable, or the broker
         # has not joined yet): retriable, the client asks again.
         log.warning("cannot hand out a producer id: %s", exc)
-        return _refused(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        raise CoordinatorError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS) from exc
     return apis.INIT_PRODUCER_ID.response(
         throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=pid, producer_epoch=0
     )
@@ -68,7 +75,7 @@ async def _transactional(ctx: RequestContext, request: Struct) -> Any:
         pid, epoch = request.producer_id, request.producer_epoch
         if (pid == -1) != (epoch == -1):
             # Kafka: both or neither.
-            return _refused(ErrorCode.INVALID_REQUEST)
+            raise InvalidRequestError("the producer id and epoch are both set or neither")
         if pid != -1:
             expected = (pid, epoch)
     result = await ctx.services.transactions.coordinator.init_producer_id(
@@ -78,7 +85,8 @@ async def _transactional(ctx: RequestContext, request: Struct) -> Any:
     if error == ErrorCode.PRODUCER_FENCED and ctx.version < 4:
         error = ErrorCode.INVALID_PRODUCER_EPOCH  # KIP-588: older clients know only this
     if error != ErrorCode.NONE:
-        return _refused(error)
+        # The coordinator's refusal: answered as any error, with no id and epoch.
+        raise CoordinatorError(ErrorCode(error))
     return apis.INIT_PRODUCER_ID.response(
         throttle_time_ms=0,
         error_code=ErrorCode.NONE,

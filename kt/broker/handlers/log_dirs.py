@@ -55,8 +55,8 @@ def _describe_dir(ctx: RequestContext, d: Path, wanted: set[TopicPartition] | No
         if not d.is_dir():
             raise OSError(f"{d} is not a directory")
         st = os.statvfs(d)
-    except OSError:
-        out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+    except OSError as exc:
+        out["error_code"] = error_code_for(exc)
         return out
     out["total_bytes"] = st.f_blocks * st.f_frsize
     out["usable_bytes"] = st.f_bavail * st.f_frsize

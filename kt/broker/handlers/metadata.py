@@ -97,7 +97,7 @@ async def metadata(ctx: RequestContext, request: Struct) -> Any:
             and allow_create
             and name not in INTERNAL_TOPICS
             and topic_name_problem(name) is None
-            and s.config.get_bool("auto.create.topics.enable")
+            and s.settings.auto_create_topics_enable
             and not _may_create(ctx, name)
         ):
             topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,
@@ -200,11 +200,7 @@ def live_brokers(ctx: RequestContext) -> list[dict[str, Any]]:
     out = []
     for b in ctx.services.topics.cache.alive_brokers():
         # the listener the client came in on (Kafka omits brokers without it)
-        ep = (
-            b.endpoint(ctx.listener)
-            if ctx.listener
-            else b.endpoint_for(ctx.services.node.listener_name)
-        )
+        ep = ctx.endpoint_of(b)
         if ep is not None:
             out.append({"node_id": b.broker_id, "host": ep.host, "port": ep.port,
                         "rack": b.rack})  # fmt: skip

@@ -28,6 +28,7 @@ from kt.broker.errors import (
     CloseConnection,
     InvalidProducerIdMappingError,
     InvalidRecordError,
+    TransactionalIdAuthorizationFailedError,
     error_code_for,
 )
 from kt.broker.handlers import DeferredResponse, RequestContext, handles
@@ -59,15 +60,16 @@ async def produce(ctx: RequestContext, request: Struct) -> Any:
     version = ctx.version
     if version >= MIN_VERSION and request.transactional_id is None and _has_transactional(request):
         # Kafka's KafkaApis: transactional batches need a transactional id (the one
-        # an authorizer would check); the whole request is refused.
-        return _refuse_all(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        # an authorizer would check); the whole request is refused (the dispatcher
+        # answers every partition, or closes an acks=0 producer's connection).
+        raise TransactionalIdAuthorizationFailedError()
     txn_id = request.transactional_id if version >= MIN_VERSION else None
     if (
         txn_id is not None
         and _has_transactional(request)
         and not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id)
     ):
-        return _refuse_all(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        raise TransactionalIdAuthorizationFailedError()
     # WRITE on each topic, checked before the topic's existence (as KafkaApis)
     counts: dict[str, int] = {}
     for topic in request.topic_data:
@@ -101,11 +103,10 @@ async def produce(ctx: RequestContext, request: Struct) -> Any:
     refused: dict[TopicPartition, tuple[BrokerError, str | None]] = {}
     replicas = ctx.services.replicas
     if request.transactional_id is not None and replicas.txn_verification_enabled and accepted:
-        try:
-            guards, refused = await _verify_transactional(ctx, request.transactional_id,
-                                                          accepted, version)  # fmt: skip
-        except InvalidProducerIdMappingError:
-            return _refuse_all(request, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        # InvalidProducerIdMappingError (several producer ids) refuses the whole
+        # request: the dispatcher answers it, as Kafka's getErrorResponse.
+        guards, refused = await _verify_transactional(ctx, request.transactional_id,
+                                                      accepted, version)  # fmt: skip
     # acks=all: the offset each appended partition's high watermark must reach.
     required: dict[TopicPartition, tuple[int, dict[str, Any]]] = {}
     for tp, records, out in accepted:
@@ -174,24 +175,6 @@ def _has_transactional(request: Struct) -> bool:
             if attributes & v2.TRANSACTIONAL_MASK and records[_MAGIC_AT] == v2.MAGIC_V2:
                 return True
     return False
-
-
-def _refuse_all(request: Struct, code: ErrorCode) -> Any:
-    """The same error for every partition of the request (nothing written)."""
-    if request.acks == 0:
-        raise CloseConnection(f"produce refused: {code.name}")
-    responses = [
-        {
-            "name": topic.name,
-            "partition_responses": [
-                {"index": p.index, "error_code": code, "base_offset": -1,
-                 "log_append_time_ms": -1, "log_start_offset": -1}
-                for p in topic.partition_data
-            ],
-        }
-        for topic in request.topic_data
-    ]  # fmt: skip
-    return apis.PRODUCE.response(responses=responses, throttle_time_ms=0)
 
 
 def _request_problem(

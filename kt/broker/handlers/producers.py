@@ -29,10 +29,10 @@ async def describe_producers(ctx: RequestContext, request: Struct) -> Any:
                 continue
             try:
                 part = replicas.get_partition_or_error(topic.name, index)
-            except UnknownTopicOrPartitionError:
+            except UnknownTopicOrPartitionError as exc:
                 # Kafka's handler answers its metadata miss with the exception's default
                 # message; the replica manager's errors carry none.
-                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                entry["error_code"] = error_code_for(exc)
                 entry["error_message"] = "This server does not host this topic-partition."
                 parts.append(entry)
                 continue

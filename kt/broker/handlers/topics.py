@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Any
 
 from kt.broker.authorization import authorize, authorize_cluster
-from kt.broker.errors import TopicError
+from kt.broker.errors import TopicError, error_code_for
 from kt.broker.handlers import RequestContext, handles
 from kt.broker.handlers.readiness import not_ready_message, ready
 from kt.broker.security.acl import AclOperation, ResourceType
@@ -54,7 +54,7 @@ async def create_topics(ctx: RequestContext, request: Struct) -> Any:
         try:
             info = await _create_one(ctx, topic, validate_only, request.timeout_ms)
         except TopicError as exc:
-            result.update(error_code=exc.code, error_message=exc.message)
+            result.update(error_code=error_code_for(exc), error_message=exc.message)
             results.append(result)
             continue
         if not authorize(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, topic.name,
@@ -78,7 +78,7 @@ async def create_topics(ctx: RequestContext, request: Struct) -> Any:
                     "config_source": int(c.source),
                     "is_sensitive": c.is_sensitive,
                 }
-                for c in describe_topic(info.configs, s.topic_configs.given())
+                for c in describe_topic(info.configs, s.broker_config().given())
             ],
         )
         results.append(result)
@@ -119,9 +119,9 @@ async def _create_one(
                 "Number of partitions was set to an invalid non-positive value.",
             )
         if partitions == -1:
-            partitions = s.config.get_int("num.partitions")
+            partitions = s.settings.num_partitions
         if factor == -1:
-            factor = s.config.get_int("default.replication.factor")
+            factor = s.settings.default_replication_factor
     return await s.cluster.admin().create_topic(
         topic.name,
         partitions,
@@ -183,7 +183,7 @@ async def delete_topics(ctx: RequestContext, request: Struct) -> Any:
         wanted = [(t.name, t.topic_id or _ZERO_UUID) for t in request.topics]
     else:
         wanted = [(n, _ZERO_UUID) for n in request.topic_names]
-    if not s.config.get_bool("delete.topic.enable"):
+    if not s.settings.delete_topic_enable:
         code = ErrorCode.TOPIC_DELETION_DISABLED if version >= 3 else ErrorCode.INVALID_REQUEST
         for name, tid in wanted:
             respond(name, tid, code, "Topic deletion is disabled.")
@@ -233,7 +233,7 @@ async def delete_topics(ctx: RequestContext, request: Struct) -> Any:
         try:
             await s.cluster.admin().delete_topic(name, timeout_s=max(0, request.timeout_ms) / 1000)
         except TopicError as exc:
-            respond(name, topic_id, exc.code, exc.message)
+            respond(name, topic_id, error_code_for(exc), exc.message)
             continue
         respond(name, topic_id, ErrorCode.NONE, None)
     return apis.DELETE_TOPICS.response(throttle_time_ms=0, responses=responses)
@@ -267,6 +267,6 @@ async def create_partitions(ctx: RequestContext, request: Struct) -> Any:
                     timeout_s=max(0, request.timeout_ms) / 1000,
                 )
             except TopicError as exc:
-                code, message = exc.code, exc.message
+                code, message = error_code_for(exc), exc.message
         results.append({"name": topic.name, "error_code": code, "error_message": message})
     return apis.CREATE_PARTITIONS.response(throttle_time_ms=0, results=results)

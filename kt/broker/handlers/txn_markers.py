@@ -36,7 +36,7 @@ async def write_txn_markers(ctx: RequestContext, request: Struct) -> Any:
         )
         for m in request.markers
     ]
-    timeout_ms = ctx.services.config.get_int("request.timeout.ms")
+    timeout_ms = ctx.services.settings.request_timeout_ms
     results = await ctx.services.replicas.write_txn_markers(markers, timeout_ms)
     by_producer: dict[int, dict[str, dict[int, ErrorCode]]] = {}
     for marker, errors in zip(markers, results, strict=True):

@@ -24,11 +24,32 @@ partition, so one update is a complete view.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 NO_LEADER = -1
 LEADER_DURING_DELETE = -2
+
+
+class _Listening(Protocol):
+    @property
+    def listener(self) -> str: ...
+
+
+_E = TypeVar("_E", bound=_Listening)
+
+
+def endpoint_on(endpoints: Sequence[_E], listener: str) -> _E | None:
+    """Where to reach a broker with these endpoints from `listener`'s side: that
+    listener's endpoint, else its first one (a broker registered with other
+    names); None when it has none. The one rule for "the endpoint of broker N"
+    (clients, links, coordinators, the controller's address), whether the
+    endpoints come from the metadata cache or a broker's registration."""
+    for ep in endpoints:
+        if ep.listener == listener:
+            return ep
+    return endpoints[0] if endpoints else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,10 +77,8 @@ class LiveBroker:
         return None
 
     def endpoint_for(self, listener: str) -> Endpoint | None:
-        """Where to reach this broker from `listener`'s side: that listener's
-        endpoint, else its first one (a broker registered with other names). The
-        one rule for "the endpoint of broker N" (clients, links, coordinators)."""
-        return self.endpoint(listener) or self.endpoint()
+        """Where to reach this broker from `listener`'s side (`endpoint_on`)."""
+        return endpoint_on(self.endpoints, listener)
 
 
 @dataclass(frozen=True, slots=True)

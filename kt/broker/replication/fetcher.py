@@ -36,7 +36,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from kt.broker import timeline
 from kt.broker.errors import LeaderEndpointError
@@ -48,9 +48,6 @@ from kt.protocol.schema import Struct
 from kt.storage.checkpoint import TopicPartition
 from kt.storage.errors import StorageError
 from kt.storage.leader_epoch import UNDEFINED_EPOCH_OFFSET
-
-if TYPE_CHECKING:
-    from kt.broker.config import BrokerConfig
 
 log = logging.getLogger("kt.broker.replication")
 
@@ -74,19 +71,6 @@ class FetcherConfig:
     min_bytes: int = 1  # replica.fetch.min.bytes
     backoff_ms: int = 1000  # replica.fetch.backoff.ms
     socket_timeout_ms: int = 30_000  # replica.socket.timeout.ms
-
-    @classmethod
-    def from_config(cls, config: BrokerConfig) -> FetcherConfig:
-        """From the broker configuration (validated when it was loaded)."""
-        g = config.get_int
-        return cls(
-            max_bytes=g("replica.fetch.max.bytes"),
-            response_max_bytes=g("replica.fetch.response.max.bytes"),
-            wait_max_ms=g("replica.fetch.wait.max.ms"),
-            min_bytes=g("replica.fetch.min.bytes"),
-            backoff_ms=g("replica.fetch.backoff.ms"),
-            socket_timeout_ms=g("replica.socket.timeout.ms"),
-        )
 
 
 class LeaderEndpoint(Protocol):

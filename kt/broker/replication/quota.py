@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 
 from kt.storage.checkpoint import TopicPartition
@@ -95,7 +96,9 @@ def throttled_partitions(value: str, broker_id: int) -> frozenset[int] | None:
     return frozenset(out)
 
 
-def _rate(value: str | None) -> float | None:
+def parse_rate(value: str | None) -> float | None:
+    """A throttled rate as its dynamic broker config holds it, in bytes/s (None:
+    unset, empty, malformed or negative: no throttle)."""
     if value is None or value.strip() == "":
         return None
     try:
@@ -104,6 +107,15 @@ def _rate(value: str | None) -> float | None:
         return None
     # Kafka's default is Long.MaxValue: effectively no throttle.
     return rate if rate >= 0 else None
+
+
+@dataclass(frozen=True, slots=True)
+class ThrottleRates:
+    """The replication throttles' rates in bytes/s (None: not throttled), from the
+    dynamic broker configs: this broker's value, else the cluster default's."""
+
+    leader: float | None = None
+    follower: float | None = None
 
 
 class ReplicationThrottles:
@@ -121,17 +133,12 @@ class ReplicationThrottles:
         self.topic_configs = topic_configs
         self.leader = ReplicationQuota(windows=windows, window_s=window_s)
         self.follower = ReplicationQuota(windows=windows, window_s=window_s)
-        # The dynamic configs as stored (for DescribeConfigs): <default>, this broker's.
-        self.dynamic_defaults: dict[str, str] = {}
-        self.dynamic_own: dict[str, str] = {}
 
-    def apply_broker_configs(self, defaults: Mapping[str, str], own: Mapping[str, str]) -> None:
-        """The dynamic broker configs changed: this broker's override, else the
-        cluster default (/config/brokers/<default>)."""
-        self.dynamic_defaults, self.dynamic_own = dict(defaults), dict(own)
-        merged = {**defaults, **own}
-        self.leader.rate = _rate(merged.get(LEADER_RATE))
-        self.follower.rate = _rate(merged.get(FOLLOWER_RATE))
+    def reconfigure(self, rates: ThrottleRates) -> None:
+        """The dynamic broker configs changed: take the new rates (the measured
+        windows are kept)."""
+        self.leader.rate = rates.leader
+        self.follower.rate = rates.follower
 
     def _listed(self, key: str, tp: TopicPartition) -> bool:
         value = self.topic_configs(tp.topic).get(key)

@@ -25,14 +25,13 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from kt.broker.errors import IllegalTransition
 from kt.broker.transactions.markers import MarkerSender, MarkersFenced, TxnMarker, write_markers
 from kt.broker.transactions.metadata import (
     EXPIRABLE,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
-    IllegalTransition,
     TransactionMetadata,
     TxnState,
     TxnTransit,
@@ -40,9 +39,6 @@ from kt.broker.transactions.metadata import (
 )
 from kt.broker.transactions.state_manager import TransactionStateManager, now_ms
 from kt.protocol import ErrorCode
-
-if TYPE_CHECKING:
-    from kt.broker.config import BrokerConfig
 
 log = logging.getLogger("kt.broker.transactions")
 
@@ -62,18 +58,6 @@ class TxnSettings:
     expiration_ms: int = 604_800_000
     expiration_interval_ms: int = 3_600_000
     write_timeout_ms: int = 30_000
-
-    @classmethod
-    def from_config(cls, config: BrokerConfig) -> TxnSettings:
-        """Settings from the broker configuration."""
-        g = config.get_int
-        return cls(
-            max_timeout_ms=g("transaction.max.timeout.ms"),
-            abort_interval_ms=g("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
-            expiration_ms=g("transactional.id.expiration.ms"),
-            expiration_interval_ms=g("transaction.remove.expired.transaction.cleanup.interval.ms"),
-            write_timeout_ms=g("request.timeout.ms"),
-        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from kt.broker.errors import IllegalTransition
 from kt.protocol.coordinator_records import TransactionLogValue
 from kt.protocol.coordinator_records import TransactionState as LogState
 
@@ -62,10 +63,6 @@ _VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
 
 #: States in which a transactional id may expire (no transaction in progress).
 EXPIRABLE = frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT})
-
-
-class IllegalTransition(Exception):
-    """A transition the state machine does not allow (a coordinator bug)."""
 
 
 def is_epoch_exhausted(epoch: int) -> bool:

@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Input
 
-from kt.tui.host import ResetOffsets
+from kt.tui.host import OpenGroup, ResetOffsets
 from kt.tui.screens.base import DashboardScreen, fill_table, selected_key
 from kt.tui.screens.topics import filter_matches
 from kt.tui.widgets.format import human_count, human_duration, num, plain, spark_text, tone
@@ -111,9 +111,7 @@ class GroupsScreen(DashboardScreen):
     def action_open(self) -> None:
         gid = self.selected_group()
         if gid is not None:
-            from kt.tui.screens.group_detail import GroupDetailScreen
-
-            self.app.push_screen(GroupDetailScreen(gid))
+            self.ask(OpenGroup(gid))
 
     def action_reset_offsets(self) -> None:
         gid = self.selected_group()

@@ -13,7 +13,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Input
 from textual.widgets.data_table import ColumnKey
 
-from kt.tui.host import AddPartitions, AlterConfig, CreateTopic, DeleteTopic
+from kt.tui.host import AddPartitions, AlterConfig, CreateTopic, DeleteTopic, OpenTopic
 from kt.tui.model import TopicInfo
 from kt.tui.screens.base import DashboardScreen, fill_table, selected_key
 from kt.tui.widgets.format import human_bytes, human_count, num, plain, tone
@@ -171,9 +171,7 @@ class TopicsScreen(DashboardScreen):
     def action_open(self) -> None:
         name = self.selected_topic()
         if name is not None:
-            from kt.tui.screens.topic_detail import TopicDetailScreen
-
-            self.app.push_screen(TopicDetailScreen(name))
+            self.ask(OpenTopic(name))
 
     # --- actions -------------------------------------------------------------------------
 

@@ -1,6 +1,14 @@
-"""AlterReplicaLogDirs and DescribeLogDirs through their handlers, on an in-process
-broker with two log directories: error codes, a move remembered for a replica not
-created yet, the throttle (read at every chunk) and a move seen to completion."""
+"""AlterReplicaLogDirs and DescribeLogDirs through their handlers, with two or three
+log directories: error codes, a move remembered for a replica not created yet, a
+move replaced or cancelled, offline directories, the throttle (read at every chunk)
+and a move seen to completion.
+
+AlterReplicaLogDirs reads only the replica manager (which reaches the log-dir mover
+the root wires to it): those tests build `handler_harness.ReplicasOnly` and nothing
+else. `test_a_throttled_move_shows_as_future_then_completes` keeps the in-process
+broker: a dynamic config set through IncrementalAlterConfigs (config manager, the
+root's reconfigure) changes the rate of a running copy, seen through
+DescribeLogDirs."""
 
 from __future__ import annotations
 
@@ -58,7 +66,7 @@ def describe(b: InProcessBroker) -> dict[str, list[tuple[str, int, bool, int]]]:
     return out
 
 
-def fill(b: InProcessBroker, tp: TopicPartition, nbytes: int) -> None:
+def fill(b: InProcessBroker | ReplicasOnly, tp: TopicPartition, nbytes: int) -> None:
     now = int(time.time() * 1000)
     value = b"v" * 10_000
     for _ in range(nbytes // len(value)):
@@ -93,13 +101,13 @@ def test_error_codes(tmp_path: Path, dirs: list[Path], version: int) -> None:
 def test_a_replica_not_hosted_yet_is_created_in_the_asked_dir(
     tmp_path: Path, dirs: list[Path]
 ) -> None:
-    b = broker_on(tmp_path, dirs)
+    b = ReplicasOnly(tmp_path, **{"log.dirs": ",".join(map(str, dirs))})
     try:
         # The least loaded directory would be a (log.dirs order); b was asked for.
         assert alter(b, {("later", 0): str(dirs[1])}) == {
             ("later", 0): ErrorCode.REPLICA_NOT_AVAILABLE
         }
-        b.create_topic("later", 1)
+        b.add_topic("later", 1)  # the controller's LeaderAndIsr creates the replica
         assert b.logs.dir_of[TopicPartition("later", 0)] == dirs[1]
     finally:
         b.close()
@@ -137,9 +145,9 @@ def test_a_throttled_move_shows_as_future_then_completes(tmp_path: Path, dirs: l
 
 def test_a_move_to_another_dir_cancels_the_running_one(tmp_path: Path) -> None:
     dirs = [(tmp_path / n).resolve() for n in "abc"]
-    b = broker_on(tmp_path, dirs, **{RATE: "1"})
+    # 1 B/s: after its first chunk the copy waits for minutes.
+    b = ReplicasOnly(tmp_path, {"t": 1}, move_rate=1, **{"log.dirs": ",".join(map(str, dirs))})
     try:
-        b.create_topic("t", 1)
         tp = TopicPartition("t", 0)
         src = b.logs.dir_of[tp]
         first, second = [d for d in dirs if d != src]
@@ -159,9 +167,8 @@ def test_a_move_to_another_dir_cancels_the_running_one(tmp_path: Path) -> None:
 
 def test_offline_dirs_and_long_names(tmp_path: Path) -> None:
     dirs = [(tmp_path / n).resolve() for n in "abc"]
-    b = broker_on(tmp_path, dirs)
+    b = ReplicasOnly(tmp_path, {"t": 3}, **{"log.dirs": ",".join(map(str, dirs))})
     try:
-        b.create_topic("t", 3)
         where = {d: p for p in range(3) for d in [b.logs.dir_of[TopicPartition("t", p)]]}
         assert set(where) == set(dirs)  # one partition per directory
         b.replica_manager.fail_log_dir(dirs[2], "test: disk gone")

@@ -1,7 +1,13 @@
 """The ACL matrix: for each API family, an allowed principal, a denied one and the
 super user, through the dispatcher of an in-process broker with the authorizer on
 (requests and answers through the wire codec), with Kafka's error codes; plus
-allow.everyone.if.no.acl.found both ways and the loopback link left unchecked."""
+allow.everyone.if.no.acl.found both ways and the loopback link left unchecked.
+
+The matrix keeps the in-process broker on purpose: its subject is the authorizer
+the root builds from the config, reached from every API family through the
+dispatcher (principal and listener from the network layer), not one handler.
+`test_describe_configs_never_shows_secrets` is one handler's: DescribeConfigs gets
+only this node and the config."""
 
 from __future__ import annotations
 
@@ -9,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from handler_harness import InProcessBroker, open_broker
+from handler_harness import InProcessBroker, call_with, open_broker
 
+from kt.broker.config import load_config
 from kt.broker.handlers import load_all, resolve
 from kt.broker.security.acl import (
     AccessControlEntry,
@@ -20,6 +27,7 @@ from kt.broker.security.acl import (
     ResourcePattern,
     ResourceType,
 )
+from kt.broker.services import HandlerServices, NodeState
 from kt.protocol import ErrorCode, apis, decode_request, decode_response, encode_request
 from kt.protocol import encode_response as enc_response
 
@@ -288,18 +296,21 @@ def test_describe_configs_never_shows_secrets(tmp_path: Path) -> None:
     # A stand-in, not a key (built so no key-shaped text is tracked in the repository).
     label = "PRIVATE " + "KEY"
     key = f"-----BEGIN {label}-----\nMIIsecret\n-----END {label}-----"
-    b = open_broker(tmp_path, **{
+    config = load_config(None, {
+        "log.dirs": str(tmp_path / "data"), "listeners": "PLAINTEXT://127.0.0.1:9092",
         "ssl.keystore.key": key, "ssl.keystore.password": "pw-secret",
         "listener.name.sasl_ssl.plain.sasl.jaas.config": 'x required user_a="pw-secret";',
         "ssl.truststore.certificates": "-----BEGIN CERTIFICATE-----",
     })  # fmt: skip
-    try:
-        r = ask(b, apis.DESCRIBE_CONFIGS, 2, ADMIN, resources=[
-            {"resource_type": 4, "resource_name": "1", "configuration_keys": None}])  # fmt: skip
-        configs = {c.name: c for c in r.results[0].configs}
-        for name in ("ssl.keystore.key", "ssl.keystore.password", "ssl.truststore.certificates",
-                     "listener.name.sasl_ssl.plain.sasl.jaas.config"):  # fmt: skip
-            assert configs[name].value is None and configs[name].is_sensitive, name
-        assert "secret" not in repr(r)
-    finally:
-        b.close()
+    # DescribeConfigs of a broker reads this node (its id) and its config, nothing else.
+    services = HandlerServices.only(
+        node=NodeState(config.node_id, "PLAINTEXT"), broker_config=lambda: config
+    )
+    body = {"resources": [{"resource_type": 4, "resource_name": "1", "configuration_keys": None}]}
+    r = call_with(services, apis.DESCRIBE_CONFIGS, 2, body)
+    assert r is not None
+    configs = {c.name: c for c in r.results[0].configs}
+    for name in ("ssl.keystore.key", "ssl.keystore.password", "ssl.truststore.certificates",
+                 "listener.name.sasl_ssl.plain.sasl.jaas.config"):  # fmt: skip
+        assert configs[name].value is None and configs[name].is_sensitive, name
+    assert "secret" not in repr(r)

@@ -86,22 +86,26 @@ def test_precedence_and_typed_accessors() -> None:
     assert cfg.effective_log_config().retention_ms == 24 * 3_600_000
     assert cfg.replica_alter_log_dirs_io_max_bytes_per_second == LONG_MAX  # unlimited
     assert not cfg.unclean_leader_election_enable
-    changed = cfg.apply_dynamic(
+    static = cfg
+    cfg = cfg.with_dynamic(
         {"log.retention.ms": "1000", "replica.alter.log.dirs.io.max.bytes.per.second": "7",
          "unclean.leader.election.enable": "true"},
         {"log.retention.ms": "2000", "log.segment.bytes": "4096", "num.io.threads": "9"},
     )  # fmt: skip
-    assert changed == {"log.retention.ms", "log.retention.hours", "log.segment.bytes",
-                       "replica.alter.log.dirs.io.max.bytes.per.second",
-                       "unclean.leader.election.enable"}  # fmt: skip
+    # a new config: the one loaded is unchanged (immutable)
+    assert static.dynamic_defaults == {} and not static.unclean_leader_election_enable
+    assert static.changed_keys(cfg) == {
+        "log.retention.ms", "log.retention.hours", "log.segment.bytes",
+        "replica.alter.log.dirs.io.max.bytes.per.second", "unclean.leader.election.enable",
+    }  # fmt: skip
     log_cfg = cfg.effective_log_config()
     assert (log_cfg.retention_ms, log_cfg.segment_bytes) == (2000, 4096)
     assert cfg.replica_alter_log_dirs_io_max_bytes_per_second == 7
     assert cfg.unclean_leader_election_enable
     assert "num.io.threads" not in cfg.dynamic_own  # not applicable: ignored
     # the per-broker value goes: the cluster default shows through
-    cfg.apply_dynamic(cfg.dynamic_defaults, {})
+    cfg = cfg.with_dynamic(cfg.dynamic_defaults, {})
     assert cfg.effective_log_config().retention_ms == 1000
     assert cfg.effective_log_config().segment_bytes == 2048
-    cfg.apply_dynamic({}, {})
+    cfg = cfg.with_dynamic({}, {})
     assert cfg.effective_log_config().retention_ms == 24 * 3_600_000

@@ -1,6 +1,14 @@
 """The ElectLeaders handler in process, through the wire codec: versions, the
 controller's result codes on the single node, and a non-controller broker forwarding
-to the controller."""
+to the controller.
+
+The forwarding test builds only what the handler reads (`HandlerServices.only`:
+this node, the topics view, the replica manager, a cluster whose controller is
+elsewhere), an unknown election type nothing at all. The others keep the in-process
+broker on purpose: their answers are the active controller's elections (the
+controller with its store and view, its LeaderAndIsr sent back to this broker's
+replica manager over the loopback link), a flow across services, not one handler's
+logic."""
 
 from __future__ import annotations
 
@@ -10,7 +18,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from handler_harness import InProcessBroker, call, open_broker
+from handler_harness import InProcessBroker, call, call_with, open_broker
 
 from kt.broker.services import HandlerServices
 from kt.protocol import ErrorCode, apis, decode_response, encode_response
@@ -24,7 +32,7 @@ def broker(tmp_path: Path) -> Iterator[InProcessBroker]:
     b.close()
 
 
-def elect(b: InProcessBroker, version: int, parts: list[tuple[str, int]] | None,
+def elect(b: InProcessBroker | None, version: int, parts: list[tuple[str, int]] | None,
           election_type: int = 0, services: HandlerServices | None = None) -> Any:  # fmt: skip
     topics: dict[str, list[int]] = {}
     for t, p in parts or []:
@@ -36,6 +44,9 @@ def elect(b: InProcessBroker, version: int, parts: list[tuple[str, int]] | None,
         else [{"topic": t, "partitions": ps} for t, ps in topics.items()],
         timeout_ms=5000,
     )
+    if b is None:
+        assert services is not None
+        return call_with(services, apis.ELECT_LEADERS, version, body)
     return call(b, apis.ELECT_LEADERS, version, body, services)
 
 
@@ -80,8 +91,9 @@ def test_preferred_replica_not_live_and_unknown_partition(broker: InProcessBroke
     }
 
 
-def test_unknown_election_type(broker: InProcessBroker) -> None:
-    resp = elect(broker, 2, [("t", 0)], 7)
+def test_unknown_election_type() -> None:
+    # Refused before anything is asked of the controller: no service at all.
+    resp = elect(None, 2, [("t", 0)], 7, services=HandlerServices.only())
     assert resp.error_code == ErrorCode.INVALID_REQUEST
     assert results(resp) == {("t", 0): (ErrorCode.INVALID_REQUEST, None)}
 

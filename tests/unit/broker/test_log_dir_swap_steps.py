@@ -259,7 +259,7 @@ def _raise(yes: bool) -> None:
 def test_transactions_move_with_their_index_and_open_state(dirs: list[Path]) -> None:
     logs, rm = hosted(dirs)
     # Transactions written without a coordinator (verification off, as Kafka allows).
-    rm.txn_verification_enabled = False
+    rm.reconfigure(txn_verification_enabled=False)
     part = rm.get(TP)
     assert part is not None
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from kt.broker.membership import ClusterMembership, MembershipError
+from kt.broker.membership import ClusterMembership, MembershipError, MembershipSettings
 from kt.broker.metadata import znodes
 from kt.broker.metadata.cluster_store import BrokerIdInUseError
 from kt.broker.services import NodeState
@@ -49,7 +49,14 @@ def _membership(cluster: ScriptedCluster) -> ClusterMembership:
     m._advertised_listeners = lambda: [  # type: ignore[assignment,return-value]
         SimpleNamespace(name="PLAINTEXT", host="127.0.0.1", port=9092, protocol="PLAINTEXT")
     ]
-    m._config = SimpleNamespace(rack=None, get_int=lambda key: 6000)  # type: ignore[assignment]
+    m._settings = MembershipSettings(
+        connection_timeout_ms=6000,
+        session_timeout_ms=6000,
+        rack=None,
+        controlled_shutdown_enable=True,
+        controlled_shutdown_max_retries=3,
+        controlled_shutdown_retry_backoff_ms=5000,
+    )
     m.cluster = cluster  # type: ignore[assignment]
     return m
 

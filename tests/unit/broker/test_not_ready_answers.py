@@ -7,6 +7,11 @@ The broker here is a restarted single node stopped short of joining its cluster
 without a role, its metadata cache is empty, as a cluster member's is while it
 waits for its previous ZooKeeper session to expire. Joining afterwards (its own
 controller's first view) makes the same requests succeed.
+
+These keep the in-process broker on purpose: the subject is a restart (logs
+reopened, partitions hosted without a role, the membership held back, then the
+join and the controller's first view) across every request family, not one
+handler.
 """
 
 from __future__ import annotations

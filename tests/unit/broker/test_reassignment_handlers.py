@@ -1,6 +1,11 @@
 """AlterPartitionReassignments / ListPartitionReassignments through their handlers on
 a single-node broker (its own controller): Kafka's per-partition errors, a reassignment
-to the replicas already there, and NOT_CONTROLLER from a broker that is not it."""
+to the replicas already there, and NOT_CONTROLLER from a broker that is not it.
+
+`test_not_controller` builds only what the handlers read (the membership's active
+controller: none). The other two keep the in-process broker on purpose: the answers
+are the joined controller's (its reassignment state machine over its store and the
+replicas it moves), a flow across services."""
 
 from __future__ import annotations
 

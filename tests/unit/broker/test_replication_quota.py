@@ -1,6 +1,11 @@
 """Replication throttles (KIP-73): the windowed rate, the throttled-replica lists, who
 is throttled (listed, out of the ISR, quota exceeded), and the two dynamic broker
-configs set through IncrementalAlterConfigs and applied live from /config/brokers."""
+configs set through IncrementalAlterConfigs and applied live from /config/brokers.
+
+The throttle logic is tested alone; the three tests that start the in-process broker
+do so on purpose: the root sizing the throttles from the config, and the dynamic
+configs' flow (IncrementalAlterConfigs, the coordination store, the config manager,
+the root's reconfigure, DescribeConfigs)."""
 
 from __future__ import annotations
 
@@ -9,9 +14,12 @@ from pathlib import Path
 
 from handler_harness import call, open_broker
 
+from kt.broker.config import load_config
+from kt.broker.config_settings import throttle_rates
 from kt.broker.replication.quota import (
     ReplicationQuota,
     ReplicationThrottles,
+    ThrottleRates,
     throttled_partitions,
 )
 from kt.protocol import ErrorCode, apis
@@ -65,14 +73,21 @@ def test_throttled_replica_lists():
     assert throttled_partitions("junk,0:x,5:2", 2) == frozenset({5})
 
 
+def rates(defaults: dict[str, str], own: dict[str, str]) -> ThrottleRates:
+    """The rates the root hands the throttles for these dynamic layers."""
+    return throttle_rates(
+        load_config(None, {"log.dirs": "/nonexistent"}).with_dynamic(defaults, own)
+    )
+
+
 def test_only_listed_replicas_out_of_the_isr_are_throttled_when_exceeded():
     configs = {"t": {"leader.replication.throttled.replicas": "0:1",
                      "follower.replication.throttled.replicas": "*"}}  # fmt: skip
     th = ReplicationThrottles(1, lambda topic: configs.get(topic, {}))
     tp0, tp1 = TopicPartition("t", 0), TopicPartition("t", 1)
     assert not th.leader_throttled(tp0)  # no rate set: nothing is throttled
-    th.apply_broker_configs({"leader.replication.throttled.rate": "10"},
-                            {"follower.replication.throttled.rate": "20"})  # fmt: skip
+    th.reconfigure(rates({"leader.replication.throttled.rate": "10"},
+                         {"follower.replication.throttled.rate": "20"}))  # fmt: skip
     assert th.leader.rate == 10 and th.follower.rate == 20
     assert th.leader_throttled(tp0) and not th.leader_throttled(tp1)
     assert th.follower_throttled(tp1)
@@ -81,8 +96,8 @@ def test_only_listed_replicas_out_of_the_isr_are_throttled_when_exceeded():
     assert not th.should_leader_throttle(tp0, replica_in_isr=True)
     assert not th.should_leader_throttle(tp1, replica_in_isr=False)
     # the broker's own value wins over <default>; an empty one is no throttle
-    th.apply_broker_configs({"leader.replication.throttled.rate": "10"},
-                            {"leader.replication.throttled.rate": "99"})  # fmt: skip
+    th.reconfigure(rates({"leader.replication.throttled.rate": "10"},
+                         {"leader.replication.throttled.rate": "99"}))  # fmt: skip
     assert th.leader.rate == 99 and th.follower.rate is None
 
 

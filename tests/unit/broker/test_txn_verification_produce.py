@@ -4,7 +4,12 @@ the AddPartitionsToTxn handler): a transactional Produce for a partition the
 producer did not add to its transaction is refused with Kafka's error and writes
 nothing; an added one is appended; the produce version decides how coordinator
 errors reach the producer; with `transaction.partition.verification.enable=false`
-(static or dynamic) the batch is appended as before."""
+(static or dynamic) the batch is appended as before.
+
+These keep the in-process broker on purpose: the subject is a flow across services
+(Produce, the transaction coordinator over the loopback link, AddPartitionsToTxn,
+the replica manager's verification guards, a dynamic config through the root's
+reconfigure), not one handler."""
 
 from __future__ import annotations
 

@@ -243,3 +243,16 @@ def test_the_fast_path_declines_what_the_codec_rejects(tail: bytes) -> None:
         except MetadataParseError:
             expected = None
         assert fast_kafka_json(value) == expected
+
+
+def test_the_fast_paths_tail_cache_keeps_each_records_own_fields() -> None:
+    """Leader/ISR changes share tails (topic id, tagged fields); each keeps its own text."""
+    records = []
+    for version in (0, 1, 2):
+        for topic in ("orders", "payments"):
+            for tagged in ({"Leader": 2, "Isr": [2, 3]}, {"Isr": [1]}, {}):
+                for partition in (0, 7, 0):  # a repeat: the second time from the cache
+                    data = {"PartitionId": partition, "TopicId": UUIDS[topic], **tagged}
+                    records.append(encode_metadata_record(5, version, data))
+    for value in records:
+        assert fast_kafka_json(value) == decode_metadata_record(value).kafka_json()

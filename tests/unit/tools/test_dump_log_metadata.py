@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -12,6 +14,7 @@ from kraft_fixtures import UUIDS, leader_change, partition, pchange, register
 
 from kt.storage.metadata_log import MetadataBatchWriter, build_snapshot
 from kt.tools.dump_log import dump_log_segments
+from kt.tools.dump_log_metadata import plain_batch_lines as _plain_batch_lines
 
 REPO = Path(__file__).resolve().parents[3]
 GOLDEN = REPO / "tests" / "golden" / "kraft-metadata.dump.txt"
@@ -255,3 +258,103 @@ def test_shell_reads_bootstrap_checkpoint(tmp_path: Path) -> None:
         cli, ["metadata", "shell", "-s", str(boot), "cat", "/image/features/metadata.version"]
     )
     assert (r.exit_code, r.stdout) == (0, "20\n")
+
+
+def _fast_and_general(
+    monkeypatch: pytest.MonkeyPatch, *args: str | os.PathLike[str]
+) -> tuple[tuple[int, str, str], tuple[int, str, str], int]:
+    """The dump with the whole-batch fast path, without it, and how many batches took it."""
+    import kt.tools.dump_log_metadata as dm
+
+    fast_batches = 0
+    real = _plain_batch_lines  # not dm's: an earlier call's patch may still be in place
+
+    def counting(*a: Any) -> list[str] | None:
+        nonlocal fast_batches
+        lines = real(*a)
+        fast_batches += lines is not None
+        return lines
+
+    monkeypatch.setattr(dm, "plain_batch_lines", counting)
+    fast = run("--cluster-metadata-decoder", *args)
+    monkeypatch.setattr(dm, "plain_batch_lines", lambda *a: None)
+    general = run("--cluster-metadata-decoder", *args)
+    return fast, general, fast_batches
+
+
+def _all_types_log(d: Path) -> Path:
+    from kraft_fixtures import sample_data
+
+    from kt.storage.metadata_schema import METADATA_RECORDS
+
+    w = MetadataBatchWriter(0, 3)
+    for key, schema in sorted(METADATA_RECORDS.items()):
+        for version in range(schema.valid[0], (schema.valid[1] or 0) + 1):
+            w.records([(key, version, sample_data(schema, version))], TS + key)
+    # A batch of many records (two-byte offset deltas) and a value over 8 KiB.
+    big = {"ResourceType": 2, "ResourceName": "t" * 300, "Name": "x", "Value": "y" * 9000}
+    w.records([(20, 0, {})] * 200 + [(4, 0, big)], TS)
+    path = d / "all" / "00000000000000000000.log"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(bytes(w.out))
+    return path
+
+
+@pytest.mark.parametrize("extra", [[], ["--skip-record-metadata"]])
+def test_batch_fast_path_prints_what_the_record_loop_prints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: list[str]
+) -> None:
+    from kt.storage import record_batch as v2
+
+    logs = [write_log(tmp_path), _all_types_log(tmp_path)]
+    # LogAppendTime: the records show the batch's max timestamp.
+    data = bytearray(logs[1].read_bytes())
+    v2.set_log_append_time(data, TS + 999)
+    logs.append(tmp_path / "append-time.log")
+    logs[-1].write_bytes(bytes(data))
+    # A gap between batches (the base offset is outside the CRC): Kafka's end report.
+    first = v2.BatchHeader(*v2._HEADER.unpack_from(data, 0)).size_in_bytes
+    struct.pack_into(">q", data, first, 100)
+    logs.append(tmp_path / "gap.log")
+    logs[-1].write_bytes(bytes(data))
+    for log in logs:
+        fast, general, taken = _fast_and_general(monkeypatch, *extra, "--files", log)
+        assert fast == general
+        assert taken > 0, log
+        if log.name == "append-time.log":
+            assert "LogAppendTime: 1769791435544" in fast[1]
+    assert "Non-consecutive offsets" in fast[1] + fast[2]
+
+
+def test_batch_fast_path_on_damaged_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bytes changed inside records (CRCs fixed up): the fast path gives way, same text."""
+    import random
+
+    import crc32c
+
+    from kt.storage import record_batch as v2
+
+    original = [write_log(tmp_path).read_bytes(), _all_types_log(tmp_path).read_bytes()]
+    rng = random.Random(22)
+    log = tmp_path / "damaged" / "00000000000000000000.log"
+    log.parent.mkdir()
+    errors = 0
+    for n in range(60):
+        data = bytearray(original[n % 2])
+        for _ in range(rng.randint(1, 3)):
+            data[rng.randrange(61, len(data))] = rng.randrange(256)
+        pos = 0
+        while pos + v2.HEADER_SIZE <= len(data):
+            h = v2.BatchHeader(*v2._HEADER.unpack_from(data, pos))
+            end = pos + h.size_in_bytes
+            if h.size_in_bytes < v2.HEADER_SIZE or end > len(data):
+                break
+            struct.pack_into(">I", data, pos + v2.CRC_OFFSET, crc32c.crc32c(data[pos + 21 : end]))
+            pos = end
+        log.write_bytes(bytes(data))
+        fast, general, _ = _fast_and_general(monkeypatch, "--files", log)
+        assert fast == general
+        errors += "Error at" in fast[1]
+    assert errors > 0

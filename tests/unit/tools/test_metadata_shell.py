@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -348,3 +349,51 @@ def test_interactive_on_a_terminal(incident) -> None:  # type: ignore[no-untyped
             proc.kill()
             proc.wait()
         os.close(main)
+
+
+def test_json_output_for_scripts(incident) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    d = incident.directory
+
+    def ndjson(*command: str, stdin: str | None = None) -> list[dict[str, Any]]:
+        code, out, err = kt("metadata", "shell", "-s", d, "--json", *command, stdin=stdin)
+        assert (code, err) == (0, "")
+        return [json.loads(line) for line in out.splitlines()]
+
+    listing = ndjson("ls", "/image/topics/byName/orders", "/image/topics/byName/orders/name")
+    assert [e["name"] for e in listing] == ["0", "1", "2", "id", "name", "name"]
+    assert {e["type"] for e in listing} == {"file"}
+    assert listing[-1]["path"] == "/image/topics/byName/orders/name"
+    # cat: one object per file, the text `cat` prints as the value.
+    _, text, _ = kt("metadata", "shell", "-s", d, "cat", "/image/topics/byName/orders/1")
+    cats = ndjson("cat", "/image/topics/byName/orders/1", "/image/topics/byName/orders/name")
+    assert cats == [
+        {"path": "/image/topics/byName/orders/1", "value": text.rstrip("\n")},
+        {"path": "/image/topics/byName/orders/name", "value": "orders"},
+    ]
+    # find: every path under the start, directories and files, in find's order.
+    _, text, _ = kt("metadata", "shell", "-s", d, "find", "/image/cluster")
+    found = ndjson("find", "/image/cluster")
+    assert [e["path"] for e in found] == text.splitlines()
+    assert found[0] == {"path": "/image/cluster", "name": "cluster", "type": "directory"}
+    assert {"path": "/image/cluster/brokers/1", "name": "1", "type": "file"} in found
+    # tree: the subtree as one object; secrets stay redacted (alice exists at 03:12:08).
+    (tree,) = ndjson("--as-of", "2026-01-30T03:12:08Z", "tree", "/image/scram")
+    assert tree["path"] == "/image/scram"
+    assert isinstance(tree["tree"], dict) and "[redacted]" in json.dumps(tree["tree"])
+    assert "hunter2" not in json.dumps(tree["tree"])
+    # Piped commands: every command's output is NDJSON.
+    script = "cd /image/topics/byName\npwd\nls\nhistory\n"
+    assert ndjson(stdin=script) == [
+        {"path": "/image/topics/byName"},
+        {"path": "/image/topics/byName/orders", "name": "orders", "type": "directory"},
+        {"index": 1, "command": "cd /image/topics/byName"},
+        {"index": 2, "command": "pwd"},
+        {"index": 3, "command": "ls"},
+        {"index": 4, "command": "history"},
+    ]
+    # Errors stay one text line on stderr, exit 1.
+    code, out, err = kt("metadata", "shell", "-s", d, "--json", "cat", "/image/nope")
+    assert (code, out) == (1, "")
+    assert err == "kt: error: cat: /image/nope: no such file or directory\n"
