@@ -12,7 +12,9 @@ of that listener with the settings Kafka's broker uses there:
 - SASL (`SASL_PLAINTEXT`, `SASL_SSL`): the mechanism `sasl.mechanism.inter.broker.protocol`
   with the broker's own credentials, the `username`/`password` options of the
   listener's `listener.name.<l>.<mechanism>.sasl.jaas.config` (for OAUTHBEARER the
-  unsecured login options), as Kafka's broker logs itself in.
+  unsecured login options; for GSSAPI the keytab and principal of its
+  Krb5LoginModule entry, with `sasl.kerberos.service.name`), as Kafka's broker logs
+  itself in.
 
 Everything is built and checked at start-up, so a broker whose peers it could not
 reach securely refuses to start rather than failing on its first replica fetch.
@@ -96,11 +98,6 @@ def _sasl(props: Mapping[str, str], lc: ListenerConfig) -> SecurityConfig:
     mechanism = (
         (props.get("sasl.mechanism.inter.broker.protocol") or DEFAULT_MECHANISM).strip().upper()
     )
-    if mechanism == "GSSAPI":
-        raise SecurityConfigError(
-            "sasl.mechanism.inter.broker.protocol=GSSAPI: kt's broker does not implement "
-            "GSSAPI; use SCRAM-SHA-512, SCRAM-SHA-256, PLAIN or OAUTHBEARER"
-        )
     key = f"{lc.prefix}{mechanism.lower()}.sasl.jaas.config"
     jaas = lc.mechanism_get(mechanism, "sasl.jaas.config")
     if not jaas or not jaas.strip():
@@ -108,12 +105,23 @@ def _sasl(props: Mapping[str, str], lc: ListenerConfig) -> SecurityConfig:
             f"{key} is not set: the broker logs in to the inter-broker listener "
             f"{lc.name} with {mechanism} using that entry's username and password"
         )
+    client = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+              "sasl.jaas.config": jaas}  # fmt: skip
+    if mechanism == "GSSAPI":
+        # the broker logs in with the keytab and principal of its Krb5LoginModule
+        # entry and asks tickets for <service>/<peer's advertised host>, as Kafka
+        service = lc.mechanism_get("GSSAPI", "sasl.kerberos.service.name") or lc.get(
+            "sasl.kerberos.service.name"
+        )
+        if not service or not service.strip():
+            raise SecurityConfigError(
+                "sasl.mechanism.inter.broker.protocol=GSSAPI needs sasl.kerberos.service.name "
+                "(the service of the brokers' Kerberos principals, usually kafka)"
+            )
+        client["sasl.kerberos.service.name"] = service.strip()
     try:
         # the client library reads the login module's options as a Kafka client does
-        return SecurityConfig.from_properties(
-            {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
-             "sasl.jaas.config": jaas}
-        )  # fmt: skip
+        return SecurityConfig.from_properties(client)
     except ClientSecurityError as exc:
         raise SecurityConfigError(
             f"{key}: the broker's own inter-broker credentials: {exc}"
