@@ -359,19 +359,35 @@ def _forget_traceback(exc: BaseException) -> None:
     exc.__traceback__ = None
 
 
-def _listening_socket(host: str, port: int) -> socket.socket:
-    """A non-blocking listening TCP socket on host:port (every interface when
-    `host` is empty, IPv6 and IPv4 where the system can), as loop.create_server
-    makes them."""
-    if host:
-        sock = socket.create_server((host, port), backlog=100)
-    elif socket.has_dualstack_ipv6():
-        sock = socket.create_server(("", port), family=socket.AF_INET6, backlog=100,
-                                    dualstack_ipv6=True)  # fmt: skip
-    else:
-        sock = socket.create_server(("", port), backlog=100)
-    sock.setblocking(False)
-    return sock
+def _listening_sockets(host: str, port: int) -> list[socket.socket]:
+    """Non-blocking listening TCP sockets on every address `host` resolves to (every
+    interface when empty; "localhost" is 127.0.0.1 and ::1), as loop.create_server
+    binds them; with port 0 they share the port the first one got."""
+    infos = socket.getaddrinfo(host or None, port, socket.AF_UNSPEC, socket.SOCK_STREAM,
+                               0, socket.AI_PASSIVE)  # fmt: skip
+    socks: list[socket.socket] = []
+    seen: set[tuple[int, Any]] = set()
+    try:
+        for family, kind, proto, _, addr in infos:
+            if (family, addr) in seen:
+                continue
+            seen.add((family, addr))
+            sock = socket.socket(family, kind, proto)
+            socks.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                # IPv4 has its own socket (as asyncio's servers do)
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            if port == 0 and len(socks) > 1:
+                addr = (addr[0], socks[0].getsockname()[1], *addr[2:])
+            sock.bind(addr)
+            sock.listen(100)
+            sock.setblocking(False)
+    except OSError:
+        for sock in socks:
+            sock.close()
+        raise
+    return socks
 
 
 class _TlsListener:
@@ -382,25 +398,28 @@ class _TlsListener:
     operator must see plaintext on a TLS port, a handshake of garbage or a
     certificate from the wrong CA. Works alike on asyncio's loop and uvloop."""
 
-    def __init__(self, net: NetworkServer, sock: socket.socket, security: ListenerSecurity):
+    def __init__(
+        self, net: NetworkServer, socks: list[socket.socket], security: ListenerSecurity
+    ) -> None:
         self.net = net
-        self.sock = sock
+        self.socks = socks
         self.security = security
-        self.port: int = sock.getsockname()[1]
-        self.accepting: asyncio.Task[None] | None = None
+        self.port: int = socks[0].getsockname()[1]
+        self.accepting: list[asyncio.Task[None]] = []
         #: handshakes under way (their connections are not served yet)
         self.handshakes: set[asyncio.Task[None]] = set()
 
     def start_serving(self) -> None:
         """Start accepting (once)."""
-        if self.accepting is None:
-            self.accepting = asyncio.get_running_loop().create_task(self._accept())
+        if not self.accepting:
+            loop = asyncio.get_running_loop()
+            self.accepting = [loop.create_task(self._accept(s)) for s in self.socks]
 
-    async def _accept(self) -> None:
+    async def _accept(self, listening: socket.socket) -> None:
         loop = asyncio.get_running_loop()
         while True:
             try:
-                sock, addr = await loop.sock_accept(self.sock)
+                sock, addr = await loop.sock_accept(listening)
             except OSError as exc:
                 # e.g. out of descriptors: wait a moment rather than spin, as
                 # asyncio's own server does
@@ -408,9 +427,8 @@ class _TlsListener:
                 await asyncio.sleep(1.0)
                 continue
             # Nagle off, as on every connection loop.create_server accepts (asyncio
-            # sets it only on sockets whose proto is IPPROTO_TCP, which socket.
-            # create_server's are not): without it TLS fetch responses wait for
-            # ACKs and consumers read at half speed.
+            # sets it itself only when the socket's proto says TCP): without it TLS
+            # fetch responses wait for ACKs and consumers read at half speed.
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             host = addr[0] if isinstance(addr, tuple) else "unknown"
             refused = self.net.quotas.admit(host)
@@ -453,15 +471,14 @@ class _TlsListener:
 
     def close(self) -> None:
         """Stop accepting; abandon the handshakes under way."""
-        if self.accepting is not None:
-            self.accepting.cancel()
-        for task in list(self.handshakes):
+        for task in [*self.accepting, *self.handshakes]:
             task.cancel()
-        self.sock.close()
+        for sock in self.socks:
+            sock.close()
 
     async def wait_closed(self) -> None:
         """Wait until the accepting task and the handshakes have ended."""
-        tasks = [t for t in (self.accepting, *self.handshakes) if t is not None]
+        tasks = [*self.accepting, *self.handshakes]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
@@ -507,7 +524,7 @@ class NetworkServer:
         if self._reaper is None:
             self._reaper = loop.create_task(self._reap_idle())
         if security is not None and security.ssl_context is not None:
-            listener = _TlsListener(self, _listening_socket(host, port), security)
+            listener = _TlsListener(self, _listening_sockets(host, port), security)
             self.tls_listeners.append(listener)
             if serving:
                 listener.start_serving()

@@ -219,3 +219,29 @@ def test_tls_listener_logs_a_failed_handshake_and_serves_with_nagle_off(
         + lines[0].split("SSL handshake failed: ", 1)[1]
     ]
     assert all(r.exc_info is None for r in caplog.records)
+
+
+def test_a_tls_listener_on_localhost_listens_on_each_of_its_addresses(
+    run: Callable[[Any], Any], tmp_path: Path
+) -> None:
+    """As loop.create_server binds a name: every address "localhost" resolves to
+    (127.0.0.1, and ::1 where the machine has IPv6) on one port."""
+    security, _ = _tls_listener(tmp_path)
+    addresses = {
+        info[4][0]
+        for info in socket.getaddrinfo("localhost", 0, socket.AF_UNSPEC, socket.SOCK_STREAM)
+    }
+
+    async def go() -> set[str]:
+        server = NetworkServer(RequestDispatcher(HandlerServices.only(), {}), 1 << 20, 60_000)
+        port = await server.start("localhost", 0, security=security)
+        reached = set()
+        for address in addresses:
+            _reader, writer = await asyncio.open_connection(address, port)
+            reached.add(address)
+            writer.close()
+        await server.stop()
+        return reached
+
+    assert run(go()) == addresses
+    assert "127.0.0.1" in addresses
