@@ -24,7 +24,7 @@ Offsets and sizes follow the TUI's convention: -1 is unknown.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -212,10 +212,20 @@ class PartitionState(Protocol):
     def offline_replicas(self) -> Sequence[int]: ...
 
 
-def under_replicated(p: PartitionState) -> bool:
-    """Fewer in-sync replicas than replicas (a reassignment's adding replicas
-    count: the broker's UnderReplicatedPartitions measure)."""
-    return len(p.isr) < len(p.replicas)
+def under_replicated(p: PartitionState, adding: Collection[int] = ()) -> bool:
+    """Fewer in-sync replicas than the replication factor: the replicas less those a
+    reassignment is still `adding` (Kafka's Partition.isUnderReplicated, behind the
+    UnderReplicatedPartitions metric, and kafka-topics.sh's
+    --under-replicated-partitions: a partition being moved is not under-replicated
+    while its new replicas catch up)."""
+    factor = len(p.replicas) - sum(1 for r in adding if r in p.replicas)
+    return len(p.isr) < factor
+
+
+def under_min_isr(p: PartitionState, min_isr: int) -> bool:
+    """No leader, or fewer in-sync replicas than min.insync.replicas
+    (kafka-topics.sh's --under-min-isr-partitions)."""
+    return offline(p) or len(p.isr) < min_isr
 
 
 def offline(p: PartitionState) -> bool:
@@ -265,13 +275,16 @@ class BrokerLoad:
 
 
 def broker_loads(
-    partitions: Iterable[PartitionState], broker_ids: Iterable[int]
+    partitions: Iterable[PartitionState],
+    broker_ids: Iterable[int],
+    adding: Callable[[PartitionState], Collection[int]] = lambda p: (),
 ) -> dict[int, BrokerLoad]:
     """Per broker id, sorted (the live ones given, and any other a partition names as
-    a replica or leader): see `BrokerLoad`."""
+    a replica or leader): see `BrokerLoad`. `adding` gives a partition's replicas a
+    reassignment is adding, when the caller knows them (see `under_replicated`)."""
     loads = {b: BrokerLoad() for b in broker_ids}
     for p in partitions:
-        urp, down = under_replicated(p), offline(p)
+        urp, down = under_replicated(p, adding(p)), offline(p)
         head = preferred_leader(p)
         if head >= 0:
             pref = loads.setdefault(head, BrokerLoad())

@@ -59,6 +59,9 @@ class PartitionInfo:
     size_bytes: int  # -1 unknown
     #: ListOffsets latest under read_committed: asked only for the watched topic
     last_stable_offset: int = -1  # -1 unknown
+    #: replicas an ongoing reassignment is adding (not yet part of the
+    #: replication factor, as Kafka counts it)
+    adding_replicas: tuple[int, ...] = ()
 
     @property
     def lso_lag(self) -> int:
@@ -75,8 +78,9 @@ class PartitionInfo:
 
     @property
     def under_replicated(self) -> bool:
-        """Fewer in-sync replicas than replicas."""
-        return describe.under_replicated(self)
+        """Fewer in-sync replicas than the replication factor (replicas being added
+        by a reassignment do not count yet, as in Kafka)."""
+        return describe.under_replicated(self, self.adding_replicas)
 
     @property
     def offline(self) -> bool:
@@ -118,8 +122,11 @@ class TopicInfo:
 
     @property
     def under_min_isr(self) -> int:
-        """How many partitions have fewer in-sync replicas than min.insync.replicas."""
-        return sum(1 for p in self.partitions if len(p.isr) < self.min_insync_replicas)
+        """How many partitions are under min ISR: no leader, or fewer in-sync replicas
+        than min.insync.replicas (kafka-topics.sh's --under-min-isr-partitions)."""
+        return sum(
+            1 for p in self.partitions if describe.under_min_isr(p, self.min_insync_replicas)
+        )
 
     @property
     def offline(self) -> int:
@@ -282,7 +289,11 @@ class ClusterSnapshot:
         """Per broker id (live ones, and any other a partition names as a replica):
         partitions led, replicas hosted, replicas out of the ISR, hosted partitions
         that are under-replicated or offline."""
-        return describe.broker_loads(self.partitions, (b.node_id for b in self.brokers))
+        return describe.broker_loads(
+            self.partitions,
+            (b.node_id for b in self.brokers),
+            adding=lambda p: p.adding_replicas if isinstance(p, PartitionInfo) else (),
+        )
 
     def leader_imbalance(self) -> dict[int, LeaderImbalance]:
         """Per preferred replica: its partitions and those another broker leads, as

@@ -691,6 +691,11 @@ def build_snapshot(
 
     led: dict[int, int] = {}
     topics: list[TopicInfo] = []
+    adding: dict[tuple[str, int], tuple[int, ...]] = {
+        (t.name, p.partition_index): tuple(p.adding_replicas)
+        for t in raw.reassignments
+        for p in t.partitions
+    }
     for t in raw.topics:
         if t.error_code not in (ErrorCode.NONE, ErrorCode.LEADER_NOT_AVAILABLE) or not t.name:
             continue
@@ -718,6 +723,7 @@ def build_snapshot(
                     log_end_offset=raw.latest.get(tp, -1),
                     size_bytes=size,
                     last_stable_offset=raw.stable.get(tp, -1),
+                    adding_replicas=tuple(r for r in adding.get(tp, ()) if r in p.replica_nodes),
                 )
             )
         overridden: dict[str, str] = {}
@@ -727,7 +733,9 @@ def build_snapshot(
             if c.config_source == DYNAMIC_TOPIC_CONFIG and c.value is not None:
                 overridden[c.name] = c.value
         min_isr = min_insync_replicas((c.name, c.value) for c in configs)
-        rf = max((len(p.replicas) for p in parts), default=0)
+        # kafka-topics.sh's ReplicationFactor: the first partition's replicas less
+        # those a reassignment is adding.
+        rf = len(parts[0].replicas) - len(parts[0].adding_replicas) if parts else 0
         topics.append(
             TopicInfo(
                 name=t.name,

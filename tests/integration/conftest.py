@@ -28,7 +28,13 @@ def secured_broker(
     tmp = tmp_path_factory.mktemp("secbroker")
     keystore = tmp / "server-keystore.pem"
     keystore.write_text((tls_pki / "server.key").read_text() + (tls_pki / "server.pem").read_text())
-    ports = {n: free_port() for n in ("PLAINTEXT", "SASL_SSL", "SSL", "SASL_PLAINTEXT")}
+    ports: dict[str, int] = {}
+    for name in ("PLAINTEXT", "SASL_SSL", "SSL", "SASL_PLAINTEXT"):
+        # free_port() closes its socket, so two calls can name the same port (seen:
+        # the broker then refuses two listeners on one port)
+        while (port := free_port()) in ports.values():
+            pass
+        ports[name] = port
     overrides = {
         "listeners": ",".join(f"{n}://localhost:{p}" for n, p in ports.items()),
         "sasl.enabled.mechanisms": "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN",

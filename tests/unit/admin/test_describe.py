@@ -13,6 +13,7 @@ from kt.admin.describe import (
     offline,
     preferred_leader,
     replica_sizes,
+    under_min_isr,
     under_replicated,
 )
 from kt.client import LogDirInfo, LogDirPartition, PartitionInfo
@@ -86,6 +87,26 @@ def test_broker_loads_count_what_each_broker_leads_hosts_and_prefers() -> None:
     assert (three.preferred, three.preferred_not_led, three.imbalance_percent) == (2, 2, 100.0)
     assert (three.offline, four.offline, four.out_of_sync) == (1, 1, 1)
     assert loads[5].imbalance_percent == 0.0 and loads[5].replicas == 0
+
+
+def test_replicas_a_reassignment_is_adding_are_not_yet_part_of_the_factor() -> None:
+    # Moving [1, 2, 3] to [4, 5, 6]: replicas [4, 5, 6, 1, 2, 3], adding 4, 5, 6, the old
+    # three in sync. Kafka counts the factor as 3: not under-replicated while 4-6 catch up.
+    moving = PartitionInfo("t", 0, 1, 3, [4, 5, 6, 1, 2, 3], [1, 2, 3])
+    assert under_replicated(moving)  # without knowing the reassignment
+    assert not under_replicated(moving, adding=(4, 5, 6))
+    assert under_replicated(PartitionInfo("t", 0, 1, 3, [4, 5, 6, 1, 2, 3], [1, 2]), (4, 5, 6))
+    # an adding replica the partition no longer lists (the move finished) does not count
+    assert under_replicated(PartitionInfo("t", 0, 1, 3, [4, 5], [4]), adding=(6,))
+    loads = broker_loads([moving], [1, 2, 3], adding=lambda p: (4, 5, 6))
+    assert loads[1].under_replicated == 0 and loads[1].under_replicated_led == 0
+
+
+def test_under_min_isr_counts_partitions_without_a_leader() -> None:
+    assert under_min_isr(PartitionInfo("t", 0, 1, 0, [1, 2, 3], [1]), 2)
+    assert not under_min_isr(PartitionInfo("t", 0, 1, 0, [1, 2, 3], [1, 2]), 2)
+    # no leader: under min ISR whatever the ISR says (kafka-topics.sh's definition)
+    assert under_min_isr(PartitionInfo("t", 0, -1, 0, [1, 2, 3], [1, 2, 3]), 2)
 
 
 def test_a_controller_missing_from_the_brokers_is_one_line() -> None:

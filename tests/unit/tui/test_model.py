@@ -102,6 +102,22 @@ def test_partition_flags() -> None:
     assert part(replicas=()).preferred_leader == -1
 
 
+def test_a_partition_being_moved_is_not_under_replicated_while_new_replicas_catch_up() -> None:
+    from dataclasses import replace
+
+    moving = replace(
+        part(leader=1, replicas=(4, 5, 6, 1, 2, 3), isr=(1, 2, 3)), adding_replicas=(4, 5, 6)
+    )
+    assert not moving.under_replicated
+    assert replace(moving, isr=(1, 2)).under_replicated
+    snap_topic = topic("t", moving, min_isr=2)
+    assert snap_topic.under_replicated == 0 and snap_topic.under_min_isr == 0
+    # and no broker counts it as under-replicated either
+    loads = snap(0.0, topics=(snap_topic,)).broker_loads()
+    assert set(loads) == {1, 2, 3, 4, 5, 6}
+    assert all(load.under_replicated == 0 for load in loads.values())
+
+
 def test_topic_aggregates_skip_unknowns() -> None:
     t = topic(
         "t",
