@@ -30,6 +30,9 @@ import collections
 import itertools
 import logging
 import os
+import re
+import socket
+import ssl
 import struct
 import time
 from dataclasses import dataclass
@@ -110,7 +113,13 @@ class _Connection(asyncio.BufferedProtocol):
     """One client connection: frames are received in place (see FrameReceiver) and
     queued; a processor task answers them in order."""
 
-    def __init__(self, server: NetworkServer, security: ListenerSecurity | None = None) -> None:
+    def __init__(
+        self,
+        server: NetworkServer,
+        security: ListenerSecurity | None = None,
+        *,
+        preadmitted: bool = False,
+    ) -> None:
         self.server = server
         self.conn_id = next(_conn_ids)
         self.receiver = FrameReceiver(server.max_request_size)
@@ -137,6 +146,9 @@ class _Connection(asyncio.BufferedProtocol):
         # Set whenever the writer sent a response or stopped.
         self.written = asyncio.Event()
         self.admitted = False  # counted by the server's ConnectionQuotas
+        # Admitted by a TLS listener at the accept, before the handshake: this
+        # connection releases the count once it is made (see _TlsListener).
+        self.preadmitted = preadmitted
 
     # --- asyncio protocol callbacks ---
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -153,7 +165,8 @@ class _Connection(asyncio.BufferedProtocol):
         self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.host = peer[0] if isinstance(peer, tuple) else "unknown"
-        refused = self.server.quotas.admit(self.host)
+        refused = None if self.preadmitted else self.server.quotas.admit(self.host)
+        self.preadmitted = False
         if refused is not None:
             # Kafka's TooManyConnectionsException: closed right after the accept
             log.info("rejected a connection from %s: %s", self.host, refused)
@@ -316,6 +329,160 @@ MAX_DEFERRED = 256
 _PIPELINED = frozenset({apis.PRODUCE.key})
 
 
+#: How long a TLS client has to complete its handshake before it is disconnected
+#: (and the failure logged).
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
+
+_SSL_NOISE = re.compile(r"^\[[A-Z0-9_]+: [A-Z0-9_]+\] | \(_ssl\.c:\d+\)$")
+
+
+def _ssl_reason(exc: BaseException) -> str:
+    """The cause of a failed handshake in a few words ("wrong version number",
+    "certificate verify failed: unable to get local issuer certificate")."""
+    if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_message:
+        return f"certificate verify failed: {exc.verify_message}"
+    if isinstance(exc, ssl.SSLError):
+        text = exc.strerror if isinstance(exc.strerror, str) else str(exc)
+        return _SSL_NOISE.sub("", text) or type(exc).__name__
+    if isinstance(exc, ConnectionAbortedError | TimeoutError):
+        return f"no handshake within {TLS_HANDSHAKE_TIMEOUT_S:g} s"
+    return str(exc) or type(exc).__name__
+
+
+def _forget_traceback(exc: BaseException) -> None:
+    """Drop a failed handshake's traceback. On Python before 3.11.8/3.12.2
+    asyncio's SSLProtocol keeps the exception in a local of the frame its
+    traceback holds (CPython gh-109534): a reference cycle that keeps the
+    connection's 256 KiB TLS buffers until a full garbage collection, so hostile
+    handshakes grew the broker by tens of MiB. Without the traceback there is no
+    cycle and they are freed at once."""
+    exc.__traceback__ = None
+
+
+def _listening_sockets(host: str, port: int) -> list[socket.socket]:
+    """Non-blocking listening TCP sockets on every address `host` resolves to (every
+    interface when empty; "localhost" is 127.0.0.1 and ::1), as loop.create_server
+    binds them; with port 0 they share the port the first one got."""
+    infos = socket.getaddrinfo(host or None, port, socket.AF_UNSPEC, socket.SOCK_STREAM,
+                               0, socket.AI_PASSIVE)  # fmt: skip
+    socks: list[socket.socket] = []
+    seen: set[tuple[int, Any]] = set()
+    try:
+        for family, kind, proto, _, addr in infos:
+            if (family, addr) in seen:
+                continue
+            seen.add((family, addr))
+            sock = socket.socket(family, kind, proto)
+            socks.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                # IPv4 has its own socket (as asyncio's servers do)
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            if port == 0 and len(socks) > 1:
+                addr = (addr[0], socks[0].getsockname()[1], *addr[2:])
+            sock.bind(addr)
+            sock.listen(100)
+            sock.setblocking(False)
+    except OSError:
+        for sock in socks:
+            sock.close()
+        raise
+    return socks
+
+
+class _TlsListener:
+    """A TLS listener. kt accepts its connections and runs each TLS handshake
+    itself (loop.connect_accepted_socket) rather than letting the loop's server do
+    it (create_server(ssl=...)): a handshake that fails there is dropped silently
+    (asyncio logs it at DEBUG without the peer, uvloop not at all), and an
+    operator must see plaintext on a TLS port, a handshake of garbage or a
+    certificate from the wrong CA. Works alike on asyncio's loop and uvloop."""
+
+    def __init__(
+        self, net: NetworkServer, socks: list[socket.socket], security: ListenerSecurity
+    ) -> None:
+        self.net = net
+        self.socks = socks
+        self.security = security
+        self.port: int = socks[0].getsockname()[1]
+        self.accepting: list[asyncio.Task[None]] = []
+        #: handshakes under way (their connections are not served yet)
+        self.handshakes: set[asyncio.Task[None]] = set()
+
+    def start_serving(self) -> None:
+        """Start accepting (once)."""
+        if not self.accepting:
+            loop = asyncio.get_running_loop()
+            self.accepting = [loop.create_task(self._accept(s)) for s in self.socks]
+
+    async def _accept(self, listening: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                sock, addr = await loop.sock_accept(listening)
+            except OSError as exc:
+                # e.g. out of descriptors: wait a moment rather than spin, as
+                # asyncio's own server does
+                log.warning("cannot accept a connection on port %d: %s", self.port, exc)
+                await asyncio.sleep(1.0)
+                continue
+            # Nagle off, as on every connection loop.create_server accepts (asyncio
+            # sets it itself only when the socket's proto says TCP): without it TLS
+            # fetch responses wait for ACKs and consumers read at half speed.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            host = addr[0] if isinstance(addr, tuple) else "unknown"
+            refused = self.net.quotas.admit(host)
+            if refused is not None:
+                log.info("rejected a connection from %s: %s", host, refused)
+                sock.close()
+                continue
+            task = loop.create_task(self._handshake(sock, host))
+            self.handshakes.add(task)
+            task.add_done_callback(self.handshakes.discard)
+
+    async def _handshake(self, sock: socket.socket, host: str) -> None:
+        """The server side of one TLS handshake; the connection is served (its
+        connection_made called) once it succeeds. A failure is an authentication
+        failure, logged as Kafka's Selector logs it (INFO, the client's address, no
+        traceback) and counted; a peer that hangs up before completing one is no
+        failure (port probes, health checks): DEBUG, as in Kafka."""
+        loop = asyncio.get_running_loop()
+        conn = _Connection(self.net, self.security, preadmitted=True)
+        try:
+            await loop.connect_accepted_socket(
+                lambda: conn, sock, ssl=self.security.ssl_context,
+                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S,
+            )  # fmt: skip
+        except (ssl.SSLError, ConnectionAbortedError, TimeoutError) as exc:
+            # ConnectionAbortedError: the handshake timed out
+            self.net.failed_tls_handshakes += 1
+            log.info("Failed authentication with /%s (SSL handshake failed: %s)",
+                     host, _ssl_reason(exc))  # fmt: skip
+            _forget_traceback(exc)
+        except OSError as exc:
+            log.debug("connection from %s closed during the TLS handshake: %s", host, exc)
+            _forget_traceback(exc)
+        finally:
+            # still ours unless connection_made took the count over
+            if conn.preadmitted:
+                conn.preadmitted = False
+                self.net.quotas.release(host)
+                sock.close()
+
+    def close(self) -> None:
+        """Stop accepting; abandon the handshakes under way."""
+        for task in [*self.accepting, *self.handshakes]:
+            task.cancel()
+        for sock in self.socks:
+            sock.close()
+
+    async def wait_closed(self) -> None:
+        """Wait until the accepting task and the handshakes have ended."""
+        tasks = [*self.accepting, *self.handshakes]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
 class NetworkServer:
     """Listens on the configured listeners and serves connections."""
 
@@ -332,10 +499,13 @@ class NetworkServer:
         self.max_request_size = max_request_size
         self.idle_s = idle_ms / 1000
         self.servers: list[asyncio.AbstractServer] = []
+        self.tls_listeners: list[_TlsListener] = []
         self.connections: set[_Connection] = set()
         self._reaper: asyncio.Task[None] | None = None
         #: False once the loop said it has no sendfile (NotImplementedError)
         self.native_sendfile = True
+        #: TLS handshakes that failed: authentication failures, each logged
+        self.failed_tls_handshakes = 0
         handlers.load_all()
 
     async def start(
@@ -351,15 +521,19 @@ class NetworkServer:
         accepted only after `serve()`. `security`: the listener's TLS context and
         SASL settings (None: plaintext, anonymous)."""
         loop = asyncio.get_running_loop()
-        ssl_context = security.ssl_context if security is not None else None
-        server = await loop.create_server(
-            lambda: _Connection(self, security), host or None, port, reuse_address=True,
-            start_serving=serving, ssl=ssl_context,
-            ssl_handshake_timeout=10.0 if ssl_context is not None else None,
-        )  # fmt: skip
-        self.servers.append(server)
         if self._reaper is None:
             self._reaper = loop.create_task(self._reap_idle())
+        if security is not None and security.ssl_context is not None:
+            listener = _TlsListener(self, _listening_sockets(host, port), security)
+            self.tls_listeners.append(listener)
+            if serving:
+                listener.start_serving()
+            return listener.port
+        server = await loop.create_server(
+            lambda: _Connection(self, security), host or None, port, reuse_address=True,
+            start_serving=serving,
+        )  # fmt: skip
+        self.servers.append(server)
         bound: int = server.sockets[0].getsockname()[1]
         return bound
 
@@ -367,11 +541,15 @@ class NetworkServer:
         """Start accepting on every bound listener."""
         for server in self.servers:
             await server.start_serving()
+        for listener in self.tls_listeners:
+            listener.start_serving()
 
     async def stop(self) -> None:
         """Stop listening and close every connection."""
         for s in self.servers:
             s.close()
+        for tls in self.tls_listeners:
+            tls.close()
         if self._reaper is not None:
             self._reaper.cancel()
         conns = list(self.connections)
@@ -384,6 +562,8 @@ class NetworkServer:
             await asyncio.gather(*tasks, return_exceptions=True)
         for s in self.servers:
             await s.wait_closed()
+        for tls in self.tls_listeners:
+            await tls.wait_closed()
 
     async def _reap_idle(self) -> None:
         loop = asyncio.get_running_loop()

@@ -36,6 +36,7 @@ from kt.broker.metadata.store import CoordinationStore
 from kt.broker.metadata.zookeeper import ZooKeeperStore
 from kt.broker.network import NetworkServer
 from kt.broker.security.broker_security import BrokerSecurity
+from kt.broker.security.inter_broker import reload_client_tls
 from kt.broker.security.listeners import EndPoint
 from kt.storage.meta_properties import read_meta_properties
 
@@ -102,11 +103,17 @@ class RunningBroker:
         )
         self.security = BrokerSecurity(config.props, endpoints)
         # KIP-226: a keystore replaced through the dynamic configs reaches new connections
-        self.broker.reconfigure_hooks.append(
-            lambda now: self.security.reload_tls({**now.props, **now.dynamic_own})
-        )
+        self.broker.reconfigure_hooks.append(self._reload_tls)
         self._opened = False
         self._joined = False
+
+    def _reload_tls(self, config: BrokerConfig) -> None:
+        """KIP-226: a keystore or truststore replaced through the dynamic configs
+        reaches new connections, accepted (the listeners) and made (to the peers)."""
+        props = {**config.props, **config.dynamic_own}
+        self.security.reload_tls(props)
+        if config.listener_settings is not None:
+            reload_client_tls(props, config.listener_settings, config.inter_broker_client)
 
     async def start(self) -> None:
         """Bind, connect, open the logs, join, wait for the controller's view, start

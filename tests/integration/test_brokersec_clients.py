@@ -53,6 +53,9 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Any:
     client = ca.issue("CN=dave,OU=ServiceUsers,O=kt")
     sfiles = ca.write(tmp, "server", server)
     cfiles = ca.write(tmp, "client", client)
+    other = CA("CN=another-ca")  # signs a certificate the broker must refuse
+    (tmp / "other").mkdir()
+    ofiles = other.write(tmp / "other", "stranger", other.issue("CN=mallory,OU=ServiceUsers"))
     ports = {n: free_port() for n in ("PLAINTEXT", "SASL_SSL", "SSL", "SASL_PLAINTEXT")}
     overrides = {
         "listeners": ",".join(f"{n}://127.0.0.1:{p}" for n, p in ports.items()),
@@ -79,7 +82,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Any:
     }
     broker = BrokerProcess(tmp / "data", ports["PLAINTEXT"], overrides).start(timeout=60)
     yield Secured(broker, ports, {**{f"c_{k}": v for k, v in cfiles.items()},
-                                   "ca": sfiles["ca"]})  # fmt: skip
+                                   "ca": sfiles["ca"], "stranger": ofiles["pem"]})  # fmt: skip
     assert broker.stop() == 0
 
 
@@ -376,24 +379,57 @@ def test_requests_before_authentication_are_not_served(users: Secured) -> None:
         time.sleep(0.1)
 
 
-def test_plaintext_on_the_tls_port_and_garbage_handshakes(users: Secured) -> None:
-    with socket.create_connection(("127.0.0.1", users.ports["SASL_SSL"])) as sock:
-        sock.sendall(_frame(18, 0))  # an ApiVersions request, not a ClientHello
-        assert _closed_without_answer(sock)
-    with socket.create_connection(("127.0.0.1", users.ports["SSL"])) as sock:
-        sock.sendall(b"\x16\x03\x01\x00\x05garbage" * 10)
-        assert _closed_without_answer(sock)
-    # an mTLS listener refuses a client without a certificate
-    ctx = ssl.create_default_context(cafile=str(users.files["ca"]))
+HANDSHAKE_FAILED = "Failed authentication with /127.0.0.1 (SSL handshake failed: "
+
+
+def _handshake_failures(secured: Secured) -> list[str]:
+    return [ln for ln in secured.broker.log().splitlines() if HANDSHAKE_FAILED in ln]
+
+
+def _one_more_handshake_failure(secured: Secured, before: int, reason: str) -> None:
+    """Wait for the one log line a refused TLS handshake gets (INFO, with the
+    client's address and why), and check there is exactly one."""
+    deadline = time.monotonic() + 30
+    while len(lines := _handshake_failures(secured)) <= before:
+        assert time.monotonic() < deadline, "the failed handshake was not logged"
+        time.sleep(0.05)
+    assert len(lines) == before + 1, lines[before:]
+    assert reason in lines[-1] and " INFO " in f" {lines[-1]} ", lines[-1]
+
+
+def _mtls_refused(secured: Secured, cert: Path | None) -> None:
+    """A TLS client with `cert` (or none) is refused by the mTLS listener."""
+    ctx = ssl.create_default_context(cafile=str(secured.files["ca"]))
+    if cert is not None:
+        ctx.load_cert_chain(str(cert))
     errors = (ssl.SSLError, ConnectionResetError, BrokenPipeError)
     with (
-        socket.create_connection(("127.0.0.1", users.ports["SSL"])) as raw,
+        socket.create_connection(("127.0.0.1", secured.ports["SSL"]), timeout=30) as raw,
         pytest.raises(errors),
         ctx.wrap_socket(raw, server_hostname="localhost") as tls,
     ):
         tls.sendall(_frame(18, 0))
         if tls.recv(4) == b"":
             raise ConnectionResetError
+
+
+def test_plaintext_on_the_tls_port_and_garbage_handshakes(users: Secured) -> None:
+    before = len(_handshake_failures(users))
+    with socket.create_connection(("127.0.0.1", users.ports["SASL_SSL"])) as sock:
+        sock.sendall(_frame(18, 0))  # an ApiVersions request, not a ClientHello
+        assert _closed_without_answer(sock)
+    _one_more_handshake_failure(users, before, "wrong version number")
+    with socket.create_connection(("127.0.0.1", users.ports["SSL"])) as sock:
+        sock.sendall(b"\x16\x03\x01\x00\x05garbage" * 10)
+        assert _closed_without_answer(sock)
+    _one_more_handshake_failure(users, before + 1, "")
+    # an mTLS listener refuses a client without a certificate, and one whose
+    # certificate another CA signed
+    _mtls_refused(users, None)
+    _one_more_handshake_failure(users, before + 2, "certificate")
+    _mtls_refused(users, users.files["stranger"])
+    _one_more_handshake_failure(users, before + 3, "certificate verify failed")
+    assert "Traceback" not in users.broker.log()
     # and the broker still serves
     from confluent_kafka.admin import AdminClient
 
@@ -438,6 +474,12 @@ def _garbage_tls(port: int) -> None:
         assert _closed_without_answer(sock)
 
 
+def _plaintext_on_tls(port: int) -> None:
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(_frame(18, 0))
+        assert _closed_without_answer(sock)
+
+
 def _oversized_token(port: int) -> None:
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
         sock.sendall(struct.pack(">i", 600_000) + uuid.uuid4().bytes * 37_500)
@@ -445,16 +487,22 @@ def _oversized_token(port: int) -> None:
 
 
 def test_failed_authentications_do_not_grow_the_broker(users: Secured) -> None:
-    """Hundreds of failed authentications (wrong PLAIN password, garbage TLS, an
-    oversized token): after a warm-up the broker's resident memory stays flat (nothing
-    kept per refused connection) and it still serves."""
+    """Hundreds of failed authentications (wrong PLAIN password, garbage TLS,
+    plaintext Kafka on the TLS port, a client certificate from another CA, an
+    oversized token): after a warm-up the broker's resident memory stays flat
+    (nothing kept per refused connection), each failed handshake is logged, and the
+    broker still serves."""
     from concurrent.futures import ThreadPoolExecutor
 
     assert users.broker.proc is not None
     pid = users.broker.proc.pid
+    stranger = users.files["stranger"]
     attempts = [(_failed_plain_login, users.ports["SASL_PLAINTEXT"]),
                 (_garbage_tls, users.ports["SSL"]),
+                (_plaintext_on_tls, users.ports["SASL_SSL"]),
+                (lambda _port: _mtls_refused(users, stranger), users.ports["SSL"]),
                 (_oversized_token, users.ports["SASL_PLAINTEXT"])]  # fmt: skip
+    logged = len(_handshake_failures(users))
 
     def round_of(n: int) -> None:
         # in parallel: each PLAIN refusal waits out connection.failed.authentication.delay.ms
@@ -464,10 +512,14 @@ def test_failed_authentications_do_not_grow_the_broker(users: Secured) -> None:
 
     round_of(30)  # warm-up: caches, allocator arenas, thread pools
     before = _rss_kib(pid)
-    round_of(70)  # 210 more failed authentications
+    round_of(70)  # 350 more failed authentications
     after = _rss_kib(pid)
-    # a leak of even 30 KiB per refused connection would show as > 6 MiB here
+    # a leak of even 20 KiB per refused connection would show as > 6 MiB here
     assert after - before < 6 * 1024, (before, after)
+    deadline = time.monotonic() + 30
+    while len(_handshake_failures(users)) < logged + 3 * 100:
+        assert time.monotonic() < deadline, "not every failed handshake was logged"
+        time.sleep(0.1)
     from confluent_kafka.admin import AdminClient
 
     md = AdminClient({"bootstrap.servers": users.addr("PLAINTEXT")}).list_topics(timeout=15)
@@ -522,7 +574,10 @@ def test_an_expired_session_is_closed_without_an_answer(users: Secured) -> None:
         _recv_exactly(sock, size)
         token = b"\0carol\0carol-secret"
         sock.sendall(struct.pack(">i", len(token)) + token)
-        # authenticated (no server token for PLAIN): Metadata v1 is served
+        # authenticated: Kafka answers PLAIN's raw token with an empty frame, which
+        # v0 clients (librdkafka without SaslAuthenticate) wait for
+        assert _recv_exactly(sock, 4) == b"\0\0\0\0"
+        # then Metadata v1 is served
         sock.sendall(_frame(3, 1, struct.pack(">i", -1)))
         size = struct.unpack(">i", _recv_exactly(sock, 4))[0]
         assert len(_recv_exactly(sock, size)) == size

@@ -87,7 +87,8 @@ function kafkaFor (spec) {
     brokers: spec.brokers,
     logLevel: logLevel.WARN,
     logCreator: stderrLog,
-    retry: { retries: 3, initialRetryTime: 100, maxRetryTime: 1000 },
+    // spec.retry: longer retries where a test kills brokers under the client
+    retry: spec.retry || { retries: 3, initialRetryTime: 100, maxRetryTime: 1000 },
     ...securityFor(spec)
   })
 }
@@ -106,6 +107,11 @@ function encodeMessage (m) {
 
 // spec: {brokers, topic, compression, idempotent, acks, batches: [[{key, value, headers, partition}]]}
 // result: {batches: [[{partition, baseOffset, errorCode}]]}
+// With spec.stream (a producer running while brokers are killed): spec.delayMs
+// between batches, a batch that fails is reported as {error} and the producer goes
+// on, and after each batch a progress line {"progress": n, "ok": bool} is printed
+// (the result stays the last line); with spec.pauseAt and spec.resumeFile it
+// waits after that many batches until the file exists.
 async function produce (spec) {
   const kafka = kafkaFor(spec)
   const producer = kafka.producer({
@@ -117,6 +123,22 @@ async function produce (spec) {
   const out = []
   try {
     for (const batch of spec.batches) {
+      if (spec.stream) {
+        let meta = null
+        try {
+          meta = await sendBatch(producer, spec, batch)
+          out.push(meta.map(r => ({ partition: r.partition, baseOffset: r.baseOffset, errorCode: r.errorCode })))
+        } catch (e) {
+          out.push({ error: String(e && e.message ? e.message : e) })
+        }
+        process.stdout.write(JSON.stringify({ progress: out.length, ok: meta != null }) + '\n')
+        if (spec.pauseAt === out.length && spec.resumeFile) {
+          // wait half way until the test has done what it does mid-run (a kill)
+          while (!fs.existsSync(spec.resumeFile)) await new Promise(resolve => setTimeout(resolve, 50))
+        }
+        await new Promise(resolve => setTimeout(resolve, spec.delayMs || 0))
+        continue
+      }
       const meta = await producer.send({
         topic: spec.topic,
         acks: spec.acks == null ? -1 : spec.acks,
@@ -135,6 +157,19 @@ async function produce (spec) {
     await producer.disconnect()
   }
   return { batches: out }
+}
+
+function sendBatch (producer, spec, batch) {
+  return producer.send({
+    topic: spec.topic,
+    acks: spec.acks == null ? -1 : spec.acks,
+    compression: CODECS[spec.compression || 'none'],
+    messages: batch.map(m => ({
+      key: unb64(m.key),
+      value: unb64(m.value),
+      partition: m.partition == null ? 0 : m.partition
+    }))
+  })
 }
 
 // Reading without a consumer group: the admin client's fetchTopicOffsets for the
@@ -333,13 +368,17 @@ async function main () {
   const chunks = []
   for await (const chunk of process.stdin) chunks.push(chunk)
   const spec = JSON.parse(Buffer.concat(chunks).toString('utf8'))
-  process.stdout.write(JSON.stringify(await command(spec)) + '\n')
+  await writeOut(JSON.stringify(await command(spec)) + '\n')
+}
+
+// process.exit does not wait for a pipe to take what was written: a result
+// larger than the pipe's buffer (64 KiB) was cut short. Exit once it is written.
+function writeOut (text) {
+  return new Promise(resolve => process.stdout.write(text, () => resolve()))
 }
 
 main().then(
   () => process.exit(0),
-  err => {
-    process.stdout.write(JSON.stringify({ error: String(err && err.stack ? err.stack : err) }) + '\n')
-    process.exit(1)
-  }
+  err => writeOut(JSON.stringify({ error: String(err && err.stack ? err.stack : err) }) + '\n')
+    .then(() => process.exit(1))
 )

@@ -34,6 +34,14 @@ class BrokerEndpointInfo:
     epoch: int  # the registration znode's czxid
     endpoints: tuple[tuple[str, str, int], ...]  # (listener, host, port)
     rack: str | None = None
+    #: listener name -> security protocol, from the registration's
+    #: listener_security_protocol_map (a listener missing here is named after its
+    #: protocol, as PLAINTEXT://... is)
+    protocols: tuple[tuple[str, str], ...] = ()
+
+    def protocol(self, listener: str) -> str:
+        """The security protocol of `listener` on this broker."""
+        return dict(self.protocols).get(listener, listener)
 
     def endpoint(self, listener: str | None = None) -> tuple[str, int] | None:
         """(host, port) of a listener (the first when None)."""
@@ -167,7 +175,9 @@ def update_metadata(
                         "port": port,
                         "host": host,
                         "listener": name,
-                        "security_protocol": SECURITY_PROTOCOL_IDS.get(name, 0),
+                        # the listener's protocol from the broker's protocol map,
+                        # not its name (e.g. INTERNAL -> SASL_SSL), as Kafka sends it
+                        "security_protocol": SECURITY_PROTOCOL_IDS.get(b.protocol(name), 0),
                     }
                     for name, host, port in b.endpoints
                 ],

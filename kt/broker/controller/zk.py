@@ -51,6 +51,7 @@ def to_endpoint_info(broker: cs.LiveBroker) -> BrokerEndpointInfo:
         broker.epoch,
         tuple((e.listener, e.host, e.port) for e in reg.endpoints),
         reg.rack,
+        tuple((e.listener, e.security_protocol) for e in reg.endpoints),
     )
 
 

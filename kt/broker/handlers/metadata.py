@@ -209,7 +209,8 @@ def live_brokers(ctx: RequestContext) -> list[dict[str, Any]]:
 
 def _partition(ctx: RequestContext, name: str, p: int, view: PartitionView) -> dict[str, Any]:
     """One partition as the controller described it. A partition without a live
-    leader is LEADER_NOT_AVAILABLE. When this broker leads it but its replica sits in
+    leader is LEADER_NOT_AVAILABLE; one whose leader lacks the client's listener is
+    LISTENER_NOT_FOUND (v6+). When this broker leads it but its replica sits in
     a failed log directory, it is reported the same way, with our replica offline."""
     cache = ctx.services.topics.cache
     offline = list(view.offline_replicas)
@@ -224,6 +225,15 @@ def _partition(ctx: RequestContext, name: str, p: int, view: PartitionView) -> d
         if leader >= 0 and cache.is_alive(leader)
         else (ErrorCode.LEADER_NOT_AVAILABLE)
     )
+    if error == ErrorCode.NONE and ctx.listener:
+        live = cache.broker(leader)
+        if live is not None and live.endpoint(ctx.listener) is None:
+            # The leader has no endpoint on the listener this client uses (brokers
+            # configured with different listeners): Kafka's MetadataCache answers
+            # LISTENER_NOT_FOUND from v6 (LEADER_NOT_AVAILABLE before), no leader.
+            error = (
+                ErrorCode.LISTENER_NOT_FOUND if ctx.version >= 6 else ErrorCode.LEADER_NOT_AVAILABLE
+            )
     # When a client could first learn of a new leader from this broker.
     if timeline.enabled():
         timeline.changed(f"metadata:{name}-{p}", leader if error == ErrorCode.NONE else -1,

@@ -257,8 +257,13 @@ class SaslAuthenticator:
         assert self._server is not None
         if self._server.complete:
             self._complete(f"User:{self._server.authorization_id}")
-        # Kafka sends a server token only when there is one
-        return Step(raw=answer) if answer else Step()
+        # Kafka's SaslServerAuthenticator sends whatever the SaslServer answered,
+        # even empty: PLAIN's (and OAUTHBEARER's) success is an empty frame the client
+        # waits for. Java's GSSAPI server answers null (nothing is sent) where kt's
+        # answers empty (the end of the exchange).
+        if answer is None or (not answer and self.mechanism == GSSAPI):
+            return Step()
+        return Step(raw=answer)
 
     def _complete(self, principal: str) -> int:
         assert self._server is not None and self.mechanism is not None

@@ -13,13 +13,14 @@ truststore keys are dynamic, as in Kafka.
 
 from __future__ import annotations
 
+import socket
 import ssl
 from collections.abc import Mapping
 
 from cryptography import x509
 
 from kt.broker.security.listeners import LISTENER_PREFIX, ListenerConfig
-from kt.broker.security.tls import TlsConfigError, load_keystore, server_context
+from kt.broker.security.tls import TlsConfigError, client_context, load_keystore, server_context
 
 #: Kafka's SslConfigs.RECONFIGURABLE_CONFIGS (dynamic per listener only).
 RECONFIGURABLE = frozenset({
@@ -59,6 +60,62 @@ class ReloadableContext:
         return new
 
     def install(self, lc: ListenerConfig, ctx: ssl.SSLContext) -> None:
+        """New connections use `ctx` from now on."""
+        self.current = ctx
+        self.settings = _snapshot(lc)
+
+
+class SwappableClientContext(ssl.SSLContext):
+    """The TLS context of the broker's own connections to its peers (replica
+    fetchers, the controller's channel, transaction markers), whose keystore and
+    truststore follow the inter-broker listener's dynamic configs as Kafka rebuilds
+    the inter-broker channel builder's SslFactory: each new connection is wrapped by
+    the context current at the time (`swap` installs a new one); connections already
+    open keep theirs. asyncio's loop and uvloop both start a client's TLS with
+    `wrap_bio`, which is delegated."""
+
+    current: ssl.SSLContext
+    settings: dict[str, str | None]
+
+    def __new__(cls, current: ssl.SSLContext, lc: ListenerConfig) -> SwappableClientContext:
+        return super().__new__(cls, ssl.PROTOCOL_TLS_CLIENT)
+
+    def __init__(self, current: ssl.SSLContext, lc: ListenerConfig) -> None:
+        self.current = current
+        self.settings = _snapshot(lc)
+        # what callers read off the context describes the current one
+        self.check_hostname = current.check_hostname
+
+    def wrap_bio(
+        self,
+        incoming: ssl.MemoryBIO,
+        outgoing: ssl.MemoryBIO,
+        server_side: bool = False,
+        server_hostname: str | bytes | None = None,
+        session: ssl.SSLSession | None = None,
+    ) -> ssl.SSLObject:
+        return self.current.wrap_bio(incoming, outgoing, server_side, server_hostname, session)
+
+    def wrap_socket(
+        self,
+        sock: socket.socket,
+        server_side: bool = False,
+        do_handshake_on_connect: bool = True,
+        suppress_ragged_eofs: bool = True,
+        server_hostname: str | bytes | None = None,
+        session: ssl.SSLSession | None = None,
+    ) -> ssl.SSLSocket:
+        return self.current.wrap_socket(sock, server_side, do_handshake_on_connect,
+                                        suppress_ragged_eofs, server_hostname, session)  # fmt: skip
+
+    def reconfigured(self, lc: ListenerConfig) -> ssl.SSLContext | None:
+        """The new client context when the listener's keystore/truststore settings
+        changed (None when they did not); TlsConfigError when it cannot be used."""
+        if _snapshot(lc) == self.settings:
+            return None
+        return client_context(lc)
+
+    def swap(self, lc: ListenerConfig, ctx: ssl.SSLContext) -> None:
         """New connections use `ctx` from now on."""
         self.current = ctx
         self.settings = _snapshot(lc)

@@ -155,3 +155,93 @@ def test_records_are_copied_on_a_loop_without_sendfile(
     frame = b"head" + data + b"tail"
     assert got == frame + frame
     assert native is False
+
+
+def _tls_listener(tmp: Path) -> tuple[Any, Path]:
+    """An SSL listener's security (a PEM keystore of a throwaway CA) and the CA file."""
+    from brokersec_certs import CA
+
+    from kt.broker.security.listener_security import build_listener_security
+    from kt.broker.security.listeners import EndPoint
+
+    ca = CA()
+    files = ca.write(tmp, "server", ca.issue("CN=broker1", ("localhost", "127.0.0.1")))
+    props = {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(files["pem"])}
+    return build_listener_security(props, EndPoint("SSL", "127.0.0.1", 0, "SSL")), files["ca"]
+
+
+def test_tls_listener_logs_a_failed_handshake_and_serves_with_nagle_off(
+    run: Callable[[Any], Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """kt runs the TLS handshake of each connection itself: a failure is counted
+    and logged once at INFO with the peer's address (the loops' own TLS servers
+    drop it), a good client is served, and accepted sockets have TCP_NODELAY (as
+    loop.create_server's do; without it consumers read at half speed)."""
+    import ssl
+
+    security, ca_file = _tls_listener(tmp_path)
+
+    async def go() -> tuple[int, list[int]]:
+        loop = asyncio.get_running_loop()
+        server = NetworkServer(RequestDispatcher(HandlerServices.only(), {}), 1 << 20, 60_000)
+        port = await server.start("127.0.0.1", 0, security=security)
+
+        def garbage() -> bytes:
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+                sock.sendall(b"\x16\x03\x01\x00\x05garbage" * 10)
+                return sock.recv(100)
+
+        assert await loop.run_in_executor(None, garbage) == b""
+        ctx = ssl.create_default_context(cafile=str(ca_file))
+        _reader, writer = await asyncio.open_connection(
+            "127.0.0.1", port, ssl=ctx, server_hostname="localhost"
+        )
+        async with asyncio.timeout(30):
+            while not server.connections:  # connection_made runs after the handshake
+                await asyncio.sleep(0.01)
+        nodelay = [
+            c.transport.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+            for c in server.connections
+            if c.transport is not None
+        ]
+        writer.close()
+        failed = server.failed_tls_handshakes
+        await server.stop()
+        return failed, nodelay
+
+    with caplog.at_level("INFO", logger="kt.broker.network"):
+        failed, nodelay = run(go())
+    assert failed == 1
+    assert nodelay and all(nodelay)
+    lines = [r.getMessage() for r in caplog.records if "SSL handshake failed" in r.getMessage()]
+    assert lines == [
+        "Failed authentication with /127.0.0.1 (SSL handshake failed: "
+        + lines[0].split("SSL handshake failed: ", 1)[1]
+    ]
+    assert all(r.exc_info is None for r in caplog.records)
+
+
+def test_a_tls_listener_on_localhost_listens_on_each_of_its_addresses(
+    run: Callable[[Any], Any], tmp_path: Path
+) -> None:
+    """As loop.create_server binds a name: every address "localhost" resolves to
+    (127.0.0.1, and ::1 where the machine has IPv6) on one port."""
+    security, _ = _tls_listener(tmp_path)
+    addresses = {
+        info[4][0]
+        for info in socket.getaddrinfo("localhost", 0, socket.AF_UNSPEC, socket.SOCK_STREAM)
+    }
+
+    async def go() -> set[str]:
+        server = NetworkServer(RequestDispatcher(HandlerServices.only(), {}), 1 << 20, 60_000)
+        port = await server.start("localhost", 0, security=security)
+        reached = set()
+        for address in addresses:
+            _reader, writer = await asyncio.open_connection(address, port)
+            reached.add(address)
+            writer.close()
+        await server.stop()
+        return reached
+
+    assert run(go()) == addresses
+    assert "127.0.0.1" in addresses

@@ -103,3 +103,29 @@ def test_a_cluster_member_loads_with_a_secured_inter_broker_listener(tmp_path: P
     )
     with pytest.raises(ConfigError):
         load_config(None, props)
+
+
+def test_gssapi_between_brokers_with_the_brokers_keytab(tmp_path: Path) -> None:
+    """sasl.mechanism.inter.broker.protocol=GSSAPI: the broker logs in with the
+    keytab and principal of its listener's Krb5LoginModule entry and asks tickets
+    for sasl.kerberos.service.name; without a service name it does not start."""
+    keytab = tmp_path / "broker.keytab"
+    keytab.write_bytes(b"\x05\x02")  # an empty keytab: only its presence is checked here
+    props = _props(tmp_path)
+    props.update({
+        "sasl.enabled.mechanisms": "GSSAPI",
+        "sasl.mechanism.inter.broker.protocol": "GSSAPI",
+        "listener.name.sasl_ssl.gssapi.sasl.jaas.config": (
+            "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true "
+            f'storeKey=true keyTab="{keytab}" principal="kafka/broker1@EXAMPLE.COM";'
+        ),
+        "sasl.kerberos.service.name": "kafka",
+    })  # fmt: skip
+    cfg = inter_broker_security(props, resolve_listeners(props))
+    assert cfg.mechanism == "GSSAPI" and cfg.uses_tls
+    assert cfg.kerberos is not None
+    assert (cfg.kerberos.service, cfg.kerberos.principal, cfg.kerberos.keytab) == (
+        "kafka", "kafka/broker1@EXAMPLE.COM", str(keytab))  # fmt: skip
+    props.pop("sasl.kerberos.service.name")
+    with pytest.raises(SecurityConfigError, match=r"sasl\.kerberos\.service\.name"):
+        inter_broker_security(props, resolve_listeners(props))

@@ -89,3 +89,85 @@ def test_only_listener_prefixed_keystore_keys_are_dynamic() -> None:
     assert is_reconfigurable("listener.name.sasl_ssl.ssl.truststore.certificates")
     assert not is_reconfigurable("ssl.keystore.location")
     assert not is_reconfigurable("listener.name.ssl.ssl.client.auth")
+
+
+@pytest.mark.parametrize("loop_name", ["asyncio", "uvloop"])
+def test_the_brokers_own_connections_follow_a_rotated_keystore(
+    tmp_path: Path, loop_name: str
+) -> None:
+    """The inter-broker client context (SwappableClientContext): after a rotation to
+    a certificate from a new CA and the old CA's removal from the truststore, new
+    outbound connections present the new certificate and trust only the new CA, on
+    asyncio's loop and uvloop; a change of nothing relevant changes nothing."""
+    import asyncio
+    import ssl
+
+    from kt.broker.security.keystore_reload import SwappableClientContext
+
+    ca1, ca2 = CA("CN=ca-one"), CA("CN=ca-two")
+    (tmp_path / "1").mkdir()
+    (tmp_path / "2").mkdir()
+    one = ca1.write(tmp_path / "1", "b", ca1.issue("CN=broker2,O=kt", ("localhost",)))
+    two = ca2.write(tmp_path / "2", "b", ca2.issue("CN=broker2,O=kt", ("localhost",)))
+    both = tmp_path / "both.crt"
+    both.write_bytes(one["ca"].read_bytes() + two["ca"].read_bytes())
+
+    def client_lc(keystore: Path, truststore: Path) -> ListenerConfig:
+        return ListenerConfig({P + "ssl.keystore.type": "PEM",
+                               P + "ssl.keystore.location": str(keystore),
+                               P + "ssl.truststore.type": "PEM",
+                               P + "ssl.truststore.location": str(truststore)},
+                              "SSL", "SSL")  # fmt: skip
+
+    first = client_lc(one["pem"], both)
+    swappable = SwappableClientContext(client_context(first), first)
+    assert swappable.check_hostname
+    assert swappable.reconfigured(client_lc(one["pem"], both)) is None
+    # a peer that trusts CA2 only and requires a client certificate, served by CA2
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(str(two["pem"]))
+    server.load_verify_locations(cafile=str(two["ca"]))
+    server.verify_mode = ssl.CERT_REQUIRED
+
+    async def connect() -> str:
+        seen: list[str] = []
+
+        def handle(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            cert = w.get_extra_info("peercert") or {}
+            seen.append(dict(x[0] for x in cert.get("issuer", ()))["commonName"])
+            w.close()
+
+        srv = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=server)
+        port = srv.sockets[0].getsockname()[1]
+        try:
+            r, w = await asyncio.open_connection("127.0.0.1", port, ssl=swappable,
+                                                 server_hostname="localhost")  # fmt: skip
+            await r.read()
+            w.close()
+        except (ssl.SSLError, ConnectionError):
+            pass
+        finally:
+            srv.close()
+        return seen[0] if seen else "refused"
+
+    def run() -> str:
+        factory = asyncio.new_event_loop
+        if loop_name == "uvloop":
+            factory = pytest.importorskip("uvloop").new_event_loop
+        with asyncio.Runner(loop_factory=factory) as r:
+            return r.run(connect())
+
+    assert run() == "refused"  # CA1's certificate: the peer refuses it
+    rotated = client_lc(two["pem"], both)
+    new = swappable.reconfigured(rotated)
+    assert new is not None
+    swappable.swap(rotated, new)
+    assert run() == "ca-two"
+    # the old CA leaves the truststore: a peer still serving CA1's certificate fails
+    only_two = client_lc(two["pem"], two["ca"])
+    new = swappable.reconfigured(only_two)
+    assert new is not None
+    swappable.swap(only_two, new)
+    assert run() == "ca-two"
+    server.load_cert_chain(str(one["pem"]))  # the peer now serves CA1's certificate
+    assert run() == "refused"
