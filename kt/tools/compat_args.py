@@ -69,6 +69,9 @@ class Parsed:
 
     options: dict[str, list[str | None]]
     positional: list[str]
+    # each option's word as typed (`--feat`, `-t`, `--feature=a=1`), in order: the
+    # name argparse4j's refusals quote
+    typed: list[tuple[str, str]] = field(default_factory=list)
 
     def has(self, name: str) -> bool:
         """Whether the option was given."""
@@ -82,6 +85,10 @@ class Parsed:
     def values(self, name: str) -> list[str]:
         """Every value the option was given, in order."""
         return [v for v in self.options.get(name, []) if v is not None]
+
+    def first_typed(self, names: list[str]) -> str | None:
+        """The first of these options on the command line, as typed (None if none)."""
+        return next((word for name, word in self.typed if name in names), None)
 
 
 def _resolve(tool: str, spec: Spec, given: str) -> tuple[str, Arity]:
@@ -103,9 +110,10 @@ def parse(tool: str, spec: Spec, argv: list[str]) -> Parsed:
     """Parse `argv` against `spec`; CompatUsageError on what Kafka (or kt) refuses."""
     options: dict[str, list[str | None]] = {}
     positional: list[str] = []
+    typed: list[tuple[str, str]] = []
     i = 0
     while i < len(argv):
-        word = argv[i]
+        word = typed_word = argv[i]
         i += 1
         if word in spec.short:
             word = "--" + spec.short[word]
@@ -134,7 +142,8 @@ def parse(tool: str, spec: Spec, argv: list[str]) -> Parsed:
             value = argv[i]
             i += 1
         options.setdefault(name, []).append(value)
-    return Parsed(options, positional)
+        typed.append((name, typed_word))
+    return Parsed(options, positional, typed)
 
 
 def _is_number(word: str) -> bool:

@@ -22,6 +22,7 @@ not speak DescribeQuorum or UpdateFeatures.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path, PurePath
 
@@ -72,6 +73,15 @@ def _command(tool: str, p: Parsed, choices: list[str]) -> str:
         quoted = ", ".join(f"'{c}'" for c in choices)
         raise CompatUsageError(f"invalid choice: '{word}' (choose from {quoted})")
     return word
+
+
+def refuse_unrecognized(p: Parsed, names: list[str]) -> None:
+    """argparse4j's refusal of options the chosen subcommand does not have, named as
+    given on the command line (`-t` stays `-t`)."""
+    # parseArgs (not parseKnownArgs): the first unknown flag stops it, quoted alone
+    word = p.first_typed(names)
+    if word is not None:
+        raise CompatUsageError(f"unrecognized arguments: '{word}'")
 
 
 async def _offered(c: KafkaClient) -> dict[int, tuple[int, int]]:
@@ -180,7 +190,7 @@ def feature_updates(p: Parsed, command: str) -> dict[str, int]:
     if command != "disable" and p.has("metadata"):
         updates["metadata.version"] = metadata_level(p.value("metadata") or "")
     elif p.has("metadata"):
-        raise CompatUsageError("unrecognized arguments: '--metadata'")
+        refuse_unrecognized(p, ["metadata"])  # disable's subparser has no --metadata
     for text in p.values("feature"):
         if command == "disable":
             name, level = text, 0
@@ -207,8 +217,15 @@ def feature_updates(p: Parsed, command: str) -> dict[str, int]:
 
 def kafka_features(p: Parsed) -> int:
     """kafka-features.sh describe|upgrade|downgrade|disable."""
-    conn = _connection("kafka-features", p)
     command = _command("kafka-features", p, ["describe", "upgrade", "downgrade", "disable"])
+    # options the chosen subparser lacks: argparse4j refuses them before anything runs
+    if command == "describe":
+        refuse_unrecognized(p, ["feature", "metadata", "dry-run", "unsafe"])
+    elif command == "upgrade":
+        refuse_unrecognized(p, ["unsafe"])
+    elif command == "disable":
+        refuse_unrecognized(p, ["metadata"])
+    conn = _connection("kafka-features", p)
     if command == "describe":
 
         async def describe(c: KafkaClient) -> str:
@@ -220,8 +237,6 @@ def kafka_features(p: Parsed) -> int:
 
         click.echo(conn.wire().run(describe), nl=False)
         return EXIT_OK
-    if command == "upgrade" and p.has("unsafe"):
-        raise CompatUsageError("unrecognized arguments: '--unsafe'")
     updates = feature_updates(p, command)
     if UPDATE_FEATURES_KEY in conn.wire().run(_offered):
         raise CompatUsageError("the cluster offers UpdateFeatures; kt's client does not speak it")
@@ -269,18 +284,27 @@ def storage_info(directories: list[str], kraft: bool) -> tuple[str, int]:
     for directory in sorted(directories):
         path = Path(directory)
         shown = str(PurePath(directory))
-        if not path.is_dir():
+        # os.path's tests, not Path's: like Java's Files.isDirectory/Files.exists they
+        # answer False when stat fails for any reason (EACCES under an unreadable
+        # parent included), so such a directory is listed as StorageTool lists it
+        # ("does not exist") instead of raising PermissionError.
+        if not os.path.isdir(path):
             problems.append(
-                f"{shown} {'is not a directory' if path.exists() else 'does not exist'}"
+                f"{shown} {'is not a directory' if os.path.exists(path) else 'does not exist'}"
             )
             continue
         found.append(shown)
         meta = path / "meta.properties"
-        if not meta.exists():
+        if not os.path.exists(meta):
             problems.append(f"{shown} is not formatted.")
             continue
         try:
             cur = parse_properties(meta.read_bytes(), str(meta))
+        except OSError as exc:
+            # an unreadable meta.properties: StorageTool dies with a stack trace here;
+            # kt lists it as a problem, as StorageTool lists one it cannot parse
+            problems.append(f"Error loading {meta}: {exc.strerror or exc}")
+            continue
         except Exception as exc:
             problems.append(f"Error loading {meta}: {exc}")
             continue
@@ -350,6 +374,11 @@ def _java_uuid_check(text: str) -> None:
 def kafka_storage(p: Parsed) -> int:
     """kafka-storage.sh info|format|random-uuid."""
     command = _command("kafka-storage", p, ["info", "format", "random-uuid"])
+    # options the chosen subparser lacks: argparse4j refuses them before anything runs
+    if command == "random-uuid":
+        refuse_unrecognized(p, ["config", "cluster-id", "ignore-formatted"])
+    elif command == "info":
+        refuse_unrecognized(p, ["cluster-id", "ignore-formatted"])
     if command == "random-uuid":
         click.echo(uuid_to_str(random_uuid()))
         return EXIT_OK

@@ -284,3 +284,72 @@ def test_every_refused_option_names_why() -> None:
     assert "--topic VALUE\tsupported" in listed
     assert any(line.startswith("--authorizer-properties\trefused: ") for line in listed)
     assert not any(line.startswith("--authorizer VALUE\tsupported") for line in listed)
+
+
+def test_storage_info_lists_an_unreadable_directory_without_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    # stat fails with EACCES under `locked` (root ignores chmod 000, so fake it)
+    locked, readable = tmp_path / "locked", tmp_path / "readable"
+    (locked / "x").mkdir(parents=True)
+    readable.mkdir()
+    (readable / "meta.properties").write_text("version=0\nbroker.id=1\ncluster.id=c\n")
+    real_stat = os.stat
+
+    def stat(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        if str(path).startswith(str(locked) + os.sep):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "stat", stat)
+    # Java's Files.isDirectory/exists answer false when stat fails: StorageTool lists it
+    text, code = storage_info([str(locked / "x")], kraft=False)
+    assert (text, code) == (f"Found problem:\n  {locked / 'x'} does not exist\n\n", 1)
+
+    # a meta.properties that cannot be read is one problem line, not a traceback
+    meta = readable / "meta.properties"
+    real_read = Path.read_bytes
+
+    def read_bytes(self: Path) -> bytes:
+        if self == meta:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_read(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    text, code = storage_info([str(readable)], kraft=False)
+    assert code == 1
+    assert text.endswith(f"Found problem:\n  Error loading {meta}: Permission denied\n\n")
+
+
+def run_compat(capsys: pytest.CaptureFixture[str], tool: str, *argv: str) -> tuple[int, str, str]:
+    from kt.tools.compat_tools import run_tool
+
+    code = run_tool(tool, list(argv))
+    got = capsys.readouterr()
+    return code, got.out, got.err
+
+
+@pytest.mark.parametrize(
+    ("tool", "argv", "word"),
+    [
+        ("kafka-features", ["describe", "--feature", "a=1"], "--feature"),
+        ("kafka-features", ["describe", "--metadata=3.7"], "--metadata=3.7"),
+        ("kafka-features", ["describe", "--dry-run", "--feature", "a=1"], "--dry-run"),
+        ("kafka-features", ["disable", "--metadata", "3.7", "--feature", "a"], "--metadata"),
+        ("kafka-features", ["upgrade", "--unsafe", "--feature", "a=1"], "--unsafe"),
+        ("kafka-storage", ["random-uuid", "--config", "s.properties"], "--config"),
+        ("kafka-storage", ["random-uuid", "-t", "id"], "-t"),
+        ("kafka-storage", ["info", "-c", "s.properties", "-g"], "-g"),
+    ],
+)
+def test_subcommands_refuse_options_they_lack_as_argparse4j_does(
+    capsys: pytest.CaptureFixture[str], tool: str, argv: list[str], word: str
+) -> None:
+    # the subparser has no such option: parseArgs stops at the first one, nothing runs
+    connect = ["--bootstrap-server", "127.0.0.1:1"] if tool == "kafka-features" else []
+    code, out, err = run_compat(capsys, tool, *connect, *argv)
+    assert (code, out) == (1, "")
+    assert err == f"kt: error: {tool}: unrecognized arguments: '{word}'\n"
+
