@@ -123,7 +123,7 @@ _kt_node() {
             ;;
         'kt configs alter')
             _kt_subs=''
-            _kt_opts='--verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout --entity-type --entity-name --entity-default --add-config --delete-config -h --help'
+            _kt_opts='--verbose -v --bootstrap-server -b --command-config -F -X --profile --timeout --entity-type --entity-name --entity-default --add-config --add-config-file --delete-config -h --help'
             ;;
         'kt configs describe')
             _kt_subs=''
@@ -543,6 +543,7 @@ _kt_option() {
         'kt configs alter/--entity-type') _kt_nargs=1 _kt_kind=choice _kt_words=$'brokers\ntopics\nusers' ;;
         'kt configs alter/--entity-name') _kt_nargs=1 ;;
         'kt configs alter/--add-config') _kt_nargs=1 ;;
+        'kt configs alter/--add-config-file') _kt_nargs=1 _kt_kind=file ;;
         'kt configs alter/--delete-config') _kt_nargs=1 ;;
         'kt configs describe/--bootstrap-server'|'kt configs describe/-b') _kt_nargs=1 ;;
         'kt configs describe/--command-config') _kt_nargs=1 _kt_kind=file ;;

@@ -439,6 +439,8 @@ function __kt_nargs --argument-names path option
             echo 1
         case 'kt configs alter/--add-config'
             echo 1
+        case 'kt configs alter/--add-config-file'
+            echo 1
         case 'kt configs alter/--delete-config'
             echo 1
         case 'kt configs describe/--bootstrap-server' 'kt configs describe/-b'
@@ -1237,6 +1239,7 @@ complete -c kt -n "__kt_is 'kt configs alter'" -l 'entity-type' -x -a 'brokers t
 complete -c kt -n "__kt_is 'kt configs alter'" -l 'entity-name' -x -d 'Topic name, broker id or user.'
 complete -c kt -n "__kt_is 'kt configs alter'" -l 'entity-default' -d 'The cluster-wide broker defaults.'
 complete -c kt -n "__kt_is 'kt configs alter'" -l 'add-config' -x -d 'Set configs ([a,b] for lists).'
+complete -c kt -n "__kt_is 'kt configs alter'" -l 'add-config-file' -r -F -d 'Set the configs of a properties file (values as written, no [a,b] syntax).'
 complete -c kt -n "__kt_is 'kt configs alter'" -l 'delete-config' -x -d 'Remove configs.'
 complete -c kt -n "__kt_is 'kt configs alter'" -s 'h' -l 'help' -d 'Show this message and exit.'
 complete -c kt -n "__kt_is 'kt configs describe'" -l 'verbose' -s 'v' -d 'Say on stderr which cluster and settings are used.'

@@ -230,6 +230,14 @@ def kafka_configs(p: Parsed) -> int:
             "At least one of --add-config, --add-config-file, or --delete-config must be "
             "specified with --alter"
         )
+    if action == "describe":
+        # checkInvalidArgs(describeOpt, alterOpt, addConfig, deleteConfig); kt also
+        # refuses --add-config-file, which Kafka would ignore without a word
+        for option in ("add-config", "delete-config", "add-config-file"):
+            if p.has(option):
+                raise CompatUsageError(
+                    f'Option "[describe]" can\'t be used with option "[{option}]"'
+                )
     if action == "alter" and not names and not default:
         raise CompatUsageError("an entity name must be specified with --alter of topics")
     argv = ["configs", action, *conn.argv(), "--entity-type", etype]
@@ -242,16 +250,13 @@ def kafka_configs(p: Parsed) -> int:
             raise CompatUsageError('Option "[all]" can\'t be used with option "[alter]"')
         argv += passthrough(p, ["add-config", "delete-config"])
         if p.has("add-config-file"):
-            argv += ["--add-config", _config_file_entries(p.value("add-config-file") or "")]
+            path = p.value("add-config-file") or ""
+            read_config_file(path, "add-config-file")  # an unreadable file: one line
+            # the path itself, not its entries re-encoded as --add-config: kt configs
+            # alter loads it as Kafka does (Utils.loadProps), each value verbatim
+            argv += ["--add-config-file", path]
     code, _ = run_kt(argv)
     return code
-
-
-def _config_file_entries(path: str) -> str:
-    """--add-config-file's properties as one --add-config value (a value holding a
-    comma goes in [...], as kafka-configs' list syntax wants it)."""
-    props = read_config_file(path, "add-config-file")
-    return ",".join(f"{k}=[{v}]" if "," in v else f"{k}={v}" for k, v in props.items())
 
 
 # --- kafka-consumer-groups ----------------------------------------------------------

@@ -224,6 +224,12 @@ def describe(
 @click.option(
     "--add-config", "add", multiple=True, metavar="K=V,...", help="Set configs ([a,b] for lists)."
 )
+@click.option(
+    "--add-config-file",
+    "add_file",
+    metavar="FILE",
+    help="Set the configs of a properties file (values as written, no [a,b] syntax).",
+)
 @click.option("--delete-config", "delete", multiple=True, metavar="K,...", help="Remove configs.")
 @handle_errors
 def alter(
@@ -232,6 +238,7 @@ def alter(
     entity_name: str | None,
     entity_default: bool,
     add: tuple[str, ...],
+    add_file: str | None,
     delete: tuple[str, ...],
 ) -> None:
     """Set and remove dynamic configs (IncrementalAlterConfigs, else AlterConfigs).
@@ -240,13 +247,15 @@ def alter(
     default 4096) creates or replaces that mechanism's credential, --delete-config
     SCRAM-SHA-256 removes it (kt user scram add reads the password from a file or a
     prompt instead, out of the shell's history and `ps`)."""
+    # The file's entries first, as kafka-configs adds them before --add-config's.
+    sets = _config_file_pairs(add_file) if add_file is not None else []
+    sets += [kv for a in add for kv in parse_add_config(a)]
     if entity_type == "users":
-        _alter_user(wire, entity_name, entity_default, add, delete)
+        _alter_user(wire, entity_name, entity_default, sets, delete)
         return
     rtype, name = _entity(entity_type, entity_name, entity_default)
     if not name and not entity_default:
         usage_error("--entity-name is required (or --entity-default for brokers)")
-    sets = [kv for a in add for kv in parse_add_config(a)]
     dels = [k for d in delete for k in split_config_list(d)]
     if not sets and not dels:
         usage_error("give --add-config and/or --delete-config")
@@ -283,11 +292,25 @@ def alter(
         click.echo(f"Completed updating config for {_label(entity_type, name)}.")
 
 
+def _config_file_pairs(path: str) -> list[tuple[str, str]]:
+    """--add-config-file's entries as kafka-configs loads them (Utils.loadProps, a
+    java.util.Properties): each value exactly as the file has it, so `[x]` keeps its
+    brackets and a comma is part of the value, not a list separator."""
+    from kt.storage.errors import StorageError
+    from kt.storage.meta_properties import parse_properties
+
+    try:
+        with open(path, "rb") as f:
+            return list(parse_properties(f.read(), path).items())
+    except (OSError, StorageError) as exc:
+        usage_error(f"--add-config-file: {path}: {getattr(exc, 'strerror', None) or exc}")
+
+
 def _alter_user(
     wire: Wire,
     entity_name: str | None,
     entity_default: bool,
-    add: tuple[str, ...],
+    sets: list[tuple[str, str]],
     delete: tuple[str, ...],
 ) -> None:
     """kafka-configs.sh's SCRAM form for --entity-type users, through
@@ -306,8 +329,10 @@ def _alter_user(
         usage_error("--entity-name is required for --entity-type users")
     upserts: list[dict[str, object]] = []
     added: list[str] = []
-    for key, value in (kv for a in add for kv in parse_add_config(a)):
+    for key, value in sets:
         mechanism = key.upper()
+        if value.startswith("[") and value.endswith("]"):
+            value = value[1:-1]  # a properties file's value keeps its brackets
         if mechanism not in MECHANISMS:
             usage_error(
                 f"--add-config: {key}: kt alters only SCRAM credentials of users "

@@ -353,3 +353,54 @@ def test_subcommands_refuse_options_they_lack_as_argparse4j_does(
     assert (code, out) == (1, "")
     assert err == f"kt: error: {tool}: unrecognized arguments: '{word}'\n"
 
+
+@pytest.mark.parametrize("option", ["add-config", "delete-config", "add-config-file"])
+def test_kafka_configs_describe_refuses_alterations(
+    capsys: pytest.CaptureFixture[str], option: str
+) -> None:
+    code, out, err = run_compat(
+        capsys, "kafka-configs", "--bootstrap-server", "127.0.0.1:1", "--describe",
+        "--entity-type", "topics", "--entity-name", "t", f"--{option}", "x",
+    )  # fmt: skip
+    assert (code, out) == (1, "")
+    assert err == (
+        f'kt: error: kafka-configs: Option "[describe]" can\'t be used with option "[{option}]"\n'
+    )
+
+
+def test_kafka_configs_add_config_file_values_go_through_verbatim(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kt.client import OP_SET
+    from kt.tools.wire import Wire
+
+    sent: list[list[tuple[str, int, str | None]]] = []
+
+    class Client:
+        async def topic(self, name: str) -> None:
+            return None
+
+        async def incremental_alter_configs(
+            self, rtype: int, name: str, ops: list[tuple[str, int, str | None]]
+        ) -> None:
+            sent.append(ops)
+
+    def run(self: Wire, go: object) -> object:
+        import asyncio
+
+        return asyncio.run(go(Client()))  # type: ignore[operator]
+
+    monkeypatch.setattr(Wire, "run", run)
+    # Utils.loadProps: a value is whatever follows the separator, brackets and commas too
+    props = tmp_path / "topic.properties"
+    props.write_text("a=[x]\nb=a],b\ncleanup.policy=compact,delete\n")
+    code, out, err = run_compat(
+        capsys, "kafka-configs", "--bootstrap-server", "127.0.0.1:1", "--alter",
+        "--entity-type", "topics", "--entity-name", "t", "--add-config-file", str(props),
+        "--add-config", "retention.ms=1",
+    )  # fmt: skip
+    assert (code, out, err) == (0, "Completed updating config for topic t.\n", "")
+    assert sent == [
+        [("a", OP_SET, "[x]"), ("b", OP_SET, "a],b"), ("cleanup.policy", OP_SET, "compact,delete"),
+         ("retention.ms", OP_SET, "1")]
+    ]  # fmt: skip
