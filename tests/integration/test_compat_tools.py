@@ -151,6 +151,22 @@ def test_kafka_configs(broker: Any, bin_dir: Path) -> None:
     after = tool(bin_dir, "kafka-configs", *b, "--describe", "--entity-type", "topics",
                  "--entity-name", "cfg").stdout  # fmt: skip
     assert "retention.ms" not in after and "max.message.bytes=2000" in after
+    # --add-config-file: each value as the file has it (a comma is part of the value)
+    props = bin_dir.parent / "cfg.properties"
+    props.write_text("cleanup.policy=compact,delete\nretention.ms=5000\n")
+    from_file = tool(bin_dir, "kafka-configs", *b, "--alter", "--topic", "cfg",
+                     "--add-config-file", str(props))  # fmt: skip
+    assert from_file.returncode == 0, from_file.stderr
+    after = tool(bin_dir, "kafka-configs", *b, "--describe", "--topic", "cfg").stdout
+    assert "  cleanup.policy=compact,delete sensitive=false" in after
+    assert "  retention.ms=5000 sensitive=false" in after
+    # --describe with an alteration: ConfigCommand's refusal, one line, exit 1
+    mixed = tool(bin_dir, "kafka-configs", *b, "--describe", "--topic", "cfg",
+                 "--add-config", "retention.ms=1")  # fmt: skip
+    assert (mixed.returncode, mixed.stdout) == (1, "")
+    assert mixed.stderr == (
+        'kt: error: kafka-configs: Option "[describe]" can\'t be used with option "[add-config]"\n'
+    )
     brokers = tool(bin_dir, "kafka-configs", *b, "--alter", "--entity-type", "brokers",
                    "--entity-default", "--add-config", "log.retention.ms=3600000")  # fmt: skip
     assert brokers.returncode == 0, brokers.stderr
@@ -683,6 +699,14 @@ def test_kraft_tools_against_a_zookeeper_mode_broker(
 
     uuid = tool(bin_dir, "kafka-storage", "random-uuid")
     assert uuid.returncode == 0 and re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]{21}\n", uuid.stdout)
+    # options a subcommand lacks: argparse4j's refusal, nothing run or printed
+    for name, args, word in [
+        ("kafka-storage", ["random-uuid", "-c", "s.properties"], "-c"),
+        ("kafka-features", [*b, "describe", "--feature", "x=1"], "--feature"),
+    ]:
+        refused = tool(bin_dir, name, *args)
+        assert (refused.returncode, refused.stdout) == (1, "")
+        assert refused.stderr == f"kt: error: {name}: unrecognized arguments: '{word}'\n"
     server = tmp_path / "server.properties"
     missing = tmp_path / "missing"
     server.write_text(f"zookeeper.connect=127.0.0.1:2181\nlog.dirs={broker.data_dir},{missing}\n")
