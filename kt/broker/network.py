@@ -329,8 +329,14 @@ MAX_DEFERRED = 256
 _PIPELINED = frozenset({apis.PRODUCE.key})
 
 
-#: How long a TLS client has to complete its handshake before it is disconnected
-#: (and the failure logged).
+#: How long a TLS client has, once it has sent its first byte, to complete its
+#: handshake before it is disconnected and the failure logged. Kafka has no
+#: handshake timeout (connections.max.idle.ms closes a stalled one), but here a
+#: handshake under way holds the TLS transport's 256 KiB read buffer (asyncio's and
+#: uvloop's SSLProtocol allocate it up front; Kafka's ~16 KiB packet buffers are far
+#: smaller), so a slow or stalled handshake is bounded at 10 s rather than the
+#: 10 min of connections.max.idle.ms. Before the first byte no TLS state exists and
+#: a silent connection waits as long as connections.max.idle.ms allows, as in Kafka.
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 _SSL_NOISE = re.compile(r"^\[[A-Z0-9_]+: [A-Z0-9_]+\] | \(_ssl\.c:\d+\)$")
@@ -426,29 +432,73 @@ class _TlsListener:
                 log.warning("cannot accept a connection on port %d: %s", self.port, exc)
                 await asyncio.sleep(1.0)
                 continue
-            # Nagle off, as on every connection loop.create_server accepts (asyncio
-            # sets it itself only when the socket's proto says TCP): without it TLS
-            # fetch responses wait for ACKs and consumers read at half speed.
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             host = addr[0] if isinstance(addr, tuple) else "unknown"
-            refused = self.net.quotas.admit(host)
-            if refused is not None:
-                log.info("rejected a connection from %s: %s", host, refused)
+            try:
+                self._admit(loop, sock, host)
+            except Exception:
+                # one socket that cannot be set up (a peer already gone, a quota
+                # error) must not end this task: the listener would stop accepting
+                # for good, silently
+                log.warning("cannot serve a connection from %s on port %d", host, self.port,
+                            exc_info=True)  # fmt: skip
                 sock.close()
-                continue
+
+    def _admit(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, host: str) -> None:
+        """Start the handshake of an accepted connection unless a quota refuses it."""
+        # Nagle off, as on every connection loop.create_server accepts (asyncio
+        # sets it itself only when the socket's proto says TCP): without it TLS
+        # fetch responses wait for ACKs and consumers read at half speed.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        refused = self.net.quotas.admit(host)
+        if refused is not None:
+            log.info("rejected a connection from %s: %s", host, refused)
+            sock.close()
+            return
+        try:
             task = loop.create_task(self._handshake(sock, host))
-            self.handshakes.add(task)
-            task.add_done_callback(self.handshakes.discard)
+        except BaseException:
+            self.net.quotas.release(host)
+            raise
+        self.handshakes.add(task)
+        task.add_done_callback(self.handshakes.discard)
+
+    async def _first_byte(self, sock: socket.socket) -> bool:
+        """Wait until the client sends something or hangs up; False when it stayed
+        silent for connections.max.idle.ms (no limit when that is not positive)."""
+        loop = asyncio.get_running_loop()
+        ready: asyncio.Future[None] = loop.create_future()
+
+        def readable() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        fd = sock.fileno()
+        loop.add_reader(fd, readable)
+        try:
+            idle = self.net.idle_s
+            async with asyncio.timeout(idle if idle > 0 else None):
+                await ready
+        except TimeoutError:
+            return False
+        finally:
+            # before the TLS transport registers the descriptor itself
+            loop.remove_reader(fd)
+        return True
 
     async def _handshake(self, sock: socket.socket, host: str) -> None:
         """The server side of one TLS handshake; the connection is served (its
         connection_made called) once it succeeds. A failure is an authentication
         failure, logged as Kafka's Selector logs it (INFO, the client's address, no
         traceback) and counted; a peer that hangs up before completing one is no
-        failure (port probes, health checks): DEBUG, as in Kafka."""
+        failure (port probes, health checks): DEBUG, as in Kafka; nor is one that
+        sends nothing until connections.max.idle.ms closes it (TCP health checks)."""
         loop = asyncio.get_running_loop()
         conn = _Connection(self.net, self.security, preadmitted=True)
         try:
+            if not await self._first_byte(sock):
+                log.debug("connection from %s closed: nothing received within "
+                          "connections.max.idle.ms", host)  # fmt: skip
+                return
             await loop.connect_accepted_socket(
                 lambda: conn, sock, ssl=self.security.ssl_context,
                 ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S,
@@ -470,17 +520,26 @@ class _TlsListener:
                 sock.close()
 
     def close(self) -> None:
-        """Stop accepting; abandon the handshakes under way."""
+        """Stop accepting; abandon the handshakes under way. The listening sockets
+        are closed by `wait_closed` (or at once when never served)."""
         for task in [*self.accepting, *self.handshakes]:
             task.cancel()
+        if not self.accepting:
+            self._close_sockets()
+
+    def _close_sockets(self) -> None:
         for sock in self.socks:
             sock.close()
 
     async def wait_closed(self) -> None:
-        """Wait until the accepting task and the handshakes have ended."""
+        """Wait until the accepting tasks and the handshakes have ended, then close
+        the listening sockets: a cancelled sock_accept removes its reader only when
+        its task ends, and asyncio's selector must not hold a closed descriptor
+        (a new socket could get its number)."""
         tasks = [*self.accepting, *self.handshakes]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        self._close_sockets()
 
 
 class NetworkServer:

@@ -338,6 +338,9 @@ class _Gen:
                 cut = -1  # nothing before the tail: the cache would hold whole records
         cache = self.name("_TAIL") if cut >= 0 else ""
         lead = ""  # the JSON of the fields before the tail, as f-string source
+        # Where the tail starts in `order`: not `cut`, which indexes `active`, since a
+        # run of int arrays before the tail is one entry of `order` for several fields.
+        tail_at = -1
         arrays = self._int_array_runs(active, flags, cut, redact)
         skip = -1  # fields up to this index were read as part of a run of int arrays
 
@@ -354,6 +357,7 @@ class _Gen:
                 continue
             if index == cut:
                 flush()
+                tail_at = len(order)
                 lead = ",".join(f'"{g.json_name}":{{{v}}}' for g, v, _t in order)
                 _GLOBALS[cache] = {}
                 out.append(f"{ind}tail = buf[pos:]")
@@ -400,7 +404,7 @@ class _Gen:
         out.append(f"{ind}    pos = stop")
         if tail_mode:
             # The tail's untagged fields, then the tagged ones present and not default.
-            in_tail = [f"f'\"{g.json_name}\":{{{v}}}'" for g, v, t in order[cut:] if not t]
+            in_tail = [f"f'\"{g.json_name}\":{{{v}}}'" for g, v, t in order[tail_at:] if not t]
             out.append(f"{ind}tparts = [{', '.join(in_tail)}]")
             for f, var in tagged:
                 default = _default_json(f)
@@ -574,6 +578,12 @@ def _build(code: int) -> Reader | None:
     schema = METADATA_RECORDS.get(key)
     if schema is None or not in_range(version, schema.valid):
         return None
+    return _reader(schema, version)
+
+
+def _reader(schema: MessageSchema, version: int) -> Reader:
+    """Generate the reader of `schema` at `version` (a record type's, or a test's)."""
+    key = schema.api_key
     gen = _Gen()
     prefix = f'{{"type":"{schema.type_name}","version":{version},"data":'
     fn = gen.struct(schema.fields, version, _redactor(schema), top=True, prefix=prefix)

@@ -29,8 +29,13 @@ ErrorSink = Callable[[int, str], None]
 
 # The four bytes after a record's length as a controller writes them: attributes 0,
 # timestamp delta 0 (one timestamp per batch), offset delta i (zig-zag, one byte up
-# to 63), null key (zig-zag -1).
-_HEADS = [bytes((0, 0, i << 1, 1)) for i in range(64)]
+# to 63), null key (zig-zag -1). Indexed by the record's position i, not i & 63:
+# from i = 64 on the delta takes two bytes, so no four bytes are record i's frame,
+# and the entry is None (never equal). With i & 63, record 64 with a one-byte delta
+# 0 would pass as offset base + 64 where Kafka prints base + 0.
+_HEADS_SIZE = 8192
+_HEADS: list[bytes | None] = [bytes((0, 0, i << 1, 1)) for i in range(64)]
+_HEADS += [None] * (_HEADS_SIZE - 64)
 
 
 class _SizeTexts(dict[int, str]):
@@ -126,6 +131,8 @@ def plain_batch_lines(
     short_texts = SHORT_TEXTS
     short_max = SHORT_MAX
     heads = _HEADS
+    if count > _HEADS_SIZE:
+        heads = heads + [None] * (count - _HEADS_SIZE)
     sizes = _SIZES
     lines: list[str] = []
     add = lines.append
@@ -137,10 +144,10 @@ def plain_batch_lines(
             # A small record as a controller writes it, six bytes checked: an even
             # one-byte length 2L (under 64 bytes), attributes 0, timestamp delta 0,
             # offset delta i and a null key (heads[i]), the value's one-byte length
-            # 2(L - 6) (what is left after those and the header count). From offset
-            # delta 64 on the delta takes two bytes (its first has the high bit set),
-            # so heads[i & 63] never matches.
-            if not b & 0x81 and buf[pos + 1 : pos + 5] == heads[i & 63] and buf[pos + 5] == b - 12:
+            # 2(L - 6) (what is left after those and the header count). From record
+            # 64 on heads[i] is None: its delta takes two bytes, and a one-byte delta
+            # there is not i (the general loop prints it as Kafka does).
+            if not b & 0x81 and buf[pos + 1 : pos + 5] == heads[i] and buf[pos + 5] == b - 12:
                 rec_end = pos + 1 + (b >> 1)
                 size = (b >> 1) - 6
                 if buf[rec_end - 1]:
@@ -162,7 +169,7 @@ def plain_batch_lines(
                 if b & 1:
                     return None
                 # The usual frame, four bytes checked at once (a longer record).
-                if buf[pos : pos + 4] == heads[i & 63]:
+                if buf[pos : pos + 4] == heads[i]:
                     mid = same
                     pos += 4
                 else:

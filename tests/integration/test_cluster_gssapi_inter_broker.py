@@ -2,7 +2,9 @@
 real MIT KDC: two `kt broker` processes on one ZooKeeper whose inter-broker listener
 is SASL_PLAINTEXT with GSSAPI log in with their keytab (`listener.name.<l>.gssapi.
 sasl.jaas.config`), so the controller's requests reach the follower and the follower
-replicates: the ISR fills, and an acks=all record is acknowledged by both."""
+replicates: the ISR fills, and an acks=all record is acknowledged by both. The
+service name comes from `sasl.kerberos.service.name` or, as Kafka also takes it, from
+the Krb5LoginModule entry's `serviceName`."""
 
 from __future__ import annotations
 
@@ -25,8 +27,8 @@ pytestmark = [
 ]
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[list[BrokerProcess]]:
+@pytest.fixture(params=["property", "jaas"])
+def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[BrokerProcess]]:
     from kt.tools.local_cluster import LocalZooKeeper
 
     kdc = Kdc(tmp_path / "kdc").start()
@@ -39,8 +41,14 @@ def cluster(tmp_path: Path) -> Iterator[list[BrokerProcess]]:
         zk.start(timeout=60)
         jaas = (
             "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true "
-            f'storeKey=true keyTab="{keytab}" principal="kafka/localhost@{REALM}";'
+            f'storeKey=true keyTab="{keytab}" principal="kafka/localhost@{REALM}"'
         )
+        if request.param == "jaas":
+            jaas += ' serviceName="kafka";'
+            service = {}
+        else:
+            jaas += ";"
+            service = {"sasl.kerberos.service.name": "kafka"}
         for broker_id in (1, 2):
             plain, internal = free_port(), free_port()
             overrides = {
@@ -52,7 +60,7 @@ def cluster(tmp_path: Path) -> Iterator[list[BrokerProcess]]:
                 "sasl.mechanism.inter.broker.protocol": "GSSAPI",
                 "listener.name.internal.sasl.enabled.mechanisms": "GSSAPI",
                 "listener.name.internal.gssapi.sasl.jaas.config": jaas,
-                "sasl.kerberos.service.name": "kafka",
+                **service,
                 "offsets.topic.replication.factor": "2",
                 "offsets.topic.num.partitions": "1",
                 "group.initial.rebalance.delay.ms": "0",

@@ -13,7 +13,8 @@ of that listener with the settings Kafka's broker uses there:
   with the broker's own credentials, the `username`/`password` options of the
   listener's `listener.name.<l>.<mechanism>.sasl.jaas.config` (for OAUTHBEARER the
   unsecured login options; for GSSAPI the keytab and principal of its
-  Krb5LoginModule entry, with `sasl.kerberos.service.name`), as Kafka's broker logs
+  Krb5LoginModule entry, with `sasl.kerberos.service.name` or the entry's
+  `serviceName`), as Kafka's broker logs
   itself in.
 
 Everything is built and checked at start-up, so a broker whose peers it could not
@@ -26,6 +27,7 @@ import dataclasses
 import logging
 from collections.abc import Mapping
 
+from kt.broker.security.jaas import JaasConfigError, single_module
 from kt.broker.security.keystore_reload import SwappableClientContext
 from kt.broker.security.listener_security import SecurityConfigError
 from kt.broker.security.listeners import (
@@ -109,16 +111,31 @@ def _sasl(props: Mapping[str, str], lc: ListenerConfig) -> SecurityConfig:
               "sasl.jaas.config": jaas}  # fmt: skip
     if mechanism == "GSSAPI":
         # the broker logs in with the keytab and principal of its Krb5LoginModule
-        # entry and asks tickets for <service>/<peer's advertised host>, as Kafka
-        service = lc.mechanism_get("GSSAPI", "sasl.kerberos.service.name") or lc.get(
-            "sasl.kerberos.service.name"
-        )
-        if not service or not service.strip():
+        # entry and asks tickets for <service>/<peer's advertised host>, as Kafka.
+        # The service comes from sasl.kerberos.service.name or the entry's
+        # serviceName option (Kafka's KerberosLogin.getServiceName accepts either,
+        # as kt's client and listener do); both set and different is refused there.
+        service = (
+            lc.mechanism_get("GSSAPI", "sasl.kerberos.service.name")
+            or lc.get("sasl.kerberos.service.name")
+            or ""
+        ).strip()
+        try:
+            jaas_service = (single_module(jaas).options.get("serviceName") or "").strip()
+        except JaasConfigError as exc:
+            raise SecurityConfigError(f"{key}: {exc}") from None
+        if service and jaas_service and service != jaas_service:
+            raise SecurityConfigError(
+                f"Conflicting serviceName values found in JAAS and Kafka configs value in "
+                f"JAAS file {jaas_service}, value in Kafka config {service}"
+            )
+        if not (service or jaas_service):
             raise SecurityConfigError(
                 "sasl.mechanism.inter.broker.protocol=GSSAPI needs sasl.kerberos.service.name "
-                "(the service of the brokers' Kerberos principals, usually kafka)"
+                f"or serviceName in {key} (the service of the brokers' Kerberos principals, "
+                "usually kafka)"
             )
-        client["sasl.kerberos.service.name"] = service.strip()
+        client["sasl.kerberos.service.name"] = service or jaas_service
     try:
         # the client library reads the login module's options as a Kafka client does
         return SecurityConfig.from_properties(client)

@@ -170,28 +170,44 @@ def _tls_listener(tmp: Path) -> tuple[Any, Path]:
     return build_listener_security(props, EndPoint("SSL", "127.0.0.1", 0, "SSL")), files["ca"]
 
 
+#: What a client sends in place of a TLS handshake, and the reason the failure
+#: must be logged with (OpenSSL's own words).
+_NOT_TLS = {
+    # a TLS record header of a handshake whose message is garbage
+    "garbage": (b"\x16\x03\x01\x00\x05garbage" * 10, "unexpected message"),
+    # a plaintext Kafka ApiVersions v0 request on the TLS port
+    "plaintext": (
+        b"\x00\x00\x00\x0e\x00\x12\x00\x00\x00\x00\x00\x01\x00\x04kcat",
+        "wrong version number",
+    ),
+}
+
+
+@pytest.mark.parametrize("sent", sorted(_NOT_TLS))
 def test_tls_listener_logs_a_failed_handshake_and_serves_with_nagle_off(
-    run: Callable[[Any], Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
+    run: Callable[[Any], Any], tmp_path: Path, caplog: pytest.LogCaptureFixture, sent: str
 ) -> None:
     """kt runs the TLS handshake of each connection itself: a failure is counted
-    and logged once at INFO with the peer's address (the loops' own TLS servers
-    drop it), a good client is served, and accepted sockets have TCP_NODELAY (as
-    loop.create_server's do; without it consumers read at half speed)."""
+    and logged once at INFO with the peer's address and OpenSSL's reason (the loops'
+    own TLS servers drop it), a good client is served, and accepted sockets have
+    TCP_NODELAY (as loop.create_server's do; without it consumers read at half
+    speed)."""
     import ssl
 
     security, ca_file = _tls_listener(tmp_path)
+    payload, reason = _NOT_TLS[sent]
 
     async def go() -> tuple[int, list[int]]:
         loop = asyncio.get_running_loop()
         server = NetworkServer(RequestDispatcher(HandlerServices.only(), {}), 1 << 20, 60_000)
         port = await server.start("127.0.0.1", 0, security=security)
 
-        def garbage() -> bytes:
+        def not_tls() -> bytes:
             with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-                sock.sendall(b"\x16\x03\x01\x00\x05garbage" * 10)
+                sock.sendall(payload)
                 return sock.recv(100)
 
-        assert await loop.run_in_executor(None, garbage) == b""
+        assert await loop.run_in_executor(None, not_tls) == b""
         ctx = ssl.create_default_context(cafile=str(ca_file))
         _reader, writer = await asyncio.open_connection(
             "127.0.0.1", port, ssl=ctx, server_hostname="localhost"
@@ -214,10 +230,8 @@ def test_tls_listener_logs_a_failed_handshake_and_serves_with_nagle_off(
     assert failed == 1
     assert nodelay and all(nodelay)
     lines = [r.getMessage() for r in caplog.records if "SSL handshake failed" in r.getMessage()]
-    assert lines == [
-        "Failed authentication with /127.0.0.1 (SSL handshake failed: "
-        + lines[0].split("SSL handshake failed: ", 1)[1]
-    ]
+    assert len(lines) == 1, lines
+    assert lines[0] == f"Failed authentication with /127.0.0.1 (SSL handshake failed: {reason})"
     assert all(r.exc_info is None for r in caplog.records)
 
 
@@ -245,3 +259,131 @@ def test_a_tls_listener_on_localhost_listens_on_each_of_its_addresses(
 
     assert run(go()) == addresses
     assert "127.0.0.1" in addresses
+
+
+def test_a_connection_that_cannot_be_set_up_does_not_stop_the_tls_listener(
+    run: Callable[[Any], Any],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An error while setting up one accepted connection (here the connection quota
+    raising) closes that socket and is logged; the listener goes on accepting (the
+    error used to end its accepting task: the port stayed open, nothing answered)."""
+    import ssl
+
+    security, ca_file = _tls_listener(tmp_path)
+
+    async def go() -> tuple[bytes, int]:
+        loop = asyncio.get_running_loop()
+        server = NetworkServer(RequestDispatcher(HandlerServices.only(), {}), 1 << 20, 60_000)
+        admit = server.quotas.admit
+        calls = []
+
+        def failing_once(host: str) -> str | None:
+            calls.append(host)
+            if len(calls) == 1:
+                raise RuntimeError("injected")
+            return admit(host)
+
+        monkeypatch.setattr(server.quotas, "admit", failing_once)
+        port = await server.start("127.0.0.1", 0, security=security)
+
+        def first() -> bytes:
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+                return sock.recv(100)  # b"": closed by the broker
+
+        closed = await loop.run_in_executor(None, first)
+        ctx = ssl.create_default_context(cafile=str(ca_file))
+        async with asyncio.timeout(30):
+            _reader, writer = await asyncio.open_connection(
+                "127.0.0.1", port, ssl=ctx, server_hostname="localhost"
+            )
+            while not server.connections:
+                await asyncio.sleep(0.01)
+        served = len(server.connections)
+        writer.close()
+        await server.stop()
+        return closed, served
+
+    with caplog.at_level("WARNING", logger="kt.broker.network"):
+        closed, served = run(go())
+    assert closed == b""
+    assert served == 1
+    warnings = [r for r in caplog.records if "cannot serve a connection" in r.getMessage()]
+    assert len(warnings) == 1 and warnings[0].exc_info is not None
+    assert "injected" in str(warnings[0].exc_info[1])
+
+
+def test_a_silent_tls_client_is_no_failed_authentication(
+    run: Callable[[Any], Any],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A client that connects and sends nothing (a TCP health check) is closed after
+    connections.max.idle.ms, logged at DEBUG and not counted; one that starts a
+    handshake and stalls is a failed authentication (INFO, counted)."""
+    monkeypatch.setattr(network, "TLS_HANDSHAKE_TIMEOUT_S", 0.5)
+    security, _ = _tls_listener(tmp_path)
+
+    async def go() -> tuple[int, int]:
+        loop = asyncio.get_running_loop()
+        # connections.max.idle.ms=300: how long a silent client is kept
+        server = NetworkServer(RequestDispatcher(HandlerServices.only(), {}), 1 << 20, 300)
+        port = await server.start("127.0.0.1", 0, security=security)
+
+        def client(send: bytes) -> bytes:
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+                sock.sendall(send)
+                return sock.recv(100)  # b"" once the broker closes it
+
+        assert await loop.run_in_executor(None, client, b"") == b""
+        silent = server.failed_tls_handshakes
+        # the first 5 bytes of a record header: the handshake never completes
+        assert await loop.run_in_executor(None, client, b"\x16\x03\x01\x02\x00") == b""
+        stalled = server.failed_tls_handshakes
+        await server.stop()
+        return silent, stalled
+
+    with caplog.at_level("DEBUG", logger="kt.broker.network"):
+        silent, stalled = run(go())
+    assert (silent, stalled) == (0, 1)
+    info = [r.getMessage() for r in caplog.records if r.levelname == "INFO"]
+    assert info == [
+        "Failed authentication with /127.0.0.1 (SSL handshake failed: no handshake within 0.5 s)"
+    ]
+    debug = [r.getMessage() for r in caplog.records if r.levelname == "DEBUG"]
+    assert any("nothing received within connections.max.idle.ms" in m for m in debug), debug
+
+
+def test_tls_listener_closes_its_sockets_once_no_longer_watched(
+    run: Callable[[Any], Any], tmp_path: Path
+) -> None:
+    """On stop the listening sockets are closed after their accepting tasks ended,
+    not while the loop still watches them (asyncio's selector would hold a closed
+    descriptor, whose number a new socket can get)."""
+    security, _ = _tls_listener(tmp_path)
+
+    async def go() -> list[bool]:
+        loop = asyncio.get_running_loop()
+        server = NetworkServer(RequestDispatcher(HandlerServices.only(), {}), 1 << 20, 60_000)
+        await server.start("127.0.0.1", 0, security=security)
+        await asyncio.sleep(0)  # the accepting task waits in sock_accept
+        listener = server.tls_listeners[0]
+        watched: list[bool] = []
+
+        class Spy:
+            def __init__(self, sock: socket.socket) -> None:
+                self.sock = sock
+
+            def close(self) -> None:
+                watched.append(loop.remove_reader(self.sock.fileno()))
+                self.sock.close()
+
+        listener.socks = [Spy(s) for s in listener.socks]  # type: ignore[misc]
+        await server.stop()
+        return watched
+
+    watched = run(go())
+    assert watched and not any(watched)

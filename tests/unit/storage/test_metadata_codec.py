@@ -305,3 +305,44 @@ def test_the_fast_paths_int_array_cache_on_damaged_records() -> None:
         except MetadataParseError:
             expected = None
         assert fast_kafka_json(bytes(value)) == expected, bytes(value)
+
+
+def test_the_fast_paths_tail_after_a_run_of_int_arrays() -> None:
+    """A record whose int-array run (read as one) comes before its cached tail (a UUID,
+    then tagged fields) keeps the tail's UUID. No record type Kafka defines has this
+    shape today, so a made-up schema holds it."""
+    from kt.storage.metadata_codec import encode_message
+    from kt.storage.metadata_codec import kafka_json as general_json
+    from kt.storage.metadata_fastjson import _reader
+    from kt.storage.metadata_schema import Field, MessageSchema
+
+    every = (0, None)
+    schema = MessageSchema(
+        "RunThenTailRecord",
+        250,
+        every,
+        (
+            Field("Id", "int32", every),
+            Field("Replicas", "[]int32", every),
+            Field("Isr", "[]int32", every),
+            Field("TopicId", "uuid", every),
+            Field("Leader", "int32", every, tagged=every, tag=0, default="-1"),
+        ),
+    )
+    read = _reader(schema, 0)
+    for leader in ({}, {"Leader": 3}):
+        for partition in (0, 1, 0):  # the same tail again: the second time from the cache
+            data = {
+                "Id": partition,
+                "Replicas": [1, 2, 3],
+                "Isr": [1, 2],
+                "TopicId": UUIDS["orders"],
+                **leader,
+            }
+            value = b"\x01\xfa\x01\x00" + encode_message(schema, 0, data)
+            expected = (
+                '{"type":"RUN_THEN_TAIL_RECORD","version":0,'
+                f'"data":{general_json(schema, 0, data)}}}'
+            )
+            assert '"topicId":' in expected
+            assert read(value, 4) == expected

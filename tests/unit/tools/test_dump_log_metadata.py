@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import struct
@@ -417,3 +418,37 @@ def test_batch_fast_path_on_unusual_record_frames(
         if not extra:
             assert f"CreateTime: {TS - 8000} keySize: -1 valueSize: " in fast[1]
             assert "offset: 149 CreateTime" in fast[1]
+
+    # Offset deltas that are not the record's position (as in a damaged batch): one-byte
+    # deltas that repeat i mod 64 (and mod 128) past record 63, in short records and in
+    # longer ones, and a two-byte delta that repeats i mod 128. Kafka prints base +
+    # delta and reports the offsets as non-consecutive; the fast path prints base + i,
+    # so it must leave these batches to the record loop.
+    odd_batches = [
+        (noop, 65, lambda i: i if i < 64 else 0),
+        (sizes[2], 65, lambda i: i if i < 64 else 0),
+        (noop, 130, lambda i: i if i < 128 else i % 64),
+        (noop, 200, lambda i: i if i < 199 else i % 128),
+    ]
+    data = bytearray()
+    followed = []
+    offset = 0
+    for value, n, delta in odd_batches:
+        specs = [v2.RecordSpec(None, value, offset_delta=delta(i)) for i in range(n)]
+        data += v2.build_batch(
+            specs, base_offset=offset, base_timestamp=TS, last_offset_delta=n - 1
+        )
+        at = [offset + delta(i) for i in range(n)]
+        followed += [f"  {a} is followed by {b}" for a, b in itertools.pairwise(at) if b != a + 1]
+        offset += n
+    log = tmp_path / "odd" / "00000000000000000000.log"
+    log.parent.mkdir()
+    log.write_bytes(bytes(data))
+    for extra in ([], ["--skip-record-metadata"]):
+        fast, general, taken = _fast_and_general(monkeypatch, *extra, "--files", log)
+        assert fast == general
+        assert taken == 0
+        if not extra:
+            assert fast[0] == 1
+            assert all(line in fast[2] for line in followed)
+            assert "| offset: 64 " not in fast[1]

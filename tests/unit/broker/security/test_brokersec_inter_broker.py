@@ -129,3 +129,37 @@ def test_gssapi_between_brokers_with_the_brokers_keytab(tmp_path: Path) -> None:
     props.pop("sasl.kerberos.service.name")
     with pytest.raises(SecurityConfigError, match=r"sasl\.kerberos\.service\.name"):
         inter_broker_security(props, resolve_listeners(props))
+
+
+def test_gssapi_between_brokers_takes_the_service_from_the_jaas_entry(tmp_path: Path) -> None:
+    """serviceName="kafka" in the listener's Krb5LoginModule entry is enough, as in
+    Kafka (KerberosLogin.getServiceName), kt's client and kt's listener; the two set
+    to different values are refused as Kafka refuses them; neither set is refused."""
+    keytab = tmp_path / "broker.keytab"
+    keytab.write_bytes(b"\x05\x02")  # an empty keytab: only its presence is checked here
+    key = "listener.name.sasl_ssl.gssapi.sasl.jaas.config"
+    props = _props(tmp_path)
+    props.update({
+        "sasl.enabled.mechanisms": "GSSAPI",
+        "sasl.mechanism.inter.broker.protocol": "GSSAPI",
+        key: (
+            "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true "
+            f'storeKey=true keyTab="{keytab}" principal="kafka/broker1@EXAMPLE.COM" '
+            'serviceName="kafka";'
+        ),
+    })  # fmt: skip
+    cfg = inter_broker_security(props, resolve_listeners(props))
+    assert cfg.kerberos is not None and cfg.kerberos.service == "kafka"
+
+    props["sasl.kerberos.service.name"] = "kafka"  # the same: no conflict
+    cfg = inter_broker_security(props, resolve_listeners(props))
+    assert cfg.kerberos is not None and cfg.kerberos.service == "kafka"
+
+    props["sasl.kerberos.service.name"] = "other"
+    with pytest.raises(SecurityConfigError, match="Conflicting serviceName values"):
+        inter_broker_security(props, resolve_listeners(props))
+
+    props.pop("sasl.kerberos.service.name")
+    props[key] = props[key].replace(' serviceName="kafka"', "")
+    with pytest.raises(SecurityConfigError, match=r"sasl\.kerberos\.service\.name or serviceName"):
+        inter_broker_security(props, resolve_listeners(props))
