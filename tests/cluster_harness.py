@@ -67,14 +67,20 @@ def start_cluster(
     directory: Path,
     brokers: int = 3,
     racks: Sequence[str] | None = ("r1", "r2", "r3"),
+    secure: bool = False,
     **overrides: str,
 ) -> LocalCluster:
-    """A started LocalCluster with LEAN_OVERRIDES (plus `overrides`, dots as '_')."""
+    """A started LocalCluster with LEAN_OVERRIDES (plus `overrides`, dots as '_').
+    `secure`: as `kt cluster up --secure` makes it (a CA and certificates, SASL_SSL
+    with SCRAM between every broker), which takes longer to start."""
     props = dict(LEAN_OVERRIDES)
     props.update({k.replace("_", "."): v for k, v in overrides.items()})
     c = LocalCluster.create(directory, brokers, racks=list(racks) if racks else None,
-                            overrides=props)  # fmt: skip
-    c.start(timeout=90.0, register_timeout=30.0)
+                            overrides=props, secure=secure)  # fmt: skip
+    if secure:
+        c.start(timeout=120.0, register_timeout=60.0)
+    else:
+        c.start(timeout=90.0, register_timeout=30.0)
     try:
         for b in c.brokers:
             check_event_loop(b.log_path.read_text(errors="replace"))
@@ -499,3 +505,26 @@ def consume_all(bootstrap: str, topic: str, partition: int, count: int,
     finally:
         c.close()
     return out
+
+
+def read_all_confluent(
+    conf: dict[str, Any], topic: str, want: set[bytes], timeout: float = DEADLINE_S
+) -> set[bytes]:
+    """Every value confluent-kafka's consumer (`conf`: its group and security) reads
+    from `topic` until it has all of `want` or `timeout` passes; commits before
+    closing, so the group's offsets are exercised too."""
+    from confluent_kafka import Consumer
+
+    got: set[bytes] = set()
+    cons = Consumer({"auto.offset.reset": "earliest", "enable.auto.commit": False, **conf})
+    cons.subscribe([topic])
+    deadline = time.monotonic() + timeout
+    try:
+        while not want <= got and time.monotonic() < deadline:
+            m = cons.poll(1.0)
+            if m is not None and m.error() is None:
+                got.add(m.value())
+        cons.commit(asynchronous=False)
+    finally:
+        cons.close()
+    return got

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_harness import check_event_loop
 from cluster_harness import (
-    LEAN_OVERRIDES,
+    read_all_confluent,
+    start_cluster,
     wait_for,
     wait_for_isr,
     wait_zk_leader,
@@ -50,12 +50,8 @@ def _props(path: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def secure_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    c = LocalCluster.create(tmp_path_factory.mktemp("secure-cluster"), 3,
-                            overrides=LEAN_OVERRIDES, secure=True)  # fmt: skip
-    c.start(timeout=120.0, register_timeout=60.0)
+    c = start_cluster(tmp_path_factory.mktemp("secure-cluster"), 3, racks=None, secure=True)
     try:
-        for b in c.brokers:
-            check_event_loop(b.log_path.read_text(errors="replace"))
         yield c
     finally:
         c.stop(kill=True)
@@ -110,7 +106,7 @@ def test_setup_is_kafkas(secure_cluster: LocalCluster) -> None:
 def test_no_acknowledged_record_is_lost_when_the_leader_is_killed(
     secure_cluster: LocalCluster,
 ) -> None:
-    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
     from kafka import KafkaConsumer, KafkaProducer
 
@@ -182,21 +178,8 @@ def test_no_acknowledged_record_is_lost_when_the_leader_is_killed(
     live = c.bootstrap_servers
 
     def read_confluent() -> set[bytes]:
-        got: set[bytes] = set()
-        cons = Consumer({**_confluent_conf(c), "bootstrap.servers": live,
-                         "group.id": "secured-confluent", "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})  # fmt: skip
-        cons.subscribe([TOPIC])
-        deadline = time.monotonic() + DEADLINE_S
-        try:
-            while not want <= got and time.monotonic() < deadline:
-                m = cons.poll(1.0)
-                if m is not None and m.error() is None:
-                    got.add(m.value())
-            cons.commit(asynchronous=False)
-        finally:
-            cons.close()
-        return got
+        conf = {**_confluent_conf(c), "bootstrap.servers": live, "group.id": "secured-confluent"}
+        return read_all_confluent(conf, TOPIC, want, DEADLINE_S)
 
     def read_kafka_python() -> set[bytes]:
         got: set[bytes] = set()

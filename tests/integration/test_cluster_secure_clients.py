@@ -32,7 +32,13 @@ from typing import Any
 
 import pytest
 from broker_harness import check_event_loop
-from cluster_harness import LEAN_OVERRIDES, wait_for_isr, wait_zk_leader, zk_get
+from cluster_harness import (
+    LEAN_OVERRIDES,
+    read_all_confluent,
+    wait_for_isr,
+    wait_zk_leader,
+    zk_get,
+)
 
 from kt.tools import local_cluster_security as sec
 from kt.tools.local_cluster import LOOPBACK, LocalCluster, free_port
@@ -383,22 +389,8 @@ def _produce_kafkajs(s: Secured, mode: str, acked: Acked, half: Midway) -> None:
 
 
 def _consume_confluent(s: Secured, mode: str, want: set[bytes], total: int) -> set[bytes]:
-    from confluent_kafka import Consumer
-
-    got: set[bytes] = set()
-    cons = Consumer({**_confluent(s, mode), "group.id": f"g-confluent-{mode}",
-                     "auto.offset.reset": "earliest", "enable.auto.commit": False})  # fmt: skip
-    cons.subscribe([TOPIC])
-    deadline = time.monotonic() + DEADLINE_S
-    try:
-        while not want <= got and time.monotonic() < deadline:
-            m = cons.poll(1.0)
-            if m is not None and m.error() is None:
-                got.add(m.value())
-        cons.commit(asynchronous=False)
-    finally:
-        cons.close()
-    return got
+    return read_all_confluent({**_confluent(s, mode), "group.id": f"g-confluent-{mode}"},
+                              TOPIC, want, DEADLINE_S)  # fmt: skip
 
 
 def _consume_kafka_python(s: Secured, mode: str, want: set[bytes], total: int) -> set[bytes]:

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_harness import BrokerProcess, check_event_loop, free_port
+from broker_harness import BrokerProcess, free_port
 from tls_harness import PASSWORD as TLS_PASSWORD
 
 pytestmark = pytest.mark.integration
@@ -330,17 +330,11 @@ def secure_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     SCRAM-SHA-512 everywhere, the ACL authorizer) whose sessions expire: 0142 reads
     `connections.max.reauth.ms` through DescribeConfigs, and its consumer sub-test
     creates a topic with three replicas."""
-    from cluster_harness import LEAN_OVERRIDES
+    from cluster_harness import start_cluster
 
-    from kt.tools.local_cluster import LocalCluster
-
-    overrides = {**LEAN_OVERRIDES, "connections.max.reauth.ms": str(REAUTH_MS)}
-    c = LocalCluster.create(tmp_path_factory.mktemp("rdk-secure-cluster"), 3,
-                            overrides=overrides, secure=True)  # fmt: skip
-    c.start(timeout=120.0, register_timeout=60.0)
+    c = start_cluster(tmp_path_factory.mktemp("rdk-secure-cluster"), 3, racks=None,
+                      secure=True, connections_max_reauth_ms=str(REAUTH_MS))  # fmt: skip
     try:
-        for b in c.brokers:
-            check_event_loop(b.log_path.read_text(errors="replace"))
         yield c
     finally:
         c.stop(kill=True)
